@@ -1,0 +1,40 @@
+"""gpuwise: keep deep-learning jobs' GPUs busy, and prove it.
+
+The public API is re-exported here and imported lazily, so that ``import gpuwise`` stays
+cheap (it runs in every process of a profiled job).
+
+Example:
+    >>> import gpuwise
+    >>> gpuwise.__version__
+    '0.1.0'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Finding": "gpuwise.records",
+    "Fix": "gpuwise.records",
+    "GpuwiseError": "gpuwise.errors",
+    "Run": "gpuwise.records",
+    "Sample": "gpuwise.records",
+    "Step": "gpuwise.records",
+    "summarize": "gpuwise.telemetry.summary",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuwise' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,0 +1,5 @@
+"""``python -m gpuwise``."""
+
+from gpuwise.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""The ``gpuwise`` command: a table of subcommands, each in its own short module.
+
+A subcommand module defines ``HELP`` (one line), ``EXAMPLES`` (shown under its
+``--help``), ``add_arguments(parser)`` and ``run(args) -> int``. Modules import their
+library code inside ``run`` so that ``gpuwise --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from gpuwise import __version__
+from gpuwise.errors import GpuwiseError
+
+COMMANDS = (
+    ("doctor", "gpuwise.cli.doctor"),
+    ("monitor", "gpuwise.cli.monitor"),
+    ("profile", "gpuwise.cli.profile"),
+    ("analyze", "gpuwise.cli.analyze"),
+    ("pack", "gpuwise.cli.pack"),
+    ("store", "gpuwise.cli.store"),
+    ("estimate", "gpuwise.cli.estimate"),
+    ("tune", "gpuwise.cli.tune"),
+    ("advise", "gpuwise.cli.advise"),
+)
+
+DESCRIPTION = """\
+Keep deep-learning jobs' GPUs busy, and prove it.
+
+  measure    gpuwise doctor · gpuwise monitor
+  diagnose   gpuwise profile -- python train.py · gpuwise analyze trace.json.gz
+  fix        gpuwise pack images/ store/ · gpuwise store info store/
+  size       gpuwise estimate resnet50 · gpuwise tune · gpuwise advise resnet50
+
+Every command that prints a result takes --json. Run `gpuwise COMMAND --help` for its
+flags and an example."""
+
+
+def _load(module_name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name == module_name:
+            return None
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="gpuwise",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gpuwise {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS:
+        module = _load(module_name)
+        if module is None:
+            continue
+        p = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            epilog="example:\n" + module.EXAMPLES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (2 usage, 1 runtime error)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="gpuwise: %(levelname)s: %(message)s",
+    )
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args))
+    except GpuwiseError as err:
+        print(f"gpuwise {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"gpuwise {args.command}: interrupted", file=sys.stderr)
+        return 130

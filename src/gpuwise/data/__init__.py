@@ -1,0 +1,1 @@
+"""Feeding the device: store, batch loader, device prefetcher, device transforms."""

@@ -1,0 +1,1 @@
+"""Rules over measurements that produce Findings."""

@@ -1,0 +1,42 @@
+"""Errors raised by gpuwise.
+
+Every message says what was seen, what was expected, and the next step.
+"""
+
+from __future__ import annotations
+
+
+class GpuwiseError(Exception):
+    """Base class of every error gpuwise raises on purpose."""
+
+
+class UsageError(GpuwiseError):
+    """The caller asked for something that cannot be done as asked (bad flag value, shape)."""
+
+
+class NoDeviceError(GpuwiseError):
+    """A device (GPU, NVML, CUDA) that the operation needs is not available."""
+
+
+class MissingExtraError(GpuwiseError):
+    """An optional dependency is not installed; the message names the extra."""
+
+    def __init__(self, module: str, extra: str, purpose: str) -> None:
+        super().__init__(
+            f"{purpose} needs the '{module}' package, which is not installed; "
+            f"install it with: pip install 'gpuwise[{extra}]'"
+        )
+        self.module = module
+        self.extra = extra
+
+
+class LogFormatError(GpuwiseError):
+    """A recorded log or trace cannot be read (names the file and line or record)."""
+
+
+class StoreFormatError(GpuwiseError):
+    """A gpuwise store is malformed, corrupt, or from an unsupported format version."""
+
+
+class OutOfMemoryProbe(GpuwiseError):
+    """A sizing probe ran out of memory (the tuner recovers from it)."""

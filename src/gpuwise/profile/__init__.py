@@ -1,0 +1,1 @@
+"""Step-phase timing: hooks into an unmodified script, or an explicit API."""

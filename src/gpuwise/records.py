@@ -1,0 +1,342 @@
+"""The shared vocabulary: Sample, Step, Fix, Finding and Run (DESIGN.md, "One vocabulary").
+
+Every layer speaks these types. They are plain frozen dataclasses with a JSON form; the JSON
+form of a Run is the ``gpuwise.run/1`` contract that ``--json``, tests and other tools read.
+This module imports nothing from the rest of gpuwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_SCHEMA = "gpuwise.run/1"
+SAMPLES_SCHEMA = "gpuwise.samples/1"
+
+PHASES = ("data_wait", "h2d", "compute", "post")
+"""Step phases, in pipeline order. A Step stores each as ``<phase>_s``."""
+
+SEVERITIES = ("critical", "warning", "info")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One reading of one device at one time.
+
+    A metric the device cannot report is ``None``, never 0.
+
+    Attributes:
+        t_s: Seconds since the recording started (monotonic clock).
+        device: ``"gpu0"``, ``"gpu1"``, ... or ``"cpu"`` when the CPU is the device.
+        utilization_pct: Busy share of the device (GPU utilization, or CPU utilization).
+        memory_util_pct: Memory-controller busy share (NVML "memory utilization").
+        memory_used_bytes: Device memory in use (host memory used for the CPU).
+        memory_total_bytes: Device memory size.
+        power_w: Board power draw.
+        energy_j: Cumulative energy counter of the device since driver load.
+        temperature_c: Core temperature.
+        sm_clock_mhz: Streaming-multiprocessor clock.
+        mem_clock_mhz: Memory clock.
+        throttle_reasons: Active clock-event (throttle) reasons, e.g. ``("sw_power_cap",)``.
+        pcie_tx_bytes_s: PCIe transmit throughput.
+        pcie_rx_bytes_s: PCIe receive throughput.
+        sm_active_pct: Hopper GPM "SM active".
+        tensor_active_pct: Hopper GPM tensor-pipe activity.
+        process_memory_bytes: Device memory held by the watched processes.
+        process_cpu_pct: CPU used by the watched process tree (100 = one core).
+        process_rss_bytes: Resident memory of the watched process tree.
+        event: A noteworthy event at this time (``"gpu_lost: ..."``), else ``None``.
+    """
+
+    t_s: float
+    device: str
+    utilization_pct: float | None = None
+    memory_util_pct: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    power_w: float | None = None
+    energy_j: float | None = None
+    temperature_c: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    throttle_reasons: tuple[str, ...] | None = None
+    pcie_tx_bytes_s: float | None = None
+    pcie_rx_bytes_s: float | None = None
+    sm_active_pct: float | None = None
+    tensor_active_pct: float | None = None
+    process_memory_bytes: int | None = None
+    process_cpu_pct: float | None = None
+    process_rss_bytes: int | None = None
+    event: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form: every field, ``None`` kept as ``null``."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.throttle_reasons is not None:
+            d["throttle_reasons"] = list(self.throttle_reasons)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Sample:
+        """Build a Sample from its JSON form; unknown keys are ignored."""
+        kwargs = {k: d[k] for k in SAMPLE_FIELDS if k in d}
+        if kwargs.get("throttle_reasons") is not None:
+            kwargs["throttle_reasons"] = tuple(kwargs["throttle_reasons"])
+        return cls(**kwargs)
+
+
+SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
+METRIC_FIELDS = tuple(n for n in SAMPLE_FIELDS if n not in ("t_s", "device", "event"))
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One training or inference iteration, split into phases (seconds).
+
+    Attributes:
+        index: Step number within its rank, from 0.
+        start_s: Start time, seconds on the same clock as the Run's samples.
+        data_wait_s: Time blocked waiting for the next batch.
+        h2d_s: Host-to-device copy time on the critical path.
+        compute_s: Forward, backward and optimizer time.
+        post_s: Work after the optimizer step until the next batch is requested.
+        rank: Distributed rank that ran the step (0 when not distributed).
+        batch_size: Samples in the batch, when known.
+        h2d_bytes: Bytes copied host-to-device during the step.
+        h2d_pageable_bytes: Of those, bytes copied from pageable (unpinned) memory.
+        h2d_count: Number of host-to-device copies.
+    """
+
+    index: int
+    start_s: float
+    data_wait_s: float
+    h2d_s: float
+    compute_s: float
+    post_s: float
+    rank: int = 0
+    batch_size: int | None = None
+    h2d_bytes: int = 0
+    h2d_pageable_bytes: int = 0
+    h2d_count: int = 0
+
+    @property
+    def total_s(self) -> float:
+        """Duration of the whole step."""
+        return self.data_wait_s + self.h2d_s + self.compute_s + self.post_s
+
+    def phase_s(self, phase: str) -> float:
+        """Duration of one phase by name (one of ``PHASES``)."""
+        return float(getattr(self, f"{phase}_s"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Step:
+        """Build a Step from its JSON form; unknown keys are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """One remedy for a finding.
+
+    Attributes:
+        action: What to do, in a few words ("Load batches in 2 worker processes").
+        how: The setting or code to paste (``DataLoader(..., num_workers=2)``), or the
+            gpuwise feature that applies it (``gpuwise.data.Loader``).
+    """
+
+    action: str
+    how: str
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the JSON form."""
+        return {"action": self.action, "how": self.how}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A diagnosis: what limits the job, the numbers behind it, and what to do.
+
+    Attributes:
+        kind: Stable id (``input_bound``, ``pageable_h2d``, ``healthy``, ...).
+        severity: ``"critical"``, ``"warning"`` or ``"info"``.
+        summary: One sentence a user reads first.
+        evidence: Numbers with units in their names (``data_wait_fraction``, ``step_mean_s``).
+        max_speedup: Upper bound on the whole job's speedup if this were fixed
+            (Amdahl: a stage taking fraction f allows at most ``1 / (1 - f)``); ``None`` when
+            the finding is not about speed.
+        fixes: Remedies, best payoff first.
+    """
+
+    kind: str
+    severity: str
+    summary: str
+    evidence: Mapping[str, float | int | str | None] = field(default_factory=dict)
+    max_speedup: float | None = None
+    fixes: tuple[Fix, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {
+            "kind": self.kind,
+            "severity": self.severity,
+            "summary": self.summary,
+            "evidence": dict(self.evidence),
+            "max_speedup": self.max_speedup,
+            "fixes": [f.to_dict() for f in self.fixes],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
+        """Build a Finding from its JSON form."""
+        return cls(
+            kind=d["kind"],
+            severity=d.get("severity", "info"),
+            summary=d.get("summary", ""),
+            evidence=dict(d.get("evidence") or {}),
+            max_speedup=d.get("max_speedup"),
+            fixes=tuple(Fix(f["action"], f.get("how", "")) for f in d.get("fixes") or ()),
+        )
+
+
+def step_stats(steps: Sequence[Step]) -> dict[str, Any]:
+    """Summarize steps as the Run contract's ``steps`` object (without the records).
+
+    Args:
+        steps: Steps of one or more ranks.
+
+    Returns:
+        ``{"count", "mean_s", "phases_s", "fractions", "steps_per_s", "samples_per_s"}``;
+        ``phases_s`` holds each phase's mean seconds per step and ``fractions`` each phase's
+        share of the total (summing to 1). Means and fractions are ``None`` without steps.
+    """
+    n = len(steps)
+    if n == 0:
+        return {
+            "count": 0,
+            "mean_s": None,
+            "phases_s": None,
+            "fractions": None,
+            "steps_per_s": None,
+            "samples_per_s": None,
+        }
+    totals = {p: sum(s.phase_s(p) for s in steps) for p in PHASES}
+    grand = sum(totals.values())
+    ranks = {s.rank for s in steps}
+    mean_s = grand / n
+    sizes = [s.batch_size for s in steps if s.batch_size is not None]
+    steps_per_s = len(ranks) / mean_s if mean_s > 0 else None
+    samples_per_s = None
+    if steps_per_s is not None and len(sizes) == n:
+        samples_per_s = steps_per_s * (sum(sizes) / n)
+    return {
+        "count": n,
+        "mean_s": mean_s,
+        "phases_s": {p: totals[p] / n for p in PHASES},
+        "fractions": {p: (totals[p] / grand if grand > 0 else 0.0) for p in PHASES},
+        "steps_per_s": steps_per_s,
+        "samples_per_s": samples_per_s,
+    }
+
+
+@dataclass
+class Run:
+    """What one ``gpuwise profile`` or ``gpuwise analyze`` produced.
+
+    Attributes:
+        source: ``"profile"``, ``"api"`` or ``"analyze"``.
+        command: The profiled command line, or the analyzed file names.
+        exit_code: The profiled command's exit code (``None`` when not a command).
+        devices: One dict per device: ``{"id", "name", "memory_total_bytes", ...}``.
+        steps: Step records of every rank.
+        samples: Telemetry samples, time-ordered.
+        utilization: Per-device summary (see ``gpuwise.telemetry.summary.summarize``).
+        findings: Diagnosis, best payoff first (the first is the main bottleneck or
+            ``healthy``).
+        meta: Versions, start time, sampling interval, skipped records, inputs.
+        extra: Sections added by other layers (``"ranks"`` for distributed runs,
+            ``"trace"`` for analyzed traces), each a JSON-ready dict.
+    """
+
+    source: str
+    command: list[str] | None = None
+    exit_code: int | None = None
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    utilization: dict[str, dict[str, Any]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def step_stats(self) -> dict[str, Any]:
+        """Return the ``steps`` summary of the Run contract (see ``step_stats``)."""
+        return step_stats(self.steps)
+
+    def to_dict(self, *, include_samples: bool = True) -> dict[str, Any]:
+        """Return the ``gpuwise.run/1`` JSON document.
+
+        Args:
+            include_samples: Also list every sample and step record (default). Without
+                them the document holds only summaries.
+        """
+        steps = self.step_stats()
+        if include_samples:
+            steps["records"] = [s.to_dict() for s in self.steps]
+        doc: dict[str, Any] = {
+            "schema": RUN_SCHEMA,
+            "source": self.source,
+            "command": self.command,
+            "exit_code": self.exit_code,
+            "devices": self.devices,
+            "steps": steps,
+            "utilization": self.utilization,
+            "findings": [f.to_dict() for f in self.findings],
+            "meta": self.meta,
+        }
+        doc.update(self.extra)
+        if include_samples:
+            doc["samples"] = [s.to_dict() for s in self.samples]
+        return doc
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Run:
+        """Rebuild a Run from its JSON document (records and samples included)."""
+        known = {
+            "schema",
+            "source",
+            "command",
+            "exit_code",
+            "devices",
+            "steps",
+            "utilization",
+            "findings",
+            "meta",
+            "samples",
+        }
+        return cls(
+            source=d.get("source", "analyze"),
+            command=d.get("command"),
+            exit_code=d.get("exit_code"),
+            devices=list(d.get("devices") or []),
+            steps=[Step.from_dict(s) for s in (d.get("steps") or {}).get("records", [])],
+            samples=[Sample.from_dict(s) for s in d.get("samples") or []],
+            utilization=dict(d.get("utilization") or {}),
+            findings=[Finding.from_dict(f) for f in d.get("findings") or []],
+            meta=dict(d.get("meta") or {}),
+            extra={k: v for k, v in d.items() if k not in known},
+        )
+
+
+def devices_of(samples: Iterable[Sample]) -> list[str]:
+    """Return the device ids seen in samples, in first-seen order."""
+    seen: dict[str, None] = {}
+    for s in samples:
+        seen.setdefault(s.device, None)
+    return list(seen)

@@ -1,0 +1,1 @@
+"""Rendering results: terminal text, JSON, HTML, Perfetto traces."""

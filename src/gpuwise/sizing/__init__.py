@@ -1,0 +1,1 @@
+"""Memory and FLOP estimation, batch-size tuning, hardware advice."""

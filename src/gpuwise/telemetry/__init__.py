@@ -1,0 +1,1 @@
+"""Hardware samplers and recorded-log readers."""

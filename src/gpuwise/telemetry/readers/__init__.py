@@ -1,0 +1,1 @@
+"""Readers for recorded logs and traces (nvidia-smi, dmon, Kineto)."""
