@@ -1,0 +1,1 @@
+"""Distributed helpers: ranks, torchrun integration, per-rank aggregation."""
