@@ -1,0 +1,88 @@
+"""Tables of the HTML report: per-rank phases, per-device utilization, metadata.
+
+Every cell is escaped here; callers pass plain values.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from gpuwise.records import PHASES, Step
+from gpuwise.report.units import (
+    NA,
+    format_bytes,
+    format_energy,
+    format_fraction,
+    format_pct,
+    format_seconds,
+    gap_note,
+    ranks_of,
+)
+
+
+def definition_list(rows: list[tuple[str, str]]) -> str:
+    """Return a ``<dl>`` of (escaped key, value already in HTML) rows."""
+    items = "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in rows)
+    return f'<dl class="meta">{items}</dl>'
+
+
+def ranks_table(steps: list[Step]) -> str:
+    """Return a table of steps, mean step and phase shares per rank ("" for one rank)."""
+    ranks = ranks_of(steps)
+    if len(ranks) < 2:
+        return ""
+    head = "<tr><th>rank</th><th>steps</th><th>mean step</th>" + "".join(
+        f"<th>{escape(p)}</th>" for p in PHASES
+    )
+    rows = []
+    for rank in ranks:
+        mine = [s for s in steps if s.rank == rank]
+        total = sum(s.total_s for s in mine)
+        shares = [
+            format_fraction(sum(s.phase_s(p) for s in mine) / total if total > 0 else None)
+            for p in PHASES
+        ]
+        cells = [str(rank), str(len(mine)), format_seconds(total / len(mine)), *shares]
+        rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+    return f"<table>{head}</tr>{''.join(rows)}</table>"
+
+
+def utilization_table(utilization: dict[str, dict[str, Any]]) -> str:
+    """Return the per-device summary table and a note per device with sampling gaps."""
+    if not utilization:
+        return ""
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("device", "mean util", "p95 util", "idle", "peak memory", "energy", "power")
+    )
+    rows = []
+    for device, s in utilization.items():
+        power = s.get("mean_power_w")
+        cells = [
+            device,
+            format_pct(s.get("mean_utilization_pct")),
+            format_pct(s.get("p95_utilization_pct")),
+            format_fraction(s.get("idle_fraction")),
+            format_bytes(s.get("peak_memory_used_bytes")),
+            format_energy(s.get("energy_j")),
+            NA if power is None else f"{power:.1f} W",
+        ]
+        rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+    notes = [gap_note(device, s) for device, s in utilization.items()]
+    text = "".join(f'<p class="note">{escape(n)}</p>' for n in notes if n)
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>{text}"
+
+
+def meta_section(anchor: str, heading: str, items: dict[str, Any]) -> str:
+    """Return a section listing ``items`` as short JSON ("" when empty)."""
+    if not items:
+        return ""
+    rows = [(str(k), f"<code>{escape(_short_json(v))}</code>") for k, v in items.items()]
+    return f'<section id="{anchor}"><h2>{heading}</h2>{definition_list(rows)}</section>'
+
+
+def _short_json(value: Any, limit: int = 400) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,224 @@
+"""The terminal report of a Run: header, throughput, phase bar, devices, findings.
+
+Pure rendering onto a ``rich`` console that the caller owns; nothing here prints on its
+own, so the CLI decides where output goes and tests record it with
+``Console(record=True, width=100)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from gpuwise.records import PHASES, Finding, Run
+from gpuwise.report.units import (
+    NA,
+    PHASE_COLORS,
+    SEVERITY_COLORS,
+    command_line,
+    device_label,
+    format_bytes,
+    format_energy,
+    format_fraction,
+    format_pct,
+    format_seconds,
+    format_speedup,
+    format_value,
+    gap_note,
+    ranks_of,
+    run_duration_s,
+    skipped_count,
+)
+
+BAR_WIDTH = 60
+"""Characters in the phase breakdown bar."""
+
+
+def render_run(run: Run, console: Console) -> None:
+    """Render a Run as the terminal report.
+
+    Args:
+        run: The Run to show (steps, utilization summary and findings may be empty).
+        console: Where to render; the caller owns it.
+
+    Example:
+        >>> from rich.console import Console
+        >>> render_run(run, Console())  # doctest: +SKIP
+    """
+    _render_header(run, console)
+    _render_throughput(run, console)
+    _render_phases(run, console)
+    _render_devices(run, console)
+    console.print()
+    render_findings(run.findings, console)
+
+
+def _render_header(run: Run, console: Console) -> None:
+    console.print(Text(f"gpuwise report · {run.source}", style="bold"))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column(overflow="fold")
+    grid.add_row("command", Text(command_line(run)))
+    exit_code = NA if run.exit_code is None else str(run.exit_code)
+    grid.add_row("exit code", Text(exit_code, style="red" if run.exit_code else ""))
+    for device in run.devices or [{"id": d} for d in run.utilization]:
+        grid.add_row("device", Text(device_label(device)))
+    grid.add_row("duration", format_seconds(run_duration_s(run)))
+    if skipped_count(run):
+        grid.add_row("skipped", Text(f"{skipped_count(run):,} unusable input records", "yellow"))
+    console.print(grid)
+
+
+def _render_throughput(run: Run, console: Console) -> None:
+    stats = run.step_stats()
+    console.print()
+    if not stats["count"]:
+        console.print("steps       no steps recorded")
+        return
+    ranks = ranks_of(run.steps)
+    steps_per_s = stats["steps_per_s"]
+    samples_per_s = stats["samples_per_s"]
+    line = (
+        f"steps       {stats['count']:,} steps · {len(ranks)} rank{'s' * (len(ranks) > 1)}"
+        f" · mean step {format_seconds(stats['mean_s'])}"
+        f" · {NA if steps_per_s is None else f'{steps_per_s:.2f}'} steps/s"
+        f" · {NA if samples_per_s is None else f'{samples_per_s:,.1f}'} samples/s"
+    )
+    console.print(Text(line))
+    if len(ranks) > 1:
+        _render_ranks(run, console)
+
+
+def _render_ranks(run: Run, console: Console) -> None:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+    for name in ("rank", "steps", "mean step", "data wait"):
+        table.add_column(name, justify="right")
+    for rank in ranks_of(run.steps):
+        mine = [s for s in run.steps if s.rank == rank]
+        total_s = sum(s.total_s for s in mine)
+        wait = sum(s.data_wait_s for s in mine) / total_s if total_s > 0 else None
+        table.add_row(
+            str(rank), str(len(mine)), format_seconds(total_s / len(mine)), format_fraction(wait)
+        )
+    console.print(Padding(table, (0, 0, 0, 12), expand=False))
+
+
+def phase_bar(fractions: Mapping[str, float], width: int = BAR_WIDTH) -> Text:
+    """Build the phase breakdown bar: one coloured run of blocks per phase.
+
+    Args:
+        fractions: Phase name to share of the step (summing to 1).
+        width: Bar length in characters.
+
+    Returns:
+        A ``rich`` Text of exactly ``width`` block characters.
+    """
+    counts = _apportion([fractions.get(p, 0.0) for p in PHASES], width)
+    bar = Text()
+    for phase, count in zip(PHASES, counts, strict=True):
+        bar.append("█" * count, style=PHASE_COLORS[phase])
+    return bar
+
+
+def _apportion(shares: Sequence[float], width: int) -> list[int]:
+    """Split ``width`` cells by shares with largest remainders, so the bar is always full."""
+    total = sum(shares)
+    if total <= 0:
+        return [0] * (len(shares) - 1) + [width]
+    exact = [s / total * width for s in shares]
+    counts = [int(x) for x in exact]
+    by_remainder = sorted(range(len(shares)), key=lambda i: exact[i] - counts[i], reverse=True)
+    for i in by_remainder[: width - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def _render_phases(run: Run, console: Console) -> None:
+    stats = run.step_stats()
+    if not stats["count"]:
+        return
+    fractions, phases_s = stats["fractions"], stats["phases_s"]
+    console.print(Text("phases      ").append_text(phase_bar(fractions)))
+    legend = Table.grid(padding=(0, 2))
+    for justify in ("left", "right", "right"):
+        legend.add_column(justify=justify)  # type: ignore[arg-type]
+    for phase in PHASES:
+        name = Text("■ ", style=PHASE_COLORS[phase]).append(phase, style="")
+        legend.add_row(name, format_fraction(fractions[phase]), format_seconds(phases_s[phase]))
+    console.print(Padding(legend, (0, 0, 0, 12), expand=False))
+
+
+def _render_devices(run: Run, console: Console) -> None:
+    console.print()
+    if not run.utilization:
+        console.print("devices     no samples recorded")
+        return
+    table = Table(box=None, pad_edge=False, header_style="dim")
+    headers = ("device", "mean util", "p95 util", "idle", "peak memory", "energy", "power")
+    for i, name in enumerate(headers):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for device_id, summary in run.utilization.items():
+        table.add_row(device_id, *_device_cells(summary))
+    console.print(table)
+    for device_id, summary in run.utilization.items():
+        note = gap_note(device_id, summary)
+        if note:
+            console.print(Text(note, style="dim"))
+
+
+def _device_cells(summary: Mapping[str, Any]) -> list[str]:
+    power = summary.get("mean_power_w")
+    return [
+        format_pct(summary.get("mean_utilization_pct")),
+        format_pct(summary.get("p95_utilization_pct")),
+        format_fraction(summary.get("idle_fraction")),
+        format_bytes(summary.get("peak_memory_used_bytes")),
+        format_energy(summary.get("energy_j")),
+        NA if power is None else f"{power:.1f} W",
+    ]
+
+
+def render_findings(findings: Sequence[Finding], console: Console) -> None:
+    """Render findings in order (the first is the main bottleneck).
+
+    Each shows kind, severity, the bound on speedup, the summary, the evidence with units
+    and numbered fixes with the setting to paste in code style.
+
+    Args:
+        findings: Findings, best payoff first.
+        console: Where to render.
+    """
+    if not findings:
+        console.print("findings    none (nothing was diagnosed)")
+        return
+    console.print(Text("findings", style="bold"))
+    for number, finding in enumerate(findings, start=1):
+        _render_finding(number, finding, console)
+
+
+def _render_finding(number: int, finding: Finding, console: Console) -> None:
+    colour = SEVERITY_COLORS.get(finding.severity, "white")
+    head = Text(f"{number}. ")
+    head.append(finding.kind, style="bold")
+    head.append(f" [{finding.severity}]", style=colour)
+    if finding.max_speedup is not None:
+        head.append(f" · {format_speedup(finding.max_speedup)}", style="bold")
+    console.print(head)
+    console.print(Padding(Text(finding.summary), (0, 0, 0, 3), expand=False))
+    if finding.evidence:
+        console.print(Text("   evidence", style="dim"))
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="dim")
+        grid.add_column()
+        for key, value in finding.evidence.items():
+            grid.add_row(key, format_value(key, value))
+        console.print(Padding(grid, (0, 0, 0, 5), expand=False))
+    for i, fix in enumerate(finding.fixes, start=1):
+        console.print(Padding(Text(f"fix {i}. {fix.action}"), (0, 0, 0, 3), expand=False))
+        if fix.how:
+            console.print(Padding(Text(fix.how, style="bold cyan"), (0, 0, 0, 10), expand=False))

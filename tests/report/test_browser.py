@@ -1,0 +1,97 @@
+"""End to end: the HTML report, opened in headless Chromium, renders its plots."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuwise.records import Finding, Fix
+from gpuwise.report.html import write_html
+from gpuwise.report.units import DEVICE_COLORS, PHASE_COLORS
+from gpuwise.telemetry.summary import summarize
+from tests.report.runs import INPUT_BOUND, PAGEABLE, gpu_samples, make_run, uniform_steps
+
+WIDTH_PX, HEIGHT_PX = 1200, 3200
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or (
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+    )
+    if found is None:
+        pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium)")
+    return found
+
+
+def _browse(tmp_path: Path, page: Path, *mode: str) -> subprocess.CompletedProcess[str]:
+    argv = [_chromium(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *mode]
+    return subprocess.run(
+        [*argv, page.as_uri()],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
+def _pixels_near(image, rgb_hex: str, tolerance: int = 10) -> int:
+    target = tuple(int(rgb_hex[i : i + 2], 16) for i in (1, 3, 5))
+    return sum(
+        count
+        for count, pixel in image.getcolors(maxcolors=1 << 24)
+        if all(abs(a - b) <= tolerance for a, b in zip(pixel[:3], target, strict=True))
+    )
+
+
+@pytest.mark.slow
+def test_report_renders_plots_in_headless_chromium(tmp_path):
+    from PIL import Image
+
+    samples = sorted(
+        gpu_samples(300) + gpu_samples(300, device="gpu1"), key=lambda s: (s.t_s, s.device)
+    )
+    run = make_run(
+        command=["torchrun", "--nproc-per-node=2", "train.py", "--tag", "<b>x</b>"],
+        steps=uniform_steps(120, ranks=2, post_s=0.01),
+        samples=samples,
+        findings=[
+            INPUT_BOUND,
+            PAGEABLE,
+            Finding("memory_headroom", "info", "Peak memory is 10 GiB of 80 GiB.", {}, None,
+                    (Fix("Double the batch", "batch_size=64"),)),
+        ],
+    )  # fmt: skip
+    run.utilization = summarize(samples, 0.1)
+    page = tmp_path / "report.html"
+    write_html(run, page)
+
+    dom = _browse(tmp_path, page, "--dump-dom").stdout
+    assert dom.count("<svg") == 6  # share bar, step phases, 2 x (utilization, memory)
+    assert dom.count('class="series"') == 8
+    assert "&lt;b&gt;x&lt;/b&gt;" in dom
+
+    shot = tmp_path / "shot.png"
+    _browse(tmp_path, page, f"--screenshot={shot}", f"--window-size={WIDTH_PX},{HEIGHT_PX}")
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (WIDTH_PX, HEIGHT_PX)
+    # the stacked step bars and the share bar fill thousands of pixels in the phase colours
+    for phase in ("data_wait", "h2d", "compute", "post"):
+        assert _pixels_near(image, PHASE_COLORS[phase]) > 2_000, phase
+    # gpu1's utilization and memory lines are drawn (its colour appears nowhere else
+    # but in two 10 x 10 legend swatches)
+    assert _pixels_near(image, DEVICE_COLORS[1], tolerance=40) > 1_000
+    background = _pixels_near(image, "#ffffff", tolerance=0)
+    assert background < 0.95 * WIDTH_PX * HEIGHT_PX
