@@ -17,13 +17,22 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "FakeGpu": "gpuwise.telemetry.fake",
+    "FakeNvml": "gpuwise.telemetry.fake",
     "Finding": "gpuwise.records",
     "Fix": "gpuwise.records",
     "GpuwiseError": "gpuwise.errors",
+    "LogRead": "gpuwise.telemetry.readers.nvsmi",
+    "MonitorConfig": "gpuwise.telemetry.sampler",
     "Run": "gpuwise.records",
     "Sample": "gpuwise.records",
+    "Sampler": "gpuwise.telemetry.sampler",
     "Step": "gpuwise.records",
+    "read_log": "gpuwise.telemetry.readers.nvsmi",
+    "render_run": "gpuwise.report.text",
     "summarize": "gpuwise.telemetry.summary",
+    "write_html": "gpuwise.report.html",
+    "write_trace": "gpuwise.report.trace",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,312 @@
+"""``gpuwise monitor``: live device table, logs, and recording a command's run."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuwise.records import Sample
+    from gpuwise.telemetry.sampler import Sampler
+
+HELP = (
+    "sample GPU (or CPU) utilization, memory, power and clocks; live, logged, or around a command"
+)
+EXAMPLES = """\
+  gpuwise monitor                          live table, refreshed every second (Ctrl-C ends)
+  gpuwise monitor --once --json            one reading of every device as JSON
+  gpuwise monitor --duration 60 --log gpu.jsonl --csv gpu.csv
+  gpuwise monitor -- python train.py       record while train.py runs, print the summary
+  gpuwise monitor --fake 2 --duration 5    demo with 2 simulated GPUs (no GPU needed)"""
+
+CHILD_STOP_S = 10.0
+
+
+def _seconds(low: float, high: float | None) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+        if value < low or (high is not None and value > high):
+            bound = f"{low} to {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"{value} s is out of range; use {bound} s")
+        return value
+
+    return parse
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a GPU count; use 1 or more")
+    return int(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags of ``gpuwise monitor``."""
+    parser.add_argument(
+        "--interval", type=_seconds(0.05, 60.0), default=0.5, help="seconds between readings"
+    )
+    parser.add_argument("--duration", type=_seconds(0.0, None), help="stop after S seconds")
+    parser.add_argument("--once", action="store_true", help="read every device once and exit")
+    parser.add_argument("--log", metavar="FILE.jsonl", help="append each sample as a JSON line")
+    parser.add_argument("--csv", metavar="FILE", help="write nvidia-smi style CSV rows")
+    parser.add_argument("--json", action="store_true", help="print the gpuwise.samples/1 object")
+    parser.add_argument("--pcie", action="store_true", help="read PCIe throughput (20 ms/GPU)")
+    parser.add_argument("--host", action="store_true", help="sample the host CPU beside GPUs")
+    parser.add_argument(
+        "--fake", type=_count, metavar="N", help="simulate N GPUs (demo and tests; no GPU needed)"
+    )
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: record while it runs")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Sample devices as asked and print the live view, summary or JSON."""
+    from rich.console import Console
+
+    from gpuwise.errors import UsageError
+    from gpuwise.telemetry.export import CsvWriter, JsonlWriter
+    from gpuwise.telemetry.host import ProcessTree
+    from gpuwise.telemetry.sampler import MonitorConfig, Sampler
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if cmd and args.once:
+        raise UsageError("--once reads devices once; it cannot be combined with a command")
+    config = MonitorConfig(interval_s=args.interval, pcie=args.pcie, host=args.host)
+    log = JsonlWriter(args.log) if args.log else None  # opened first: a bad path fails now
+    tree = ProcessTree()
+    sampler = Sampler(config, _fake_backends(args, config, tree), tree=tree)
+    try:
+        csv = CsvWriter(args.csv, sampler.devices()) if args.csv else None
+    except Exception:
+        sampler.stop()
+        raise
+
+    def write(sample: Sample) -> None:
+        if log is not None:
+            log.write(sample)
+        if csv is not None:
+            csv.write(sample, (sampler.started_at_epoch_s or time.time()) + sample.t_s)
+
+    sampler.on_sample = write
+
+    console = Console(stderr=bool(cmd))
+    if not console.is_terminal:  # logs and pipes: wide enough that rows stay on one line
+        console = Console(stderr=bool(cmd), width=140)
+    for name, reason in sampler.unavailable.items():
+        print(f"gpuwise monitor: {name}: {reason}; showing the CPU as the device", file=sys.stderr)
+    try:
+        exit_code, samples = _record(args, cmd, sampler, console)
+    finally:
+        sampler.stop()
+        for writer in (log, csv):
+            if writer is not None:
+                writer.close()
+    _print_result(args, cmd, sampler, samples, exit_code, console)
+    return exit_code if cmd else 0
+
+
+def _fake_backends(args: argparse.Namespace, config: Any, tree: Any) -> Any:
+    if args.fake is None:
+        return None
+    from gpuwise.telemetry.fake import FakeNvml
+    from gpuwise.telemetry.host import HostBackend
+    from gpuwise.telemetry.nvml import NvmlBackend
+
+    nvml = NvmlBackend(nvml=FakeNvml(args.fake), pids=tree.pids, pcie=config.pcie)
+    return [nvml, HostBackend(tree)] if config.host else [nvml]
+
+
+def _record(
+    args: argparse.Namespace, cmd: list[str], sampler: Sampler, console: Console
+) -> tuple[int, list[Sample]]:
+    """Sample in the mode asked for; return the command's exit code (0) and samples."""
+    if args.once:
+        time.sleep(args.interval)  # a window for rates such as CPU %
+        return 0, sampler.tick()
+    if cmd:
+        return _record_command(cmd, sampler), sampler.samples()
+    sampler.start()
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a live view: print the summary
+        _watch(args, sampler, console)
+    return 0, sampler.samples()
+
+
+def _record_command(cmd: list[str], sampler: Sampler) -> int:
+    from gpuwise.errors import GpuwiseError
+
+    try:
+        child = subprocess.Popen(cmd)
+    except OSError as err:
+        raise GpuwiseError(f"cannot run '{cmd[0]}': {err.strerror}; check the command") from err
+    sampler.watch(child.pid)
+    sampler.start()
+    try:
+        code = child.wait()
+    except KeyboardInterrupt:
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+        try:
+            code = child.wait(CHILD_STOP_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            code = child.wait(CHILD_STOP_S)
+    return code if code >= 0 else 128 - code  # killed by signal N: the shell's 128 + N
+
+
+def _watch(args: argparse.Namespace, sampler: Sampler, console: Console) -> None:
+    from rich.live import Live
+
+    end = None if args.duration is None else time.monotonic() + args.duration
+    if args.json or not console.is_terminal:
+        while end is None or time.monotonic() < end:
+            time.sleep(min(0.2, max(0.0, end - time.monotonic())) if end else 0.2)
+        return
+    with Live(_snapshot_table(sampler.samples(), sampler), console=console) as live:
+        while end is None or time.monotonic() < end:
+            time.sleep(min(1.0, max(0.0, end - time.monotonic())) if end else 1.0)
+            live.update(_snapshot_table(sampler.samples(), sampler))
+
+
+def _print_result(
+    args: argparse.Namespace,
+    cmd: list[str],
+    sampler: Sampler,
+    samples: list[Sample],
+    exit_code: int,
+    console: Console,
+) -> None:
+    from gpuwise.records import SAMPLES_SCHEMA
+    from gpuwise.telemetry.summary import summarize
+
+    interval = None if args.once else args.interval
+    summary = summarize(samples, interval)
+    if args.json:
+        doc: dict[str, Any] = {
+            "schema": SAMPLES_SCHEMA,
+            "devices": sampler.devices(),
+            "interval_s": args.interval,
+            "started_at_epoch_s": sampler.started_at_epoch_s,
+            "unavailable": sampler.unavailable,
+            "samples": [s.to_dict() for s in samples],
+            "summary": summary,
+            "processes": _process_summary(samples),
+        }
+        if cmd:
+            doc.update(command=cmd, exit_code=exit_code)
+        print(json.dumps(doc, indent=2))
+        return
+    if args.once or not (cmd or console.is_terminal):  # a live view already showed it
+        console.print(_snapshot_table(samples, sampler))
+    if args.once:
+        return
+    for event in (s for s in samples if s.event):
+        console.print(f"[bold red]{event.device} at {event.t_s:.1f} s: {event.event}[/]")
+    console.print(_summary_table(summary, sampler))
+    for device, p in _process_summary(samples).items():
+        cpu, rss = _n(p["mean_cpu_pct"], unit=" %"), _gib(p["peak_rss_bytes"])
+        gpu = _gib(p["peak_gpu_memory_bytes"])
+        console.print(f"watched processes on {device}: mean CPU {cpu}, peak RSS {rss}, GPU {gpu}")
+    if cmd:
+        console.print(f"command exited with code {exit_code}")
+
+
+def _process_summary(samples: list[Sample]) -> dict[str, dict[str, float | int | None]]:
+    """Per device, the watched process tree's mean CPU % and peak RSS / GPU memory."""
+    out: dict[str, dict[str, float | int | None]] = {}
+    for device in dict.fromkeys(s.device for s in samples):
+        mine = [s for s in samples if s.device == device]
+        cpu = [s.process_cpu_pct for s in mine if s.process_cpu_pct is not None]
+        rss = [s.process_rss_bytes for s in mine if s.process_rss_bytes is not None]
+        gpu = [s.process_memory_bytes for s in mine if s.process_memory_bytes is not None]
+        if cpu or rss or gpu:
+            out[device] = {
+                "mean_cpu_pct": sum(cpu) / len(cpu) if cpu else None,
+                "peak_rss_bytes": max(rss, default=None),
+                "peak_gpu_memory_bytes": max(gpu, default=None),
+            }
+    return out
+
+
+def _n(value: float | int | None, fmt: str = "{:.0f}", unit: str = "") -> str:
+    return "n/a" if value is None else fmt.format(value) + unit
+
+
+def _gib(value: float | int | None) -> str:
+    if value is not None and value < (1 << 30):
+        return _n(value / (1 << 20), "{:.0f}", " MiB")
+    return _n(None if value is None else value / (1 << 30), "{:.1f}", " GiB")
+
+
+def _names(sampler: Sampler) -> dict[str, str]:
+    return {d["id"]: str(d.get("name") or "") for d in sampler.devices()}
+
+
+def _snapshot_table(samples: list[Sample], sampler: Sampler) -> Table:
+    """The latest reading of each device."""
+    from rich.table import Table
+
+    latest = {s.device: s for s in samples if s.event is None}
+    table = Table(title="gpuwise monitor", title_justify="left")
+    for column in ("device", "name", "util", "mem util", "memory", "power", "temp", "clocks"):
+        table.add_column(column, justify="left" if column in ("device", "name") else "right")
+    table.add_column("throttle")
+    table.add_column("watched procs", justify="right")
+    for device, s in latest.items():
+        clocks = f"{_n(s.sm_clock_mhz)}/{_n(s.mem_clock_mhz)} MHz"
+        clocks = "n/a" if s.sm_clock_mhz is None and s.mem_clock_mhz is None else clocks
+        throttle = "n/a" if s.throttle_reasons is None else ",".join(s.throttle_reasons) or "-"
+        procs = "-"
+        if s.process_cpu_pct is not None or s.process_rss_bytes is not None:
+            procs = f"{_n(s.process_cpu_pct, unit=' % cpu')} {_gib(s.process_rss_bytes)} rss"
+        elif s.process_memory_bytes is not None:
+            procs = f"{_gib(s.process_memory_bytes)} gpu"
+        table.add_row(
+            device,
+            _names(sampler).get(device, ""),
+            _n(s.utilization_pct, unit=" %"),
+            _n(s.memory_util_pct, unit=" %"),
+            f"{_gib(s.memory_used_bytes)} / {_gib(s.memory_total_bytes)}",
+            _n(s.power_w, unit=" W"),
+            _n(s.temperature_c, unit=" C"),
+            clocks,
+            throttle,
+            procs,
+        )
+    return table
+
+
+def _summary_table(summary: dict[str, dict[str, Any]], sampler: Sampler) -> Table:
+    """Per-device summary: utilization, idle share, memory, power, energy, gaps."""
+    from rich.table import Table
+
+    table = Table(title="summary", title_justify="left")
+    for column in ("device", "samples", "mean util", "p95 util", "idle", "peak memory"):
+        table.add_column(column, justify="left" if column == "device" else "right")
+    for column in ("mean power", "energy", "gaps"):
+        table.add_column(column, justify="right")
+    for device, s in summary.items():
+        energy = _n(s["energy_j"], "{:.1f}", " J")
+        if s["energy_source"] == "integrated":
+            energy += " (integrated" + (", skips gaps)" if s["energy_spans_gaps"] else ")")
+        table.add_row(
+            device,
+            str(s["samples"]),
+            _n(s["mean_utilization_pct"], "{:.1f}", " %"),
+            _n(s["p95_utilization_pct"], "{:.1f}", " %"),
+            _n(None if s["idle_fraction"] is None else 100 * s["idle_fraction"], unit=" %"),
+            _gib(s["peak_memory_used_bytes"]),
+            _n(s["mean_power_w"], "{:.1f}", " W"),
+            energy,
+            f"{s['gaps']} ({s['gap_s']:.1f} s)" if s["gaps"] else "0",
+        )
+    return table

@@ -1,0 +1,394 @@
+"""A fake NVML: the part of the ``pynvml`` module that gpuwise calls, with scripted GPUs.
+
+``NvmlBackend(nvml=FakeNvml(...))`` runs the real backend code against it, so everything
+above the hardware boundary (sampler, summary, logs, the ``monitor`` command) is tested
+for real on machines without a GPU. ``gpuwise monitor --fake N`` uses it to demonstrate
+the GPU path.
+
+Scripted values are given per device in ``FakeGpu.values``, keyed by ``Sample`` field
+name (plus ``clocks_event_reasons``, an NVML bitmask), each one of:
+
+- a number: the same reading every time;
+- a list: the n-th call of that NVML function on that device returns item n (the last
+  item repeats);
+- a callable of time: ``f(t_s)``, with ``t_s`` seconds on the fake's clock since it was
+  created.
+
+It answers in NVML's units (mW, mJ, KB/s), so the backend's conversions are tested too.
+
+Example:
+    >>> from gpuwise.telemetry.fake import FakeGpu, FakeNvml
+    >>> from gpuwise.telemetry.nvml import NvmlBackend
+    >>> nvml = FakeNvml([FakeGpu(values={"utilization_pct": 40})])
+    >>> NvmlBackend(nvml=nvml).read(0.0)[0].utilization_pct
+    40.0
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+Scripted = float | int | Sequence[float] | Callable[[float], float]
+
+GiB = 1 << 30
+
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_PCIE_UTIL_TX_BYTES = 0
+NVML_PCIE_UTIL_RX_BYTES = 1
+NVML_GPM_METRIC_SM_UTIL = 2
+NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
+NVML_GPM_METRICS_GET_VERSION = 1
+
+_MESSAGES = {
+    NVML_ERROR_UNINITIALIZED: "Uninitialized",
+    NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+    NVML_ERROR_NOT_FOUND: "Not Found",
+    NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
+    NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_UNKNOWN: "Unknown Error",
+}
+
+# Which NVML call serves which scripted field; listing a field in FakeGpu.unsupported makes
+# that call raise "Not Supported" (both utilization fields share one call).
+FIELD_FUNCTIONS = {
+    "utilization_pct": "nvmlDeviceGetUtilizationRates",
+    "memory_util_pct": "nvmlDeviceGetUtilizationRates",
+    "memory_used_bytes": "nvmlDeviceGetMemoryInfo",
+    "power_w": "nvmlDeviceGetPowerUsage",
+    "energy_j": "nvmlDeviceGetTotalEnergyConsumption",
+    "temperature_c": "nvmlDeviceGetTemperature",
+    "sm_clock_mhz": "nvmlDeviceGetClockInfo",
+    "mem_clock_mhz": "nvmlDeviceGetClockInfo",
+    "clocks_event_reasons": "nvmlDeviceGetCurrentClocksEventReasons",
+    "pcie_tx_bytes_s": "nvmlDeviceGetPcieThroughput",
+    "pcie_rx_bytes_s": "nvmlDeviceGetPcieThroughput",
+    "processes": "nvmlDeviceGetComputeRunningProcesses",
+    "gpm": "nvmlGpmQueryDeviceSupport",
+}
+
+
+class NVMLError(Exception):
+    """The fake's error type; like ``pynvml.NVMLError`` it carries the NVML code in ``value``."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(_MESSAGES.get(value, f"NVML error {value}"))
+        self.value = value
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An error to raise on one call.
+
+    Attributes:
+        function: NVML function name, e.g. ``"nvmlDeviceGetPowerUsage"``.
+        call: Which call of that function on that device fails, counting from 1.
+        error: NVML error code to raise (default ``NVML_ERROR_UNKNOWN``).
+        device: Device index (default 0).
+    """
+
+    function: str
+    call: int
+    error: int = NVML_ERROR_UNKNOWN
+    device: int = 0
+
+
+def _demo_util(phase: float) -> Callable[[float], float]:
+    return lambda t: 60.0 + 35.0 * math.sin(2 * math.pi * t / 10.0 + phase)
+
+
+def _demo_energy(phase: float) -> Callable[[float], float]:
+    # The integral of power = 360 + 140 sin(...) W (see _demo_values): a consistent counter.
+    k = 2 * math.pi / 10.0
+    return lambda t: 5e6 + 360.0 * t - 140.0 / k * (math.cos(k * t + phase) - math.cos(phase))
+
+
+def _demo_values(index: int) -> dict[str, Scripted]:
+    phase = index * 0.7
+    util = _demo_util(phase)
+    return {
+        "utilization_pct": lambda t: round(util(t)),
+        "memory_util_pct": lambda t: round(util(t) / 3),
+        "memory_used_bytes": 30 * GiB + index * GiB // 2,
+        "power_w": lambda t: 120.0 + 4.0 * util(t),
+        "energy_j": _demo_energy(phase),
+        "temperature_c": lambda t: 45.0 + util(t) / 5,
+        "sm_clock_mhz": 1980,
+        "mem_clock_mhz": 2619,
+        "clocks_event_reasons": 0,
+        "pcie_tx_bytes_s": 3_092_000,
+        "pcie_rx_bytes_s": 6_346_000,
+        "sm_active_pct": lambda t: util(t) * 0.8,
+        "tensor_active_pct": lambda t: util(t) * 0.4,
+    }
+
+
+@dataclass
+class FakeGpu:
+    """One scripted GPU.
+
+    Attributes:
+        name: Marketing name NVML reports.
+        memory_total_bytes: Device memory size (an H100 80GB reports 81559 MiB).
+        compute_capability: ``(major, minor)``.
+        values: Scripted readings by field name (see the module docstring); fields not
+            given take a time-varying demo default.
+        unsupported: Field names whose NVML call raises "Not Supported" (``"gpm"`` turns
+            off GPM metrics).
+        lost_at_s: From this time on every call on the device raises "GPU is lost".
+        processes: Scripted per-process memory: pid to bytes.
+    """
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    memory_total_bytes: int = 81559 * (1 << 20)
+    compute_capability: tuple[int, int] = (9, 0)
+    values: Mapping[str, Scripted] = field(default_factory=dict)
+    unsupported: frozenset[str] = frozenset()
+    lost_at_s: float | None = None
+    processes: Mapping[int, int] = field(default_factory=dict)
+
+
+class FakeNvml:
+    """Stands in for the ``pynvml`` module (the subset ``NvmlBackend`` calls).
+
+    Args:
+        gpus: Number of default GPUs, or their scripts.
+        clock: Time source for callable scripts and ``lost_at_s`` (default monotonic).
+        faults: Errors to raise on given calls.
+        init_error: NVML error code ``nvmlInit`` raises (e.g. ``NVML_ERROR_DRIVER_NOT_LOADED``).
+        driver_version: What ``nvmlSystemGetDriverVersion`` returns.
+        cuda_driver_version: What ``nvmlSystemGetCudaDriverVersion`` returns (12040 = 12.4).
+
+    Attributes:
+        calls: How often each NVML function was called, by name.
+        gpm_samples_live: GPM samples allocated and not yet freed.
+    """
+
+    NVMLError = NVMLError
+
+    def __init__(
+        self,
+        gpus: int | Sequence[FakeGpu] = 1,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        faults: Sequence[Fault] = (),
+        init_error: int | None = None,
+        driver_version: str = "550.54.15",
+        cuda_driver_version: int = 12040,
+    ) -> None:
+        self.gpus = [FakeGpu() for _ in range(gpus)] if isinstance(gpus, int) else list(gpus)
+        self._scripts = [{**_demo_values(i), **g.values} for i, g in enumerate(self.gpus)]
+        self._unsupported = [{FIELD_FUNCTIONS.get(f) for f in g.unsupported} for g in self.gpus]
+        self._clock = clock
+        self._t0 = clock()
+        self._faults = {(f.function, f.device, f.call): f.error for f in faults}
+        self._init_error = init_error
+        self._driver = driver_version
+        self._cuda = cuda_driver_version
+        self._initialized = False
+        self.calls: Counter[str] = Counter()
+        self._device_calls: Counter[tuple[str, int]] = Counter()
+        self.gpm_samples_live = 0
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"FakeNvml does not mimic pynvml.{name}")
+
+    def _t(self) -> float:
+        return self._clock() - self._t0
+
+    def _enter(self, function: str, handle: SimpleNamespace | None = None) -> int:
+        """Count a call, raise its scripted error; return the per-device call number."""
+        self.calls[function] += 1
+        if not self._initialized:
+            raise NVMLError(NVML_ERROR_UNINITIALIZED)
+        if handle is None:
+            return self.calls[function]
+        gpu: FakeGpu = self.gpus[handle.index]
+        self._device_calls[function, handle.index] += 1
+        n = self._device_calls[function, handle.index]
+        if gpu.lost_at_s is not None and self._t() >= gpu.lost_at_s:
+            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        error = self._faults.get((function, handle.index, n))
+        if error is not None:
+            raise NVMLError(error)
+        if function in self._unsupported[handle.index]:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return n
+
+    def _value(self, handle: SimpleNamespace, name: str, n: int) -> float:
+        spec = self._scripts[handle.index][name]
+        if callable(spec):
+            return float(spec(self._t()))
+        if isinstance(spec, (int, float)):
+            return float(spec)
+        return float(spec[min(n, len(spec)) - 1])
+
+    def nvmlInit(self) -> None:
+        """Like pynvml's: start the fake library (raises ``init_error`` if scripted)."""
+        self.calls["nvmlInit"] += 1
+        if self._init_error is not None:
+            raise NVMLError(self._init_error)
+        self._initialized = True
+
+    def nvmlShutdown(self) -> None:
+        """Like pynvml's: stop the fake library."""
+        self._enter("nvmlShutdown")
+        self._initialized = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        """Like pynvml's: driver version string."""
+        self._enter("nvmlSystemGetDriverVersion")
+        return self._driver
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        """Like pynvml's: CUDA driver version as an int (12040 = 12.4)."""
+        self._enter("nvmlSystemGetCudaDriverVersion")
+        return self._cuda
+
+    def nvmlDeviceGetCount(self) -> int:
+        """Like pynvml's: number of GPUs."""
+        self._enter("nvmlDeviceGetCount")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> SimpleNamespace:
+        """Like pynvml's: a handle for GPU ``index``."""
+        self._enter("nvmlDeviceGetHandleByIndex")
+        if not 0 <= index < len(self.gpus):
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return SimpleNamespace(index=index)
+
+    def nvmlDeviceGetName(self, handle: SimpleNamespace) -> str:
+        """Like pynvml's: the GPU's name."""
+        self._enter("nvmlDeviceGetName", handle)
+        return str(self.gpus[handle.index].name)
+
+    def nvmlDeviceGetUUID(self, handle: SimpleNamespace) -> str:
+        """Like pynvml's: a fake UUID."""
+        self._enter("nvmlDeviceGetUUID", handle)
+        return f"GPU-fake-{handle.index:04d}"
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: SimpleNamespace) -> tuple[int, int]:
+        """Like pynvml's: ``(major, minor)``."""
+        self._enter("nvmlDeviceGetCudaComputeCapability", handle)
+        major, minor = self.gpus[handle.index].compute_capability
+        return major, minor
+
+    def nvmlDeviceGetUtilizationRates(self, handle: SimpleNamespace) -> SimpleNamespace:
+        """Like pynvml's: ``.gpu`` and ``.memory`` busy percent."""
+        n = self._enter("nvmlDeviceGetUtilizationRates", handle)
+        gpu = round(self._value(handle, "utilization_pct", n))
+        return SimpleNamespace(gpu=gpu, memory=round(self._value(handle, "memory_util_pct", n)))
+
+    def nvmlDeviceGetMemoryInfo(self, handle: SimpleNamespace) -> SimpleNamespace:
+        """Like pynvml's: ``.total``, ``.used``, ``.free`` in bytes."""
+        n = self._enter("nvmlDeviceGetMemoryInfo", handle)
+        total = self.gpus[handle.index].memory_total_bytes
+        used = int(self._value(handle, "memory_used_bytes", n))
+        return SimpleNamespace(total=total, used=used, free=total - used)
+
+    def nvmlDeviceGetPowerUsage(self, handle: SimpleNamespace) -> int:
+        """Like pynvml's: board power in milliwatts."""
+        n = self._enter("nvmlDeviceGetPowerUsage", handle)
+        return round(self._value(handle, "power_w", n) * 1000)  # milliwatts
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: SimpleNamespace) -> int:
+        """Like pynvml's: energy counter in millijoules."""
+        n = self._enter("nvmlDeviceGetTotalEnergyConsumption", handle)
+        return round(self._value(handle, "energy_j", n) * 1000)  # millijoules
+
+    def nvmlDeviceGetTemperature(self, handle: SimpleNamespace, sensor: int) -> int:
+        """Like pynvml's: core temperature in degrees C."""
+        n = self._enter("nvmlDeviceGetTemperature", handle)
+        return round(self._value(handle, "temperature_c", n))
+
+    def nvmlDeviceGetClockInfo(self, handle: SimpleNamespace, clock_type: int) -> int:
+        """Like pynvml's: SM or memory clock in MHz."""
+        n = self._enter("nvmlDeviceGetClockInfo", handle)
+        name = "sm_clock_mhz" if clock_type == NVML_CLOCK_SM else "mem_clock_mhz"
+        return round(self._value(handle, name, (n + 1) // 2))  # two calls per reading
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: SimpleNamespace) -> int:
+        """Like pynvml's: active clock-event reasons as a bitmask."""
+        n = self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        return int(self._value(handle, "clocks_event_reasons", n))
+
+    def nvmlDeviceGetPcieThroughput(self, handle: SimpleNamespace, counter: int) -> int:
+        """Like pynvml's: PCIe TX or RX throughput in KB/s."""
+        n = self._enter("nvmlDeviceGetPcieThroughput", handle)
+        name = "pcie_tx_bytes_s" if counter == NVML_PCIE_UTIL_TX_BYTES else "pcie_rx_bytes_s"
+        return round(self._value(handle, name, (n + 1) // 2) / 1000)  # KB/s
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: SimpleNamespace) -> list[Any]:
+        """Like pynvml's: processes with ``.pid`` and ``.usedGpuMemory``."""
+        self._enter("nvmlDeviceGetComputeRunningProcesses", handle)
+        procs = self.gpus[handle.index].processes.items()
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in procs]
+
+    def nvmlGpmQueryDeviceSupport(self, handle: SimpleNamespace) -> SimpleNamespace:
+        """Like pynvml's: ``.isSupportedDevice`` (compute capability 9.0 and up)."""
+        self._enter("nvmlGpmQueryDeviceSupport", handle)
+        return SimpleNamespace(
+            isSupportedDevice=int(self.gpus[handle.index].compute_capability >= (9, 0))
+        )
+
+    def nvmlGpmSampleAlloc(self) -> SimpleNamespace:
+        """Like pynvml's: a GPM sample buffer."""
+        self._enter("nvmlGpmSampleAlloc")
+        self.gpm_samples_live += 1
+        return SimpleNamespace(index=None, n=0)
+
+    def nvmlGpmSampleFree(self, sample: SimpleNamespace) -> None:
+        """Like pynvml's: free a GPM sample buffer."""
+        self._enter("nvmlGpmSampleFree")
+        self.gpm_samples_live -= 1
+
+    def nvmlGpmSampleGet(self, handle: SimpleNamespace, sample: SimpleNamespace) -> SimpleNamespace:
+        """Like pynvml's: take a GPM sample."""
+        sample.n = self._enter("nvmlGpmSampleGet", handle)
+        sample.index = handle.index
+        return sample
+
+    def c_nvmlGpmMetricsGet_t(self) -> SimpleNamespace:
+        """Build the metrics request structure (pynvml: a ctypes structure)."""
+        metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(8)]
+        return SimpleNamespace(version=0, numMetrics=0, sample1=None, sample2=None, metrics=metrics)
+
+    def nvmlGpmMetricsGet(self, request: SimpleNamespace) -> SimpleNamespace:
+        """Like pynvml's: fill in the requested GPM metrics between two samples."""
+        self._enter("nvmlGpmMetricsGet")
+        handle = SimpleNamespace(index=request.sample2.index)
+        names = {NVML_GPM_METRIC_SM_UTIL: "sm_active_pct"}
+        names[NVML_GPM_METRIC_ANY_TENSOR_UTIL] = "tensor_active_pct"
+        for metric in request.metrics[: request.numMetrics]:
+            name = names.get(metric.metricId)
+            if name is None or name in self.gpus[handle.index].unsupported:
+                metric.nvmlReturn = NVML_ERROR_NOT_SUPPORTED
+                continue
+            metric.value = self._value(handle, name, request.sample2.n)
+            metric.nvmlReturn = NVML_SUCCESS
+        return request
+
+
+for _name, _value in list(globals().items()):
+    if _name.startswith("NVML_"):
+        setattr(FakeNvml, _name, _value)  # constants on the "module", as on pynvml
