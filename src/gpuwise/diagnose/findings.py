@@ -1,0 +1,214 @@
+"""The fix catalog and the arithmetic every finding shares (Amdahl bound, severity).
+
+Rules in ``rules.py`` decide *whether* a finding applies; this module says *what to do*
+about it, as Fix records concrete enough to paste. Fixes name the PyTorch setting first
+(it works today, in the user's code) and the gpuwise part that applies it second.
+"""
+
+from __future__ import annotations
+
+from gpuwise.records import Fix
+
+SPEEDUP_CRITICAL = 1.5
+"""A stage worth 1.5x or more (a third of the step) is the thing to fix first."""
+
+SPEEDUP_WARNING = 1.2
+"""1.2x (a sixth of the step) is worth an afternoon; below it, a note."""
+
+SPEEDUP_INFO = 1.05
+"""Under 5 % of the step (at most 1.05x), a stage is not worth reporting at all."""
+
+GIB = 1 << 30
+
+
+def amdahl(fraction: float) -> float:
+    """Return the Amdahl bound 1 / (1 - f) for removing a stage that takes fraction ``f``.
+
+    Args:
+        fraction: The stage's share of the step, 0..1.
+
+    Returns:
+        The largest possible whole-job speedup; capped at 100x for a stage near 100 %.
+    """
+    f = min(max(fraction, 0.0), 0.99)
+    return 1.0 / (1.0 - f)
+
+
+def severity_for(speedup: float) -> str | None:
+    """Return the severity of a stage finding from its Amdahl bound (None: not reported)."""
+    if speedup >= SPEEDUP_CRITICAL:
+        return "critical"
+    if speedup >= SPEEDUP_WARNING:
+        return "warning"
+    return "info" if speedup >= SPEEDUP_INFO else None
+
+
+def loader_workers(cores: int, local_ranks: int, *, pin: bool = True) -> Fix:
+    """Fix: load batches in worker processes sized to the cores each rank can use.
+
+    Args:
+        cores: CPU cores of the machine.
+        local_ranks: Processes on the machine sharing them.
+        pin: Also pin the batches (worth it only when a GPU receives them).
+    """
+    n = max(1, cores // max(1, local_ranks))
+    pinned = ", pin_memory=True" if pin else ""
+    per = f"{cores} cores // {local_ranks} local rank{'s' if local_ranks > 1 else ''}"
+    return Fix(
+        f"Load batches in {n} DataLoader worker process{'es' if n > 1 else ''}",
+        f"DataLoader(dataset, batch_size=B, num_workers={n}, persistent_workers=True{pinned})"
+        f"  # {n} = os.cpu_count() // local ranks ({per})",
+    )
+
+
+def gpuwise_store() -> Fix:
+    """Fix: pre-decode the data once and read it with the gpuwise loader."""
+    return Fix(
+        "Decode the dataset once into a gpuwise store and read batches from it",
+        "gpuwise pack images/ train.store --size 224  then  "
+        "loader = gpuwise.data.loader.Loader('train.store', batch_size=B)",
+    )
+
+
+def uint8_across() -> Fix:
+    """Fix: send raw uint8 to the device and convert/augment there."""
+    return Fix(
+        "Send uint8 pixels across and convert and augment on the device (4x fewer bytes)",
+        "x = x.to(device, non_blocking=True).float().div_(255), or "
+        "DevicePrefetcher(loader, device, transform=gpuwise.data.transforms.DeviceTransform(224))",
+    )
+
+
+def batched_transforms() -> Fix:
+    """Fix (CPU device): augment whole uint8 batches with tensor ops, not per sample."""
+    return Fix(
+        "Augment whole uint8 batches with tensor ops instead of per-sample Python",
+        "gpuwise.data.transforms.DeviceTransform(224)(uint8_batch)  # crop/flip/normalize "
+        "on the batch's device, the CPU included",
+    )
+
+
+def device_prefetch() -> Fix:
+    """Fix: copy the next batch while the current one computes."""
+    return Fix(
+        "Copy the next batch to the device while this one computes",
+        "for x, y in gpuwise.data.prefetch.DevicePrefetcher(loader, device, depth=2): ...",
+    )
+
+
+def pinned_async_copy() -> Fix:
+    """Fix: pinned host memory plus asynchronous copies."""
+    return Fix(
+        "Pin host memory and copy asynchronously",
+        "DataLoader(..., pin_memory=True); x = x.to(device, non_blocking=True)",
+    )
+
+
+def defer_host_reads() -> Fix:
+    """Fix: keep per-step results on the device; read them back rarely."""
+    return Fix(
+        "Keep per-step results on the device and read them every N steps",
+        "total += loss.detach()  # no .item()/.cpu()/print per step; "
+        "if step % 100 == 0: log(total.item() / 100)",
+    )
+
+
+def find_syncs() -> Fix:
+    """Fix: make PyTorch warn at each host-device synchronisation."""
+    return Fix(
+        "Find the code that synchronises the host with the GPU",
+        "torch.cuda.set_sync_debug_mode('warn')  # warns at every hidden sync",
+    )
+
+
+def background_post() -> Fix:
+    """Fix: move logging, metrics and checkpoint writes off the step."""
+    return Fix(
+        "Move logging, metrics and checkpoint writes off the training step",
+        "pool = concurrent.futures.ThreadPoolExecutor(1); pool.submit(save_or_log, state)",
+    )
+
+
+def bigger_batch(factor: int | None, peak_bytes: int | None, total_bytes: int | None) -> Fix:
+    """Fix: a larger batch, up to what the measured memory headroom allows."""
+    if factor and peak_bytes and total_bytes:
+        room = f" (peak {peak_bytes / GIB:.1f} of {total_bytes / GIB:.1f} GiB used)"
+        return Fix(
+            f"Raise the batch size up to {factor}x{room}",
+            f"DataLoader(..., batch_size=B * {factor}); scale the learning rate with it, "
+            "or let `gpuwise tune` find the largest batch that fits",
+        )
+    return Fix(
+        "Raise the batch size so each step does more work per launch",
+        "`gpuwise tune` finds the largest batch that fits; scale the learning rate with it",
+    )
+
+
+def mixed_precision(compute_capability: str | None, cpu_bf16: bool) -> Fix | None:
+    """Fix: mixed precision, only where the hardware runs it fast (None elsewhere).
+
+    Args:
+        compute_capability: The GPU's ``"major.minor"``, or None for a CPU device.
+        cpu_bf16: The CPU has bf16 hardware (AVX512-BF16 or AMX). Without it bf16
+            autocast on a CPU is slower than fp32, so nothing is suggested.
+    """
+    if compute_capability is None:
+        if not cpu_bf16:
+            return None
+        return Fix(
+            "Run in bf16 mixed precision (this CPU has bf16 hardware)",
+            "with torch.autocast('cpu', dtype=torch.bfloat16): loss = model(x)",
+        )
+    major = int(compute_capability.split(".")[0])
+    if major >= 8:
+        return Fix(
+            "Run in bf16 mixed precision on the tensor cores",
+            "with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x)",
+        )
+    if major >= 7:
+        return Fix(
+            "Run in fp16 mixed precision on the tensor cores",
+            "scaler = torch.amp.GradScaler('cuda'); "
+            "with torch.autocast('cuda', dtype=torch.float16): loss = model(x); "
+            "scaler.scale(loss).backward()",
+        )
+    return None
+
+
+def fewer_launches() -> Fix:
+    """Fix: fuse kernels and replay launches as CUDA graphs."""
+    return Fix(
+        "Cut the gaps between kernel launches",
+        "model = torch.compile(model, mode='reduce-overhead')  # fuses kernels, CUDA graphs",
+    )
+
+
+def release_idle_gpu() -> tuple[Fix, ...]:
+    """Fixes for a GPU held by a job that mostly does not use it."""
+    return (
+        Fix(
+            "Run the CPU-only phases (evaluation scoring, data preparation, uploads) as "
+            "separate jobs without a GPU",
+            "split the pipeline: one job requests the GPU (e.g. `--gres=gpu:1`) only for "
+            "training/generation; the others request none",
+        ),
+        Fix(
+            "Find what the GPU waits for between its bursts",
+            "gpuwise profile -- python your_script.py",
+        ),
+        Fix("Watch utilization live while it runs", "gpuwise monitor --interval 1"),
+    )
+
+
+def cooling() -> tuple[Fix, ...]:
+    """Fixes for thermal clock throttling."""
+    return (
+        Fix(
+            "Check the GPU's cooling and airflow; clocks drop when it runs hot",
+            "nvidia-smi -q -d TEMPERATURE,PERFORMANCE",
+        ),
+        Fix(
+            "Watch temperature and throttle reasons while the job runs",
+            "gpuwise monitor --interval 1",
+        ),
+    )

@@ -1,0 +1,246 @@
+"""Read the files ``gpuwise analyze`` accepts, each into one ``Piece``; detect by content.
+
+Formats: PyTorch profiler (Kineto) Chrome traces, nvidia-smi ``--query-gpu`` CSV / dmon /
+capture logs, gpuwise Run JSON (``gpuwise.run/1``), ``gpuwise monitor --json`` documents
+(``gpuwise.samples/1``) and JSONL streams with one Sample (or Step) object per line. Any of
+them may be gzip-compressed. The extension is never trusted alone: the first bytes decide.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from gpuwise.errors import LogFormatError
+from gpuwise.records import RUN_SCHEMA, SAMPLES_SCHEMA, Run, Sample, Step
+
+HEAD_CHARS = 64 * 1024
+"""Characters read to recognise a file (enough for a trace's deviceProperties header)."""
+
+FORMATS_READ = (
+    "a PyTorch profiler trace (.json/.json.gz), an nvidia-smi --query-gpu CSV or dmon log, "
+    "a gpuwise Run JSON or a gpuwise monitor JSON/JSONL file"
+)
+
+
+@dataclass
+class Piece:
+    """What one input file contributed.
+
+    Attributes:
+        path: The file.
+        format: ``"kineto"``, ``"gpuwise-run"``, ``"gpuwise-samples"``, ``"gpuwise-jsonl"``
+            or the nvidia-smi reader's format name.
+        steps: Step records it held.
+        samples: Telemetry samples it held.
+        devices: Device dicts it named.
+        interval_s: Its sampling interval, when it is a sampled log.
+        skipped: ``{"file", "line" or "record", "reason"}`` for each unusable record.
+        trace: The ``extra["trace"]`` section of a Kineto trace.
+        run: The Run of a gpuwise Run JSON.
+    """
+
+    path: str
+    format: str
+    steps: list[Step] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    interval_s: float | None = None
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    trace: dict[str, Any] | None = None
+    run: Run | None = None
+
+
+def open_text(path: str) -> IO[str]:
+    """Open a file as UTF-8 text, gunzipping it when its first bytes say gzip.
+
+    Raises:
+        LogFormatError: The file cannot be opened.
+    """
+    try:
+        with open(path, "rb") as probe:
+            magic = probe.read(2)
+    except OSError as err:
+        raise LogFormatError(
+            f"cannot open {path!r}: {err.strerror}; check the path and pass {FORMATS_READ}"
+        ) from err
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def detect(path: str) -> str:
+    """Return ``"kineto"``, ``"run"``, ``"samples"``, ``"jsonl"`` or ``"nvsmi"`` for a file."""
+    try:
+        with open_text(path) as fh:
+            head = fh.read(HEAD_CHARS)
+    except (OSError, EOFError, zlib.error) as err:
+        raise LogFormatError(f"cannot read {path!r}: {err}; pass {FORMATS_READ}") from err
+    text = head.lstrip()
+    if not text.startswith(("{", "[")):
+        return "nvsmi"
+    first = _first_object(text)
+    if first is not None:
+        return _kind_of_object(first, path)
+    if '"traceEvents"' in head or '"deviceProperties"' in head or text.startswith("["):
+        return "kineto"
+    if f'"{RUN_SCHEMA}"' in head:
+        return "run"
+    if f'"{SAMPLES_SCHEMA}"' in head:
+        return "samples"
+    raise LogFormatError(f"{path!r} is JSON but not one of {FORMATS_READ}")
+
+
+def _first_object(text: str) -> dict[str, Any] | None:
+    line = text.split("\n", 1)[0]
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _kind_of_object(obj: dict[str, Any], path: str) -> str:
+    schema = obj.get("schema")
+    if schema == RUN_SCHEMA:
+        return "run"
+    if schema == SAMPLES_SCHEMA:
+        return "samples" if "samples" in obj else "jsonl"
+    if "traceEvents" in obj:
+        return "kineto"
+    if "t_s" in obj or "data_wait_s" in obj:
+        return "jsonl"
+    raise LogFormatError(
+        f"{path!r} holds JSON objects with keys {sorted(obj)[:6]}, not {FORMATS_READ}"
+    )
+
+
+def read_piece(path: str, *, strict: bool = False) -> Piece:
+    """Read one input file, whatever its format.
+
+    Args:
+        path: The file.
+        strict: Fail on the first corrupt record instead of skipping it.
+
+    Raises:
+        LogFormatError: The file is missing, of no format read here, or (strict) corrupt.
+    """
+    kind = detect(path)
+    if kind == "kineto":
+        return _kineto(path, strict)
+    if kind in ("run", "samples"):
+        return _json_document(path, kind)
+    if kind == "jsonl":
+        return _jsonl(path, strict)
+    return _nvsmi(path)
+
+
+def _kineto(path: str, strict: bool) -> Piece:
+    from gpuwise.telemetry.readers.kineto import read_trace
+
+    tr = read_trace(path, strict=strict)
+    skipped = [{"file": path, "record": s.record, "reason": s.reason} for s in tr.skipped]
+    return Piece(
+        path,
+        "kineto",
+        steps=list(tr.steps),
+        devices=list(tr.devices),
+        skipped=skipped,
+        trace=tr.to_section(),
+    )
+
+
+def _json_document(path: str, kind: str) -> Piece:
+    try:
+        with open_text(path) as fh:
+            doc = json.load(fh)
+    except (ValueError, EOFError, OSError) as err:
+        raise LogFormatError(
+            f"{path!r} looks like a gpuwise {kind} document but is not valid JSON ({err}); "
+            "write it again with --json or --out"
+        ) from err
+    if kind == "run":
+        run = Run.from_dict(doc)
+        return Piece(
+            path,
+            "gpuwise-run",
+            steps=list(run.steps),
+            samples=list(run.samples),
+            devices=list(run.devices),
+            interval_s=run.meta.get("interval_s"),
+            run=run,
+        )
+    samples = [Sample.from_dict(s) for s in doc.get("samples") or []]
+    return Piece(path, "gpuwise-samples", samples=samples, devices=list(doc.get("devices") or []))
+
+
+def _jsonl(path: str, strict: bool) -> Piece:
+    piece = Piece(path, "gpuwise-jsonl")
+    with open_text(path) as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.strip():
+                _jsonl_line(piece, number, line, strict)
+    return piece
+
+
+def _jsonl_line(piece: Piece, number: int, line: str, strict: bool) -> None:
+    try:
+        obj = json.loads(line)
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        if "t_s" in obj and "device" in obj:
+            piece.samples.append(Sample.from_dict(obj))
+        elif "data_wait_s" in obj:
+            piece.steps.append(Step.from_dict(obj))
+        elif isinstance(obj.get("devices"), list):
+            piece.devices.extend(d for d in obj["devices"] if isinstance(d, dict))
+        else:
+            raise ValueError(f"neither a sample nor a step (keys {sorted(obj)[:6]})")
+    except (ValueError, TypeError) as err:
+        if strict:
+            raise LogFormatError(
+                f"{piece.path!r} line {number}: {err}; expected one gpuwise Sample per line"
+            ) from err
+        piece.skipped.append({"file": piece.path, "line": number, "reason": str(err)})
+
+
+def _nvsmi(path: str) -> Piece:
+    name = "gpuwise.telemetry.readers.nvsmi"
+    try:
+        from gpuwise.telemetry.readers.nvsmi import read_log
+    except ModuleNotFoundError as err:
+        if err.name != name:
+            raise
+        raise LogFormatError(
+            f"{path!r} is not JSON, and this gpuwise has no nvidia-smi "
+            f"log reader; pass {FORMATS_READ}"
+        ) from err
+    try:
+        log = read_log(path)
+    except LogFormatError as err:
+        raise LogFormatError(f"{err} (gpuwise analyze reads {FORMATS_READ})") from err
+    skipped = [{"file": path, "line": s.line, "reason": s.reason} for s in log.skipped]
+    return Piece(
+        path,
+        log.format,
+        samples=list(log.samples),
+        devices=list(log.devices),
+        interval_s=log.interval_s,
+        skipped=skipped,
+    )
+
+
+def describe(piece: Piece) -> dict[str, Any]:
+    """Return the ``meta.inputs`` entry of one input."""
+    return {
+        "path": piece.path,
+        "file": os.path.basename(piece.path),
+        "format": piece.format,
+        "steps": len(piece.steps),
+        "samples": len(piece.samples),
+        "skipped": len(piece.skipped),
+    }

@@ -1,0 +1,302 @@
+"""Rules over a Run's measurements that name what limits the job (DESIGN.md, "Diagnose").
+
+Each rule reads one signal (a phase fraction from the steps, the device utilization
+summary, or a section of ``run.extra`` such as ``"trace"``) and returns a Finding or
+nothing. ``diagnose`` runs them all and orders the result: most severe first, then by
+``max_speedup``; when nothing reaches a warning the first finding is ``healthy``.
+
+Example:
+    >>> from gpuwise.records import Run, Step
+    >>> run = Run("api", steps=[Step(0, 0.0, 0.6, 0.0, 0.4, 0.0)])
+    >>> [(f.kind, round(f.max_speedup, 2)) for f in diagnose(run)][:1]
+    [('input_bound', 2.5)]
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose.context import Context
+from gpuwise.records import Finding, Fix, Run
+
+log = logging.getLogger(__name__)
+
+GPU_IDLE_WARN_FRACTION = 0.30
+"""Eager PyTorch leaves a well-fed GPU idle 10-30 % of a step between kernel launches;
+only above 30 % are the gaps the main thing to fix (below, they are a note)."""
+
+PAGEABLE_SHARE = 0.5
+"""Copies count as pageable when at least half of the host-to-device bytes were."""
+
+PAGEABLE_NOTE_FRACTION = 0.01
+"""Pageable copies taking 1 % of the step are still worth a note: the fix is one flag."""
+
+IDLE_RESERVED_FRACTION = 0.5
+"""A GPU under 5 % busy in half its samples while holding memory is held, not used."""
+
+IDLE_RESERVED_CRITICAL = 0.75
+
+STEP_COVERAGE = 0.5
+"""Steps covering under half the recorded time leave the rest unexplained by phases."""
+
+SMALL_BATCH = 8
+SHORT_STEP_S = 0.05
+"""Batches of <= 8 samples in steps under 50 ms: fixed per-step costs (Python, launches,
+optimizer) dominate the work the batch carries."""
+
+THROTTLED_FRACTION = 0.05
+"""Thermal throttling in over 5 % of the samples is more than a passing spike."""
+
+SYNC_EVENTS_NOTE = 10
+"""Ten or more explicit synchronisations in a trace are worth naming, even when short."""
+
+HEADROOM_FACTOR = 2
+"""Suggest a bigger batch only when at least twice the measured peak memory fits."""
+
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+
+Rule = Callable[[Context], "Finding | None"]
+
+
+def diagnose(run: Run) -> list[Finding]:
+    """Name what limits a run, with evidence, the speedup on offer and the fixes.
+
+    Args:
+        run: A Run with steps, samples/utilization and ``extra`` sections, as built by
+            ``gpuwise profile``, the explicit API or ``analyze``. It is not modified.
+
+    Returns:
+        Findings, most severe first and then by ``max_speedup``; the first is the main
+        bottleneck, or ``healthy`` when nothing reaches a warning.
+
+    Example:
+        >>> diagnose(Run("analyze"))[0].kind
+        'healthy'
+    """
+    ctx = Context.of(run)
+    found = [f for rule in RULES if (f := rule(ctx)) is not None]
+    found.extend(_distributed(run))
+    found.sort(key=_payoff_key)
+    if not any(f.severity in ("critical", "warning") for f in found):
+        found.insert(0, _healthy(ctx))
+    return found
+
+
+def _payoff_key(f: Finding) -> tuple[int, float]:
+    return SEVERITY_ORDER.get(f.severity, 3), -(f.max_speedup or 1.0)
+
+
+def _distributed(run: Run) -> list[Finding]:
+    if "ranks" not in run.extra:
+        return []
+    name = "gpuwise.diagnose.distributed"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name != name:
+            raise
+        log.debug("distributed rules not installed; skipping the ranks section")
+        return []
+    return list(module.findings(run))
+
+
+def _stage(
+    kind: str, fraction: float, summary: str, evidence: dict[str, Any], fixes: tuple[Fix, ...]
+) -> Finding | None:
+    speedup = fx.amdahl(fraction)
+    severity = fx.severity_for(speedup)
+    if severity is None:
+        return None
+    return Finding(kind, severity, summary, evidence, round(speedup, 3), fixes)
+
+
+def input_bound(ctx: Context) -> Finding | None:
+    """The step waits for the next batch (DataLoader ``__next__``)."""
+    f = ctx.fraction("data_wait")
+    if f is None:
+        return None
+    evidence = {"data_wait_fraction": round(f, 4), **ctx.step_evidence("data_wait")}
+    evidence.update(ctx.trace_evidence("dataloader_fraction", "gpu_busy_fraction"))
+    workers = fx.loader_workers(ctx.cores, ctx.local_ranks, pin=ctx.has_gpu)
+    fixes: tuple[Fix, ...]
+    if ctx.has_gpu:
+        fixes = (workers, fx.gpuwise_store(), fx.uint8_across(), fx.device_prefetch())
+    else:
+        fixes = (workers, fx.gpuwise_store(), fx.batched_transforms())
+    summary = f"Waiting for input data takes {f:.1%} of each step; compute waits meanwhile"
+    return _stage("input_bound", f, summary, evidence, fixes)
+
+
+def host_to_device(ctx: Context) -> Finding | None:
+    """Host-to-device copies on the critical path, pageable ones first."""
+    f, basis = ctx.h2d_fraction()
+    if f is None:
+        return None
+    pageable = ctx.pageable_share()
+    evidence = {basis: round(f, 4), **ctx.copy_evidence()}
+    if pageable is not None and pageable >= PAGEABLE_SHARE:
+        summary = f"Copies from pageable host memory take {f:.1%} of {_basis_words(basis)}"
+        fixes = (fx.pinned_async_copy(), fx.device_prefetch(), fx.uint8_across())
+        found = _stage("pageable_h2d", f, summary, evidence, fixes)
+        if found is None and f >= PAGEABLE_NOTE_FRACTION:
+            found = Finding(
+                "pageable_h2d", "info", summary, evidence, round(fx.amdahl(f), 3), fixes
+            )
+        return found
+    summary = f"Host-to-device copies take {f:.1%} of {_basis_words(basis)}"
+    return _stage("h2d_bound", f, summary, evidence, (fx.uint8_across(), fx.device_prefetch()))
+
+
+def _basis_words(basis: str) -> str:
+    return "the GPU's busy time" if "gpu_busy" in basis else "each step"
+
+
+def postprocess(ctx: Context) -> Finding | None:
+    """Work after the optimizer step before the next batch is requested."""
+    f = ctx.fraction("post")
+    if f is None:
+        return None
+    evidence = {"post_fraction": round(f, 4), **ctx.step_evidence("post")}
+    summary = f"Postprocessing after each step takes {f:.1%} of the step"
+    fixes = (fx.defer_host_reads(), fx.background_post())
+    return _stage("postprocess_bound", f, summary, evidence, fixes)
+
+
+def host_sync(ctx: Context) -> Finding | None:
+    """Explicit host-GPU synchronisations seen in a trace."""
+    trace = ctx.trace or {}
+    sync, window_s = trace.get("sync"), trace.get("window_s")
+    if not sync or not window_s:
+        return None
+    f = float(sync.get("runtime_s") or 0.0) / float(window_s)
+    evidence: dict[str, Any] = {
+        "sync_runtime_fraction": round(f, 4),
+        "sync_runtime_s": sync.get("runtime_s"),
+        "sync_runtime_calls": sync.get("runtime_calls"),
+        "cuda_sync_events": sync.get("events"),
+        **{f"cuda_sync_{k.lower().replace(' ', '_')}": v for k, v in sync["by_name"].items()},
+    }
+    summary = f"The host blocked on the GPU {sync.get('events') or 0} times (sync events)"
+    fixes = (fx.defer_host_reads(), fx.find_syncs())
+    found = _stage("host_sync", f, summary, evidence, fixes)
+    if found is None and (sync.get("events") or 0) >= SYNC_EVENTS_NOTE:
+        found = Finding("host_sync", "info", summary, evidence, round(fx.amdahl(f), 3), fixes)
+    return found
+
+
+def gpu_idle_between_phases(ctx: Context) -> Finding | None:
+    """The GPU idles inside steps for reasons the data phase does not explain."""
+    idle, evidence = ctx.unexplained_gpu_idle()
+    if idle is None:
+        return None
+    speedup = fx.amdahl(idle)
+    severity = fx.severity_for(speedup)
+    if severity is None:
+        return None
+    if idle < GPU_IDLE_WARN_FRACTION:
+        severity = "info"
+    summary = f"The GPU sits idle {idle:.1%} of each step between its kernels and copies"
+    fixes = (fx.fewer_launches(), fx.defer_host_reads(), ctx.bigger_batch_fix())
+    return Finding("gpu_idle_between_phases", severity, summary, evidence, round(speedup, 3), fixes)
+
+
+def small_batch(ctx: Context) -> Finding | None:
+    """Tiny batches in short steps: per-step overhead dominates."""
+    batch, mean_s = ctx.median_batch(), ctx.stats.get("mean_s")
+    if batch is None or mean_s is None or batch > SMALL_BATCH or mean_s >= SHORT_STEP_S:
+        return None
+    evidence = {
+        "batch_size": batch,
+        "step_mean_s": round(mean_s, 6),
+        "samples_per_s": ctx.stats.get("samples_per_s"),
+    }
+    summary = f"Batches of {batch} in {mean_s * 1e3:.1f} ms steps: per-step overhead dominates"
+    return Finding(
+        "small_batch",
+        "warning",
+        summary,
+        evidence,
+        None,
+        (ctx.bigger_batch_fix(), fx.fewer_launches()),
+    )
+
+
+def idle_reserved(ctx: Context) -> Finding | None:
+    """A GPU held (memory in use) but idle most of the recorded time."""
+    worst = ctx.idlest_gpu()
+    if worst is None or ctx.step_coverage() >= STEP_COVERAGE:
+        return None
+    device, s = worst
+    idle = s["idle_fraction"]
+    if idle < IDLE_RESERVED_FRACTION or not s.get("peak_memory_used_bytes"):
+        return None
+    severity = "critical" if idle >= IDLE_RESERVED_CRITICAL else "warning"
+    evidence = ctx.idle_evidence(device, s)
+    zero = evidence["zero_utilization_fraction"]
+    zero_text = f", {zero:.1%} of samples at 0 %" if zero is not None else ""
+    summary = (
+        f"{device} was held for {_duration(s['duration_s'])} with memory in use but idle "
+        f"(< 5 % busy) {idle:.1%} of the time{zero_text}; mean "
+        f"{s['mean_utilization_pct']:.1f} % busy"
+    )
+    return Finding("idle_reserved", severity, summary, evidence, None, fx.release_idle_gpu())
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def thermal_throttle(ctx: Context) -> Finding | None:
+    """Clocks reduced for temperature in a noticeable share of samples."""
+    share, hottest = ctx.thermal_share()
+    if share is None or share < THROTTLED_FRACTION:
+        return None
+    evidence = {"thermal_throttle_fraction": round(share, 4), "max_temperature_c": hottest}
+    summary = f"The GPU throttled its clocks for heat in {share:.1%} of the samples"
+    return Finding("thermal_throttle", "warning", summary, evidence, None, fx.cooling())
+
+
+def memory_headroom(ctx: Context) -> Finding | None:
+    """A training run using under half its device memory could run bigger batches."""
+    factor, peak, total = ctx.headroom()
+    if factor is None or peak is None or total is None:
+        return None
+    if factor < HEADROOM_FACTOR or not ctx.steps:
+        return None
+    evidence = {
+        "peak_memory_used_bytes": peak,
+        "memory_total_bytes": total,
+        "memory_used_fraction": round(peak / total, 4),
+    }
+    summary = f"Peak memory is {peak / total:.0%} of the device's; a larger batch fits"
+    return Finding("memory_headroom", "info", summary, evidence, None, (ctx.bigger_batch_fix(),))
+
+
+def _healthy(ctx: Context) -> Finding:
+    fractions = ctx.stats.get("fractions") or {}
+    evidence: dict[str, Any] = {f"{p}_fraction": round(v, 4) for p, v in fractions.items()}
+    evidence.update(ctx.trace_evidence("gpu_busy_fraction"))
+    fixes = [ctx.bigger_batch_fix()] if ctx.headroom()[0] else []
+    precision = fx.mixed_precision(ctx.compute_capability(), ctx.cpu_bf16())
+    fixes = [f for f in (precision, *fixes) if f is not None]
+    summary = "No stage dominates: the device is kept fed; speed now comes from the model"
+    return Finding("healthy", "info", summary, evidence, None, tuple(fixes))
+
+
+RULES: tuple[Rule, ...] = (
+    input_bound,
+    host_to_device,
+    postprocess,
+    host_sync,
+    gpu_idle_between_phases,
+    small_batch,
+    idle_reserved,
+    thermal_throttle,
+    memory_headroom,
+)

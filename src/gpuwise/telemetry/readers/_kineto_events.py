@@ -1,0 +1,311 @@
+"""Reduce Kineto trace events, one at a time, to the intervals and counts the diagnosis uses.
+
+Times are kept in microseconds relative to the first event's timestamp (doubles stay exact
+to well under a microsecond that way) in flat ``array('d')`` columns, so a trace with
+millions of kernels costs 16 bytes per kernel, not a dict each.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from gpuwise.records import Step
+
+US = 1e-6
+OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
+NEW_CATEGORIES = frozenset(
+    {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"}
+)
+_KINDS = {
+    "kernel": "kernel",
+    "memcpy": "memcpy",
+    "gpu_memcpy": "memcpy",
+    "memset": "memset",
+    "gpu_memset": "memset",
+    "operator": "cpu",
+    "cpu_op": "cpu",
+    "user_annotation": "cpu",
+    "python_function": "cpu",
+    "runtime": "runtime",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "cuda_sync": "sync",
+    "trace": "trace",
+}
+BLOCKING_SYNC_CALLS = frozenset(
+    {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"}
+)
+"""Runtime calls that block the host until the GPU catches up."""
+
+_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
+
+
+class Intervals:
+    """Two parallel columns of start and end times (microseconds)."""
+
+    def __init__(self) -> None:
+        self.starts = array("d")
+        self.ends = array("d")
+
+    def add(self, start: float, end: float) -> None:
+        """Append one interval."""
+        self.starts.append(start)
+        self.ends.append(end)
+
+    def arrays(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the columns as numpy arrays (no copy)."""
+        return np.frombuffer(self.starts, dtype=np.float64), np.frombuffer(self.ends)
+
+
+def union_s(
+    iv: Intervals | tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]], lo: float, hi: float
+) -> float:
+    """Return the length of the union of intervals clipped to ``[lo, hi]``, in seconds."""
+    starts, ends = iv.arrays() if isinstance(iv, Intervals) else iv
+    s = np.maximum(starts, lo)
+    e = np.minimum(ends, hi)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if s.size == 0:
+        return 0.0
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], np.maximum.accumulate(e[order])
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return float((e[last] - s[first]).sum()) * US
+
+
+def _copy_kind(name: str) -> tuple[str, str]:
+    """``"Memcpy HtoD (Pageable -> Device)"`` -> ``("h2d", "pageable")``."""
+    parts = name.split()
+    direction = _DIRECTIONS.get(parts[1], "other") if len(parts) > 1 else "other"
+    if "(" not in name or "->" not in name:
+        return direction, "unknown"
+    inner = name[name.index("(") + 1 : name.rindex(")")]
+    src, _, dst = inner.partition("->")
+    side = dst if direction == "d2h" else src
+    return direction, side.strip().lower() or "unknown"
+
+
+class EventTally:
+    """Accumulates what ``read_trace`` reports, one event at a time."""
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.saw_events = False
+        self.invalid: list[tuple[int, str]] = []
+        self.base_us: float | None = None
+        self.span = [float("inf"), float("-inf")]
+        self.kernel, self.memcpy, self.memset = Intervals(), Intervals(), Intervals()
+        self.loader, self.sync_calls = Intervals(), Intervals()
+        self.steps: dict[str, tuple[float, float]] = {}
+        self.h2d: list[tuple[float, float, int, bool]] = []
+        self.copies: dict[tuple[str, str], list[float]] = {}
+        self.sync_by_name: Counter[str] = Counter()
+        self.categories: set[str] = set()
+        self.gpu_ids: set[int] = set()
+        self.device_props: list[dict[str, Any]] = []
+        self.rank: int | None = None
+        self._kind_of: dict[Any, str | None] = {}
+        self._copy_of: dict[str, tuple[str, str]] = {}
+
+    def add_member(self, key: str, value: Any) -> None:
+        """Take a top-level member other than ``traceEvents``."""
+        if key == "deviceProperties" and isinstance(value, list):
+            self.device_props = [d for d in value if isinstance(d, dict)]
+        elif key == "distributedInfo" and isinstance(value, dict):
+            rank = value.get("rank")
+            self.rank = rank if isinstance(rank, int) else None
+
+    def add(self, ev: Any) -> None:
+        """Take one trace event."""
+        index = self.events
+        self.events += 1
+        self.saw_events = True
+        if not isinstance(ev, dict):
+            self.invalid.append((index, "event is not a JSON object"))
+            return
+        if ev.get("ph") != "X":
+            return
+        ts, dur = ev.get("ts"), ev.get("dur", 0)
+        if type(ts) not in (int, float) or type(dur) not in (int, float) or dur < 0:
+            self.invalid.append((index, f"complete event without numeric ts/dur: {ts!r}/{dur!r}"))
+            return
+        if self.base_us is None:
+            self.base_us = float(ts)  # type: ignore[arg-type]  # checked numeric above
+        start = float(ts) - self.base_us  # type: ignore[arg-type]
+        self._route(ev, start, start + dur)
+
+    def _kind(self, cat: Any) -> str | None:
+        kind = self._kind_of.get(cat, "?")
+        if kind == "?":
+            kind = _KINDS.get(cat.lower()) if isinstance(cat, str) else None
+            self._kind_of[cat] = kind
+            if isinstance(cat, str):
+                self.categories.add(cat)
+        return kind
+
+    def _route(self, ev: dict[str, Any], start: float, end: float) -> None:
+        kind = self._kind(ev.get("cat"))
+        if kind == "trace":
+            return
+        self.span[0] = min(self.span[0], start)
+        self.span[1] = max(self.span[1], end)
+        if kind == "kernel":
+            self.kernel.add(start, end)
+            self._gpu(ev)
+        elif kind == "memcpy":
+            self._memcpy(ev, start, end)
+        elif kind == "memset":
+            self.memset.add(start, end)
+            self._gpu(ev)
+        elif kind == "cpu":
+            self._cpu(str(ev.get("name", "")), start, end)
+        elif kind == "runtime" and ev.get("name") in BLOCKING_SYNC_CALLS:
+            self.sync_calls.add(start, end)
+        elif kind == "sync":
+            self.sync_by_name[str(ev.get("name", ""))] += 1
+
+    def _gpu(self, ev: dict[str, Any]) -> None:
+        args = ev.get("args")
+        device = args.get("device") if isinstance(args, dict) else None
+        if not isinstance(device, int):
+            device = ev.get("pid")
+        if isinstance(device, int):
+            self.gpu_ids.add(device)
+
+    def _cpu(self, name: str, start: float, end: float) -> None:
+        if name.startswith("ProfilerStep#"):
+            self.steps.setdefault(name, (start, end - start))
+        elif name.startswith("enumerate(DataLoader)") and name.endswith("__next__"):
+            self.loader.add(start, end)
+
+    def _memcpy(self, ev: dict[str, Any], start: float, end: float) -> None:
+        self.memcpy.add(start, end)
+        self._gpu(ev)
+        name = str(ev.get("name", ""))
+        kind = self._copy_of.get(name)
+        if kind is None:
+            kind = self._copy_of[name] = _copy_kind(name)
+        raw_args = ev.get("args")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+        nbytes = args.get("bytes")
+        nbytes = nbytes if isinstance(nbytes, int) and nbytes >= 0 else 0
+        stats = self.copies.setdefault(kind, [0, 0, 0.0, float("inf"), 0.0])
+        stats[0] += 1
+        stats[1] += nbytes
+        stats[2] += (end - start) * US
+        bw = args.get("memory bandwidth (GB/s)")
+        if isinstance(bw, (int, float)):
+            stats[3] = min(stats[3], float(bw))
+            stats[4] = max(stats[4], float(bw))
+        if kind[0] == "h2d":
+            self.h2d.append((start, end, nbytes, kind[1] == "pageable"))
+
+    def window(self) -> tuple[float, float, str]:
+        """Return ``(start_us, end_us, source)`` of the analysis window."""
+        if self.steps:
+            spans = self.steps.values()
+            return (min(s for s, _ in spans), max(s + d for s, d in spans), "profiler_steps")
+        if self.span[0] <= self.span[1]:
+            return self.span[0], self.span[1], "whole_trace"
+        return 0.0, 0.0, "empty"
+
+    def naming(self) -> str:
+        """Return which generation of category names the trace uses."""
+        old, new = bool(self.categories & OLD_CATEGORIES), bool(self.categories & NEW_CATEGORIES)
+        return "mixed" if old and new else "old" if old else "new" if new else "unknown"
+
+    def gpu_all(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the kernel, memcpy and memset intervals together."""
+        cols = [iv.arrays() for iv in (self.kernel, self.memcpy, self.memset)]
+        return np.concatenate([c[0] for c in cols]), np.concatenate([c[1] for c in cols])
+
+    def gpu_span_us(self) -> float | None:
+        """Return first GPU event start to last GPU event end, or None without GPU events."""
+        starts, ends = self.gpu_all()
+        return float(ends.max() - starts.min()) if starts.size else None
+
+    def kernel_sum_in(self, lo: float, hi: float) -> float:
+        """Return the summed kernel time (microseconds) of kernels clipped to the window."""
+        starts, ends = self.kernel.arrays()
+        return float(np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None).sum())
+
+    def copy_stats(self) -> dict[str, dict[str, dict[str, float | int | None]]]:
+        """Return memcpy count/bytes/time/bandwidth by direction and memory kind."""
+        out: dict[str, dict[str, dict[str, float | int | None]]] = {}
+        for (direction, memory), (n, nbytes, time_s, bw_lo, bw_hi) in sorted(self.copies.items()):
+            out.setdefault(direction, {})[memory] = {
+                "count": int(n),
+                "bytes": int(nbytes),
+                "time_s": time_s,
+                "min_bandwidth_gb_s": bw_lo if bw_hi > 0 else None,
+                "max_bandwidth_gb_s": bw_hi if bw_hi > 0 else None,
+            }
+        return out
+
+    def sync_stats(self, lo: float, hi: float) -> dict[str, Any]:
+        """Return ``cuda_sync`` event counts and blocking runtime sync calls."""
+        starts, _ = self.sync_calls.arrays()
+        return {
+            "events": int(sum(self.sync_by_name.values())),
+            "by_name": dict(self.sync_by_name),
+            "runtime_calls": int(((starts >= lo) & (starts < hi)).sum()),
+            "runtime_s": union_s(self.sync_calls, lo, hi),
+        }
+
+    def device_dicts(self) -> list[dict[str, Any]]:
+        """Return the GPUs that ran work (all listed ones when none did) as device dicts."""
+        props = [p for p in self.device_props if p.get("id") in self.gpu_ids]
+        return [_device(p) for p in (props or self.device_props)]
+
+
+def _device(p: dict[str, Any]) -> dict[str, Any]:
+    index = p.get("id")
+    major, minor = p.get("computeMajor"), p.get("computeMinor")
+    return {
+        "id": f"gpu{index}",
+        "index": index,
+        "name": p.get("name"),
+        "uuid": None,
+        "memory_total_bytes": p.get("totalGlobalMem"),
+        "compute_capability": f"{major}.{minor}" if major is not None else None,
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "sm_count": p.get("numSms"),
+    }
+
+
+def step_records(t: EventTally, w0: float, rank: int) -> list[Step]:
+    """Turn ProfilerSteps into Steps: DataLoader wait, host-to-device copy, the rest compute."""
+    h2d = sorted(t.h2d)
+    h_starts = np.array([c[0] for c in h2d], dtype=np.float64)
+    h_ends = np.array([c[1] for c in h2d], dtype=np.float64)
+    out = []
+    for i, (a, dur) in enumerate(sorted(t.steps.values())):
+        b = a + dur
+        wait = union_s(t.loader, a, b)
+        mine = [c for c in h2d if a <= c[0] < b]
+        copy = min(union_s((h_starts, h_ends), a, b), max(0.0, dur * US - wait))
+        out.append(
+            Step(
+                index=i,
+                start_s=(a - w0) * US,
+                data_wait_s=wait,
+                h2d_s=copy,
+                compute_s=max(0.0, dur * US - wait - copy),
+                post_s=0.0,
+                rank=rank,
+                h2d_bytes=sum(c[2] for c in mine),
+                h2d_pageable_bytes=sum(c[2] for c in mine if c[3]),
+                h2d_count=len(mine),
+            )
+        )
+    return out
