@@ -1,1 +1,32 @@
-"""Feeding the device: store, batch loader, device prefetcher, device transforms."""
+"""Feeding the device: store, batch loader, device prefetcher, device transforms.
+
+Re-exported lazily so that ``import gpuwise.data`` stays cheap.
+
+Example:
+    >>> from gpuwise.data import Loader, open_store  # doctest: +SKIP
+    >>> for images, labels in Loader(open_store("train.store"), batch_size=256): ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DevicePrefetcher": "gpuwise.data.prefetch",
+    "DeviceTransform": "gpuwise.data.transforms",
+    "Loader": "gpuwise.data.loader",
+    "PackConfig": "gpuwise.data.pack",
+    "Store": "gpuwise.data.store",
+    "open_store": "gpuwise.data.store",
+    "pack": "gpuwise.data.pack",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuwise.data' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

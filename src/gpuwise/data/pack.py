@@ -1,0 +1,232 @@
+"""Pack images into a gpuwise store: from an ImageFolder tree, numpy arrays, or a Dataset.
+
+Two modes (``PackConfig.mode``):
+
+- ``"raw"``: every image is decoded once and resized to ``size x size x 3`` uint8
+  (``resize="center"``: shorter side to ``size``, then a centre crop; ``"stretch"``: straight
+  to ``size x size``, aspect not kept). Loading is then a memory gather: fastest, biggest.
+  Arrays that already share one shape are stored as they are when ``size`` is None.
+- ``"jpeg"``: JPEG files keep their encoded bytes when the loader's decoder reads them
+  strictly; PNG and other formats, JPEGs it cannot read (CMYK, say) and arrays are encoded
+  once as RGB JPEG at ``quality`` (95), so the loader has a single decode path. Small on
+  disk; decoded on load.
+
+Images that cannot be decoded (corrupt, truncated, unknown format) are skipped and listed
+in the result and the header with the reason; ``strict=True`` raises instead. Records are
+processed on a thread pool (decoders release the GIL) and written in source order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuwise.data.pack_sources import (
+    PackConfig,
+    SkipRecord,
+    Source,
+    array_source,
+    dataset_source,
+    imagefolder_source,
+)
+from gpuwise.data.store import FieldSpec
+from gpuwise.data.store_write import StoreWriter, check_destination
+from gpuwise.errors import GpuwiseError, UsageError
+
+__all__ = ["PackConfig", "PackResult", "Progress", "pack", "write_source"]
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` after each chunk of records."""
+
+
+@dataclass(slots=True)
+class PackResult:
+    """What a pack produced.
+
+    Attributes:
+        path: The store directory.
+        records: Records written.
+        skipped: ``{"item", "reason"}`` for every record left out.
+        bytes: Total shard bytes.
+        seconds: Wall time of the pack.
+        header: The store header written.
+    """
+
+    path: str
+    records: int
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    bytes: int = 0
+    seconds: float = 0.0
+    header: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the ``gpuwise pack --json`` object."""
+        return {
+            "path": self.path,
+            "records": self.records,
+            "skipped": self.skipped,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "mode": self.header.get("mode"),
+            "fields": self.header.get("fields"),
+            "classes": self.header.get("classes"),
+        }
+
+
+def _check_config(config: PackConfig) -> None:
+    if config.mode not in ("raw", "jpeg"):
+        raise UsageError(f"pack mode {config.mode!r} is not known; use 'raw' or 'jpeg'")
+    if config.resize not in ("center", "stretch"):
+        raise UsageError(f"resize {config.resize!r} is not known; use 'center' or 'stretch'")
+    if config.size is not None and config.size < 1:
+        raise UsageError(f"size {config.size} is not a pixel count; give a positive size")
+
+
+def _spec(name: str, value: Any) -> FieldSpec:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return FieldSpec(
+            name, "jpeg", np.dtype(np.uint8), None, f"{name}.jpeg.bin", f"{name}.idx.bin"
+        )
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise UsageError(f"field {name!r} has dtype {arr.dtype}; only numeric arrays are stored")
+    return FieldSpec(name, "raw", arr.dtype.newbyteorder("<"), arr.shape, f"{name}.bin")
+
+
+def _safe(source: Source, strict: bool) -> Callable[[int], dict[str, Any] | str]:
+    def run(i: int) -> dict[str, Any] | str:
+        try:
+            return source.load(i)
+        except SkipRecord as err:
+            if strict:
+                raise GpuwiseError(
+                    f"{source.name(i)}: {err}; --strict stops at the first bad image; "
+                    "fix or remove it, or pack without --strict to skip it"
+                ) from err
+            return str(err)
+
+    return run
+
+
+def write_source(
+    source: Source, dst: str | Path, config: PackConfig, progress: Progress | None = None
+) -> PackResult:
+    """Process every record of a source on a thread pool and write the store.
+
+    Raises:
+        GpuwiseError: Every record was skipped, or a bad record under ``strict``.
+    """
+    start = time.perf_counter()
+    run = _safe(source, config.strict)
+    skipped: list[dict[str, str]] = []
+    writer: StoreWriter | None = None
+    workers = config.workers or os.cpu_count() or 1
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="gpuwise-pack") as pool:
+            for lo in range(0, source.count, config.chunk):
+                ids = range(lo, min(lo + config.chunk, source.count))
+                for i, rec in zip(ids, pool.map(run, ids), strict=True):
+                    if isinstance(rec, str):
+                        skipped.append({"item": source.name(i), "reason": rec})
+                        logger.info("skipped %s: %s", source.name(i), rec)
+                        continue
+                    if writer is None:
+                        specs = [_spec(k, v) for k, v in rec.items()]
+                        writer = StoreWriter(dst, specs, overwrite=config.overwrite)
+                    writer.append(rec)
+                if progress is not None:
+                    progress(ids.stop, source.count)
+        if writer is None:
+            raise GpuwiseError(
+                f"all {source.count} records were skipped (first: {skipped[0]}); "
+                "nothing to pack; check the source images"
+            )
+        pack_meta = {"mode": config.mode, "size": config.size, "resize": config.resize}
+        header = writer.commit(
+            mode=config.mode,
+            classes=source.classes,
+            source=source.kind,
+            skipped=skipped,
+            pack={**pack_meta, "quality": config.quality},
+        )
+    finally:
+        if writer is not None:
+            writer.__exit__(None, None, None)
+    return PackResult(
+        str(dst),
+        int(header["records"]),
+        skipped,
+        sum(int(s["bytes"]) for s in header["shards"]),
+        time.perf_counter() - start,
+        header,
+    )
+
+
+def pack(
+    src: str | Path | Any,
+    dst: str | Path,
+    config: PackConfig | None = None,
+    *,
+    labels: np.ndarray | None = None,
+    progress: Progress | None = None,
+) -> PackResult:
+    """Pack a source into a new store at ``dst``.
+
+    Args:
+        src: An ImageFolder directory, a ``.npy`` file of N x H x W x C uint8 images, a
+            ``.npz`` with ``images`` (plus ``labels`` and any per-record extras), an
+            in-memory uint8 image array, or a map-style dataset of ``(image, label, ...)``.
+        dst: The store directory to create (written to ``DST.tmp-<pid>`` first).
+        config: Mode, size and threads (default: raw mode as given).
+        labels: Labels for a ``.npy`` or in-memory image array.
+        progress: Called as ``progress(done, total)`` while packing.
+
+    Returns:
+        The PackResult (records, skipped items with reasons, bytes, seconds).
+
+    Raises:
+        UsageError: A source or setting that cannot be packed as asked.
+        GpuwiseError: Nothing could be packed, or a bad image under ``strict``.
+
+    Example:
+        >>> result = pack("images/", "train.store", PackConfig(size=224))  # doctest: +SKIP
+        >>> result.records, len(result.skipped)                            # doctest: +SKIP
+        (4000, 0)
+    """
+    config = config or PackConfig()
+    _check_config(config)
+    check_destination(Path(dst), config.overwrite)
+    return write_source(_source_of(src, config, labels), dst, config, progress)
+
+
+def _source_of(src: Any, config: PackConfig, labels: np.ndarray | None) -> Source:
+    if isinstance(src, np.ndarray):
+        return array_source(src, labels, config)
+    if not isinstance(src, (str, Path)):
+        return dataset_source(src, config)
+    path = Path(src)
+    if path.is_dir():
+        return imagefolder_source(path, config)
+    if path.suffix == ".npy" and path.is_file():
+        return array_source(np.load(path, mmap_mode="r", allow_pickle=False), labels, config)
+    if path.suffix == ".npz" and path.is_file():
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        if "images" not in arrays:
+            raise UsageError(f"{path} has no 'images' array (has {sorted(arrays)}); add one")
+        images, found = arrays.pop("images"), arrays.pop("labels", None)
+        return array_source(images, found if labels is None else labels, config, arrays)
+    raise UsageError(
+        f"{path} is not an image directory, .npy or .npz file; give an ImageFolder tree "
+        "(ROOT/CLASS/IMAGE) or N x H x W x C uint8 arrays"
+    )

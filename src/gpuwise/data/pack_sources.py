@@ -1,0 +1,201 @@
+"""Where ``pack`` reads records from: an ImageFolder tree, arrays, or a map-style Dataset.
+
+Each source is a count, a name per record (for the skipped list) and a ``load(i)`` that
+returns the record's fields, ready to write: decoded and resized uint8 in raw mode,
+encoded bytes in jpeg mode (see ``pack.py`` for the modes). A record that cannot be
+decoded raises ``SkipRecord`` with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuwise.data import codec
+from gpuwise.errors import GpuwiseError, UsageError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+
+
+@dataclass(frozen=True, slots=True)
+class PackConfig:
+    """How to pack.
+
+    Attributes:
+        mode: ``"raw"`` (decoded fixed-size uint8) or ``"jpeg"`` (encoded bytes).
+        size: Output side in pixels for raw mode (required for image files).
+        resize: ``"center"`` (shorter side + centre crop) or ``"stretch"``.
+        quality: JPEG quality when an image must be (re-)encoded.
+        workers: Threads (default: all cores).
+        strict: Raise on the first bad image instead of skipping it.
+        overwrite: Replace an existing store at the destination.
+        chunk: Records per unit of work between progress reports.
+    """
+
+    mode: str = "raw"
+    size: int | None = None
+    resize: str = "center"
+    quality: int = 95
+    workers: int | None = None
+    strict: bool = False
+    overwrite: bool = False
+    chunk: int = 64
+
+
+class SkipRecord(Exception):
+    """A record that cannot be packed (the message is the reason)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Records to pack: how many, a name for each, and how to load one."""
+
+    count: int
+    name: Callable[[int], str]
+    load: Callable[[int], dict[str, Any]]
+    classes: list[str] | None = None
+    kind: str = "arrays"
+
+
+def _image_value(img: np.ndarray, config: PackConfig) -> np.ndarray | bytes:
+    if config.mode == "jpeg":
+        return codec.encode_jpeg(img, config.quality)
+    if config.size is None:
+        return img
+    return codec.fit(img, config.size, config.resize)
+
+
+def _fast_jpeg_resize(data: bytes, config: PackConfig) -> np.ndarray | None:
+    """Raw mode, JPEG file, centre resize: the reduced-DCT decoder does it in one go."""
+    if config.mode != "raw" or config.resize != "center" or config.size is None:
+        return None
+    if not codec.is_jpeg(data):
+        return None
+    from gpuwise.data.jpeg import decode_resize
+
+    try:
+        return np.asarray(decode_resize(data, config.size))
+    except GpuwiseError:
+        return None  # corrupt, or a JPEG flavour it does not read: the strict path decides
+
+
+def _loader_reads(data: bytes) -> bool:
+    """True when the loader's JPEG decoder reads ``data`` strictly (bytes can be kept)."""
+    if not codec.is_jpeg(data):
+        return False
+    from gpuwise.data.jpeg import decode
+
+    try:
+        decode(data)
+    except GpuwiseError:
+        return False  # truncated, or CMYK and the like: Pillow decides below
+    return True
+
+
+def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
+    data = path.read_bytes()
+    fast = _fast_jpeg_resize(data, config)
+    if fast is not None:
+        return {"image": fast, "label": label}
+    if config.mode == "jpeg" and _loader_reads(data):
+        return {"image": data, "label": label}
+    try:
+        img = codec.decode_rgb(data)
+    except ValueError as err:
+        raise SkipRecord(str(err)) from err
+    return {"image": _image_value(img, config), "label": label}
+
+
+def imagefolder_source(root: Path, config: PackConfig) -> Source:
+    """Describe an ImageFolder tree: one subdirectory per class, images inside.
+
+    Raises:
+        UsageError: No class directories or no images, or raw mode without a size.
+    """
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    files: list[tuple[Path, int]] = []
+    for label, name in enumerate(classes):
+        for p in sorted((root / name).rglob("*")):
+            if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file():
+                files.append((p, label))
+    if not files:
+        raise UsageError(
+            f"{root} holds no images in class subdirectories (looked for "
+            f"{', '.join(IMAGE_SUFFIXES)}); expected ROOT/CLASS/IMAGE files"
+        )
+    if config.mode == "raw" and config.size is None:
+        raise UsageError("raw mode needs one image size; pass --size (e.g. --size 224)")
+
+    def load(i: int) -> dict[str, Any]:
+        return _file_record(files[i][0], files[i][1], config)
+
+    return Source(
+        len(files), lambda i: str(files[i][0].relative_to(root)), load, classes, "imagefolder"
+    )
+
+
+def array_source(
+    images: np.ndarray,
+    labels: np.ndarray | None,
+    config: PackConfig,
+    extra: dict[str, np.ndarray] | None = None,
+) -> Source:
+    """Describe in-memory arrays: ``images`` N x H x W x C uint8, labels and extras of length N.
+
+    Raises:
+        UsageError: Shapes or lengths that do not fit.
+    """
+    n = len(images)
+    if images.ndim != 4 or images.dtype != np.uint8 or images.shape[-1] not in (1, 3):
+        raise UsageError(
+            f"images have shape {images.shape} and dtype {images.dtype}; expected "
+            "N x H x W x C uint8 with C = 1 or 3"
+        )
+    columns = dict(extra or {})
+    if labels is not None:
+        columns = {"label": np.asarray(labels).astype(np.int64), **columns}
+    for name, col in columns.items():
+        if len(col) != n:
+            raise UsageError(f"{name} has {len(col)} entries for {n} images; give one per image")
+
+    def load(i: int) -> dict[str, Any]:
+        rec = {name: col[i] for name, col in columns.items()}
+        return {"image": _image_value(images[i], config), **rec}
+
+    return Source(n, lambda i: f"record {i}", load)
+
+
+def _as_array(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    elif hasattr(x, "convert"):  # a PIL image
+        x = np.asarray(x.convert("RGB"))
+    arr = np.asarray(x)
+    if arr.ndim == 3 and arr.shape[0] in (1, 3) and arr.shape[-1] not in (1, 3):
+        arr = arr.transpose(1, 2, 0)  # CHW tensor -> HWC
+    return arr
+
+
+def dataset_source(dataset: Any, config: PackConfig) -> Source:
+    """Describe a map-style dataset whose items are ``(image, label, *extras)``."""
+
+    def load(i: int) -> dict[str, Any]:
+        item = dataset[i]
+        values = item if isinstance(item, (tuple, list)) else (item,)
+        image = _as_array(values[0])
+        if config.mode == "jpeg" or config.size is not None:
+            if image.dtype != np.uint8 or image.ndim != 3:
+                raise SkipRecord(
+                    f"image is {image.dtype} {image.shape}; jpeg/size need HxWxC uint8"
+                )
+            image = np.ascontiguousarray(image)
+        rec: dict[str, Any] = {"image": _image_value(image, config)}
+        names = ["label", *(f"field{k}" for k in range(2, len(values)))]
+        rec.update({n: _as_array(v) for n, v in zip(names, values[1:], strict=False)})
+        return rec
+
+    return Source(len(dataset), lambda i: f"item {i}", load)
