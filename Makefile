@@ -14,8 +14,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/gpuwise doctor
-	$(BIN)/gpuwise monitor --duration 3 --interval 0.5
+	$(BIN)/gpuwise profile
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -73,3 +73,12 @@ def test_run_round_trips_through_json():
     assert back.samples == run.samples
     assert back.findings == run.findings
     assert back.extra == {"ranks": {"world_size": 1}}
+
+
+def test_warmup_steps_leave_means_but_not_the_count():
+    steps = [_step(0, 1.0, 0.1), _step(1, 0.0, 0.1), _step(2, 0.0, 0.1)]
+    stats = step_stats(steps, warmup=1)
+    assert stats["count"] == 3
+    assert stats["warmup_excluded"] == 1
+    assert stats["mean_s"] == pytest.approx(0.1)
+    assert stats["fractions"]["data_wait"] == 0.0

@@ -12,7 +12,10 @@ Example:
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 
@@ -36,10 +39,12 @@ _EXPORTS = {
     "diagnose": "gpuwise.diagnose.rules",
     "open_store": "gpuwise.data.store",
     "pack": "gpuwise.data.pack",
+    "profile": "gpuwise.profile.api",
     "read_log": "gpuwise.telemetry.readers.nvsmi",
     "read_trace": "gpuwise.telemetry.readers.kineto",
     "render_run": "gpuwise.report.text",
     "summarize": "gpuwise.telemetry.summary",
+    "watch": "gpuwise.profile.api",
     "write_html": "gpuwise.report.html",
     "write_trace": "gpuwise.report.trace",
 }

@@ -205,21 +205,44 @@ class Finding:
         )
 
 
-def step_stats(steps: Sequence[Step]) -> dict[str, Any]:
+def steady_steps(steps: Sequence[Step], warmup: int = 0) -> list[Step]:
+    """Drop each rank's first ``warmup`` steps (pipeline start-up), keeping at least one.
+
+    Args:
+        steps: Steps of one or more ranks.
+        warmup: Steps to drop at the start of every rank.
+    """
+    if warmup <= 0:
+        return list(steps)
+    seen: dict[int, int] = {}
+    kept = []
+    for s in sorted(steps, key=lambda s: (s.rank, s.index)):
+        seen[s.rank] = seen.get(s.rank, 0) + 1
+        if seen[s.rank] > warmup:
+            kept.append(s)
+    return kept or list(steps)
+
+
+def step_stats(steps: Sequence[Step], warmup: int = 0) -> dict[str, Any]:
     """Summarize steps as the Run contract's ``steps`` object (without the records).
 
     Args:
         steps: Steps of one or more ranks.
+        warmup: Steps at the start of every rank left out of means and fractions (their
+            data wait includes starting the input pipeline); ``count`` still counts them.
 
     Returns:
         ``{"count", "mean_s", "phases_s", "fractions", "steps_per_s", "samples_per_s"}``;
         ``phases_s`` holds each phase's mean seconds per step and ``fractions`` each phase's
         share of the total (summing to 1). Means and fractions are ``None`` without steps.
     """
+    count = len(steps)
+    steps = steady_steps(steps, warmup)
     n = len(steps)
     if n == 0:
         return {
             "count": 0,
+            "warmup_excluded": 0,
             "mean_s": None,
             "phases_s": None,
             "fractions": None,
@@ -236,7 +259,8 @@ def step_stats(steps: Sequence[Step]) -> dict[str, Any]:
     if steps_per_s is not None and len(sizes) == n:
         samples_per_s = steps_per_s * (sum(sizes) / n)
     return {
-        "count": n,
+        "count": count,
+        "warmup_excluded": count - n,
         "mean_s": mean_s,
         "phases_s": {p: totals[p] / n for p in PHASES},
         "fractions": {p: (totals[p] / grand if grand > 0 else 0.0) for p in PHASES},
@@ -276,8 +300,11 @@ class Run:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def step_stats(self) -> dict[str, Any]:
-        """Return the ``steps`` summary of the Run contract (see ``step_stats``)."""
-        return step_stats(self.steps)
+        """Return the ``steps`` summary of the Run contract (see ``step_stats``).
+
+        ``meta["warmup_steps"]`` (set by the profiler) leaves each rank's first steps out.
+        """
+        return step_stats(self.steps, int(self.meta.get("warmup_steps", 0)))
 
     def to_dict(self, *, include_samples: bool = True) -> dict[str, Any]:
         """Return the ``gpuwise.run/1`` JSON document.

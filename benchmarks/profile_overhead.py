@@ -1,0 +1,189 @@
+"""Step-time overhead of gpuwise's profile hooks, against the same loop unprofiled.
+
+What it measures: a PyTorch training loop (DataLoader over in-memory tensors, a small
+linear model, SGD, and CPU matmuls sized so that one step takes about 10 ms or about 1 ms)
+run three ways in each round, back to back: plain, with the hooks that
+``gpuwise profile -- python train.py`` installs (DataLoader wrapper, optimizer-step hook,
+one JSON line written per step, exactly as in a profiled child), and plain again. Every
+step is timed on its own. The overhead is the median hooked step over the median plain
+step, over all rounds (>= 5); the A/A noise is the same ratio between the plain runs after
+and before, the floor this shared machine allows. The 10th percentiles are printed too:
+preemption by other jobs only lengthens steps, so the fast steps show the hooks' own cost
+most clearly.
+
+Budget (DESIGN.md): <= 2 % step-time overhead at a 10 ms step; 0 added device syncs (the
+hooks contain no synchronize call; on a CUDA build, copy times come from CUDA events read
+once the GPU has passed them).
+
+Usage:
+    python benchmarks/profile_overhead.py [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from gpuwise.dist.ranks import RankInfo
+from gpuwise.profile import hooks
+from gpuwise.profile.recorder import JsonlRecorder
+
+BUDGET_PCT = 2.0
+MATMUL_N = 128
+BATCH = 32
+
+Loop = Callable[[], list[float]]
+
+
+def calibrate(target_s: float) -> int:
+    """Number of 128x128 matmuls that make a step last about ``target_s`` (fastest of 5)."""
+    if target_s <= 0:
+        return 0
+    a = torch.randn(MATMUL_N, MATMUL_N)
+    per_s = []
+    for _ in range(5):
+        begin = time.perf_counter()
+        for _ in range(100):
+            a @ a
+        per_s.append((time.perf_counter() - begin) / 100)
+    return max(1, round(target_s / min(per_s)))
+
+
+def train_loop(steps: int, matmuls: int) -> Loop:
+    """Return a function that runs ``steps`` steps and returns each step's seconds."""
+    data = TensorDataset(torch.randn(steps * BATCH, 64))
+    model = torch.nn.Linear(64, 64)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    a = torch.randn(MATMUL_N, MATMUL_N)
+
+    def run() -> list[float]:
+        marks = [time.perf_counter()]
+        for (x,) in DataLoader(data, batch_size=BATCH):
+            model(x).sum().backward()
+            for _ in range(matmuls):
+                a @ a
+            opt.step()
+            opt.zero_grad()
+            marks.append(time.perf_counter())
+        return [b - a for a, b in itertools.pairwise(marks)]
+
+    return run
+
+
+def hooked(run: Loop, directory: str) -> list[float]:
+    """Run the loop with the zero-code hooks active, writing step lines like a child does."""
+    recorder = JsonlRecorder(directory, RankInfo(), origin_s=time.perf_counter())
+    hooks.install()
+    hooks.activate(recorder.tracker)
+    try:
+        return run()
+    finally:
+        hooks.deactivate(recorder.tracker)
+        hooks.uninstall()
+        recorder.close()
+
+
+def _pct(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] if q != 50 else statistics.median(values)
+
+
+def measure(target_s: float, steps: int, rounds: int) -> dict[str, Any]:
+    """Interleave plain / hooked / plain runs; compare per-step medians and 10th percentiles."""
+    run = train_loop(steps, calibrate(target_s))
+    run()  # warm up
+    before: list[float] = []
+    with_hooks: list[float] = []
+    after: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="gpuwise-bench-") as directory:
+        for _ in range(rounds):
+            before += run()
+            with_hooks += hooked(run, directory)
+            after += run()
+    plain = before + after
+    case: dict[str, Any] = {"target_step_ms": target_s * 1e3, "steps_per_run": steps}
+    case["rounds"] = rounds
+    for q in (50, 10):
+        key = "" if q == 50 else "p10_"
+        p, h = _pct(plain, q), _pct(with_hooks, q)
+        case[f"plain_{key}step_ms"] = p * 1e3
+        case[f"hooked_{key}step_ms"] = h * 1e3
+        case[f"overhead_{key}pct"] = (h / p - 1) * 100
+        case[f"hook_{key}cost_us_per_step"] = (h - p) * 1e6
+        case[f"aa_noise_{key}pct"] = abs(_pct(after, q) / _pct(before, q) - 1) * 100
+    return case
+
+
+def _line(c: dict[str, Any]) -> str:
+    size = f"~{c['target_step_ms']:.0f} ms" if c["target_step_ms"] else "empty (no matmuls)"
+    text = f"step {size} ({c['rounds']} rounds x {c['steps_per_run']} steps)"
+    for key, name in (("", "median"), ("p10_", "10th pct")):
+        text += (
+            f"\n  {name:>8}: plain {c[f'plain_{key}step_ms']:.3f} ms, "
+            f"hooked {c[f'hooked_{key}step_ms']:.3f} ms, "
+            f"overhead {c[f'overhead_{key}pct']:+.2f} % "
+            f"({c[f'hook_{key}cost_us_per_step']:+.0f} us/step; "
+            f"A/A noise {c[f'aa_noise_{key}pct']:.2f} %)"
+        )
+    return text
+
+
+def verdict(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Judge the 10 ms budget: directly, or from the per-step cost when noise hides 2 %.
+
+    The hooks add a fixed cost per step, whatever the step does; measured on an empty step
+    (no matmuls), where the machine's noise is smallest in absolute terms, that cost over
+    the 10 ms step's plain median is the overhead a quiet machine would show.
+    """
+    empty, ten = cases[0], cases[1]
+    estimate_pct = empty["hook_cost_us_per_step"] / (ten["plain_step_ms"] * 1e3) * 100
+    direct = ten["aa_noise_pct"] <= BUDGET_PCT
+    overhead = ten["overhead_pct"] if direct else estimate_pct
+    return {
+        "budget_pct": BUDGET_PCT,
+        "basis": "direct" if direct else "per_step_cost",
+        "overhead_at_10ms_pct": overhead,
+        "estimate_from_cost_pct": estimate_pct,
+        "within_budget": overhead <= BUDGET_PCT,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="profile hook overhead")
+    parser.add_argument("--quick", action="store_true", help="fewer steps and rounds")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # one core: less noise from the other jobs on a shared machine
+    rounds = 5 if args.quick else 9
+    cases = [
+        measure(0.0, 200 if args.quick else 500, rounds),
+        measure(0.010, 30 if args.quick else 60, rounds),
+        measure(0.001, 100 if args.quick else 300, rounds),
+    ]
+    result = {"benchmark": "profile_overhead", "torch": torch.__version__, "cases": cases}
+    result["budget"] = verdict(cases)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for c in cases:
+            print(_line(c))
+        b = result["budget"]
+        print(
+            f"budget <= {b['budget_pct']:.0f} % at 10 ms: {b['overhead_at_10ms_pct']:+.2f} % "
+            f"({b['basis'].replace('_', ' ')}; from the per-step cost: "
+            f"{b['estimate_from_cost_pct']:+.2f} %): {'ok' if b['within_budget'] else 'OVER'}"
+        )
+    return 0 if result["budget"]["within_budget"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

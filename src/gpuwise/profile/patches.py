@@ -1,0 +1,191 @@
+"""The torch patches behind the step hooks (see the hook protocol in ``hooks.py``).
+
+Each patched function asks ``get_tracker()`` for the LoopTracker that receives events and
+passes straight through when there is none, so an installed patch costs one call when no
+profile is active. ``apply()`` returns a ``Patches`` object whose ``remove()`` restores
+everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+Tracker = Callable[[], Any]
+
+_WRAPPED = "__gpuwise_wrapped__"
+
+
+class Patches:
+    """What ``apply()`` changed, so that ``remove()`` can restore it."""
+
+    def __init__(self) -> None:
+        self._restore: list[Callable[[], None]] = []
+
+    def set(self, owner: Any, name: str, value: Any) -> None:
+        """Replace ``owner.name`` by ``value``, remembering how to undo it."""
+        own = name in vars(owner)
+        old = vars(owner).get(name)
+        setattr(owner, name, value)
+        if own:
+            self._restore.append(lambda: setattr(owner, name, old))
+        else:
+            self._restore.append(lambda: delattr(owner, name))
+
+    def add(self, undo: Callable[[], None]) -> None:
+        """Remember one more undo action (a hook handle's ``remove``)."""
+        self._restore.append(undo)
+
+    def remove(self) -> None:
+        """Undo every patch, newest first."""
+        while self._restore:
+            self._restore.pop()()
+
+
+def apply(get_tracker: Tracker, worker_env: str) -> Patches:
+    """Patch DataLoader iteration, optimizer steps and (CUDA builds) host-to-device copies.
+
+    Args:
+        get_tracker: Returns the LoopTracker to signal, or None to pass through.
+        worker_env: Environment variable set while DataLoader workers start.
+
+    Returns:
+        The applied patches.
+    """
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.utils.data import DataLoader
+
+    patches = Patches()
+    timed_iter = _iter_wrapper(DataLoader.__iter__, patches, get_tracker, worker_env)
+    patches.set(DataLoader, "__iter__", timed_iter)
+    for owner in _gpuwise_loaders():
+        patches.set(owner, "__iter__", _iter_wrapper(owner.__iter__, patches, get_tracker, None))
+
+    def stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
+        tracker = get_tracker()
+        if tracker is not None:
+            tracker.optimizer_stepped()
+
+    patches.add(register_optimizer_step_post_hook(stepped).remove)
+    if torch.version.cuda is not None:  # a CPU build cannot copy to a GPU
+        patches.set(torch.Tensor, "to", _copy_wrapper(torch.Tensor.to, get_tracker, _to_target))
+        patches.set(
+            torch.Tensor, "cuda", _copy_wrapper(torch.Tensor.cuda, get_tracker, _cuda_target)
+        )
+    return patches
+
+
+def _gpuwise_loaders() -> list[Any]:
+    """Gpuwise's own batch sources, timed like a DataLoader (their iterators are classes)."""
+    try:
+        from gpuwise.data.loader import Loader
+        from gpuwise.data.prefetch import DevicePrefetcher
+    except ImportError:  # the data layer is optional for profiling
+        return []
+    return [Loader, DevicePrefetcher]
+
+
+def _iter_wrapper(
+    original: Any, patches: Patches, get_tracker: Tracker, worker_env: str | None
+) -> Any:
+    @functools.wraps(original)
+    def __iter__(self: Any) -> Any:
+        iterator = _marked(worker_env, original, self)
+        cls = type(iterator)
+        if not getattr(cls.__next__, _WRAPPED, False):
+            with contextlib.suppress(TypeError):  # a built-in iterator type cannot be patched
+                patches.set(cls, "__next__", _next_wrapper(cls.__next__, get_tracker))
+        return iterator
+
+    return __iter__
+
+
+def _marked(worker_env: str | None, original: Any, loader: Any) -> Any:
+    """Call ``original(loader)`` with ``worker_env`` set: worker processes started now skip."""
+    if worker_env is None:
+        return original(loader)
+    had = os.environ.get(worker_env)
+    os.environ[worker_env] = "1"
+    try:
+        return original(loader)
+    finally:
+        if had is None:
+            os.environ.pop(worker_env, None)
+        else:
+            os.environ[worker_env] = had
+
+
+def _next_wrapper(original: Any, get_tracker: Tracker) -> Any:
+    @functools.wraps(original)
+    def __next__(self: Any) -> Any:
+        tracker = get_tracker()
+        if tracker is None:
+            return original(self)
+        tracker.batch_requested()
+        try:
+            batch = original(self)
+        except BaseException:
+            tracker.batch_failed()
+            raise
+        tracker.batch_ready(batch_size_of(batch))
+        return batch
+
+    setattr(__next__, _WRAPPED, True)
+    return __next__
+
+
+def batch_size_of(batch: Any) -> int | None:
+    """The first dimension of the batch's first tensor (one level of list/tuple/dict)."""
+    if isinstance(batch, (list, tuple)):
+        batch = batch[0] if batch else None
+    elif isinstance(batch, dict):
+        batch = next(iter(batch.values()), None)
+    if isinstance(batch, torch.Tensor) and batch.dim() > 0:
+        return int(batch.shape[0])
+    return None
+
+
+def _copy_wrapper(original: Any, get_tracker: Tracker, target: Callable[..., Any]) -> Any:
+    @functools.wraps(original)
+    def copy(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        tracker = get_tracker()
+        device = None if tracker is None or self.is_cuda else target(args, kwargs)
+        if device is None:
+            return original(self, *args, **kwargs)
+        pageable = not self.is_pinned()
+        nbytes = self.nelement() * self.element_size()
+        tracker.copy_started()
+        stream = torch.cuda.current_stream(device)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record(stream)
+        out = original(self, *args, **kwargs)
+        end.record(stream)
+        tracker.copy_done(nbytes, pageable=pageable, timing=(start, end))
+        return out
+
+    return copy
+
+
+def _to_target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
+    """The CUDA device a ``Tensor.to`` call copies to, or None when it stays on the host."""
+    arg = kwargs.get("device", args[0] if args else None)
+    if isinstance(arg, torch.Tensor):
+        arg = arg.device
+    if isinstance(arg, bool) or not isinstance(arg, (str, int, torch.device)):
+        return None  # a dtype, or no device at all
+    device = torch.device("cuda", arg) if isinstance(arg, int) else torch.device(arg)
+    return device if device.type == "cuda" else None
+
+
+def _cuda_target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device:
+    """The device of a ``Tensor.cuda`` call."""
+    arg = kwargs.get("device", args[0] if args else None)
+    if arg is None:
+        return torch.device("cuda")
+    return torch.device("cuda", arg) if isinstance(arg, int) else torch.device(arg)

@@ -1,0 +1,294 @@
+"""Step-phase timing on an injectable clock, shared by the hooks and the explicit API.
+
+``StepTimer`` is the low-level part: it keeps one mark on its clock and, on each
+``lap(phase)``, adds the time since the mark to that phase. ``LoopTracker`` turns the events
+a training loop produces (batch requested, batch ready, host-to-device copy, optimizer step)
+into ``StepTimer`` laps and closed ``Step`` records.
+
+Step protocol (the one place that says where a step begins and ends):
+
+* A step begins when the loop asks for a batch. The wait until the batch arrives is
+  ``data_wait``.
+* Host-to-device copies are ``h2d``; the time before and between them is ``compute``.
+* The last optimizer step of the iteration ends ``compute``; the time from it until the loop
+  asks for the next batch is ``post``. That request closes the step.
+* A loop without an optimizer (inference) has no ``post``: everything after the batch
+  arrives is ``compute`` up to the next request.
+* A loop without a data loader (synthetic tensors) steps from one optimizer step to the
+  next, all ``compute``; the first optimizer step only sets the first mark.
+* At the end of the loader (``StopIteration``) the unanswered wait belongs to no step. A step
+  still open when recording stops is kept only if its optimizer step ran (``post`` = 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpuwise.records import Step
+
+_PHASE_OF_LAP = {
+    "data": "data_wait",
+    "data_wait": "data_wait",
+    "h2d": "h2d",
+    "compute": "compute",
+    "post": "post",
+}
+
+
+class StepTimer:
+    """Split one step at a time into phases by laps on a clock.
+
+    Args:
+        clock: Returns seconds (default ``time.perf_counter``); tests inject a fake.
+        origin_s: Clock reading that is time 0 of the Run, so that ``Step.start_s`` is on
+            the same time axis as the telemetry samples.
+        rank: Distributed rank written into every Step.
+
+    Example:
+        >>> timer = StepTimer(clock=iter([0.0, 0.5, 2.0]).__next__)
+        >>> timer.start()
+        >>> timer.lap("data")
+        0.5
+        >>> timer.lap("compute")
+        1.5
+        >>> timer.finish().compute_s
+        1.5
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.perf_counter,
+        *,
+        origin_s: float = 0.0,
+        rank: int = 0,
+    ) -> None:
+        self.clock = clock
+        self.origin_s = origin_s
+        self.rank = rank
+        self.index = 0
+        self.open = False
+        self._mark = 0.0
+        self._start = 0.0
+        self._phases = dict.fromkeys(("data_wait", "h2d", "compute", "post"), 0.0)
+        self._h2d = [0, 0, 0]  # bytes, pageable bytes, count
+
+    def start(self) -> None:
+        """Open a new step now (any step still open is dropped)."""
+        self._mark = self._start = self.clock()
+        for phase in self._phases:
+            self._phases[phase] = 0.0
+        self._h2d = [0, 0, 0]
+        self.open = True
+
+    def lap(self, phase: str) -> float:
+        """Add the time since the last mark to ``phase`` and move the mark to now.
+
+        Args:
+            phase: ``"data"`` (or ``"data_wait"``), ``"h2d"``, ``"compute"`` or ``"post"``.
+
+        Returns:
+            The seconds added.
+
+        Raises:
+            KeyError: ``phase`` is not one of those names.
+        """
+        name = _PHASE_OF_LAP[phase]
+        now = self.clock()
+        elapsed = now - self._mark
+        self._phases[name] += elapsed
+        self._mark = now
+        return elapsed
+
+    def add_h2d(self, nbytes: int, *, pageable: bool) -> None:
+        """Count one host-to-device copy of ``nbytes`` bytes in the open step."""
+        self._h2d[0] += nbytes
+        self._h2d[1] += nbytes if pageable else 0
+        self._h2d[2] += 1
+
+    def discard(self) -> None:
+        """Drop the open step without a record."""
+        self.open = False
+
+    def finish(self, batch_size: int | None = None) -> Step:
+        """Close the open step and return its record (the next index is one higher)."""
+        p = self._phases
+        step = Step(
+            index=self.index,
+            start_s=self._start - self.origin_s,
+            data_wait_s=p["data_wait"],
+            h2d_s=p["h2d"],
+            compute_s=p["compute"],
+            post_s=p["post"],
+            rank=self.rank,
+            batch_size=batch_size,
+            h2d_bytes=self._h2d[0],
+            h2d_pageable_bytes=self._h2d[1],
+            h2d_count=self._h2d[2],
+        )
+        self.index += 1
+        self.open = False
+        return step
+
+
+Sink = Callable[[Step, list[Any]], None]
+"""Receives each closed Step with the opaque copy timings (CUDA event pairs) of its h2d."""
+
+
+class LoopTracker:
+    """Turn training-loop events into Steps (see the step protocol in this module).
+
+    Nested signals are ignored, so a loader watched twice (``gpuwise.watch`` around a hooked
+    DataLoader) is timed once. ``thread_id`` is the creating thread: the hooks signal only
+    that thread's events.
+
+    Args:
+        timer: The StepTimer to lap.
+        sink: Called with each closed Step and the copy timings collected during it.
+    """
+
+    def __init__(self, timer: StepTimer, sink: Sink) -> None:
+        self.timer = timer
+        self.sink = sink
+        self.thread_id = threading.get_ident()
+        self.waiting = False
+        self.stepped = False
+        self.loader_seen = False
+        self.batch_size: int | None = None
+        self._copies: list[Any] = []
+
+    def batch_requested(self) -> None:
+        """The loop asked its loader for the next batch."""
+        if self.waiting:
+            return
+        if self.timer.open:
+            self.timer.lap("post" if self.stepped else "compute")
+            self._emit()
+        self.loader_seen = True
+        self.waiting = True
+        self.stepped = False
+        self.timer.start()
+
+    def batch_ready(self, batch_size: int | None = None) -> None:
+        """The requested batch arrived; ``batch_size`` when it could be seen cheaply."""
+        if not self.waiting:
+            return
+        self.timer.lap("data")
+        self.waiting = False
+        self.batch_size = batch_size
+
+    def batch_failed(self) -> None:
+        """The request ended without a batch (end of the loader, or an error)."""
+        if self.waiting:
+            self.waiting = False
+            self.timer.discard()
+
+    def optimizer_stepped(self) -> None:
+        """An optimizer finished its ``step()``."""
+        if self.waiting:
+            return
+        if self.loader_seen:
+            if self.timer.open:
+                self.timer.lap("compute")
+                self.stepped = True
+            return
+        if self.timer.open:  # no loader: optimizer step to optimizer step
+            self.timer.lap("compute")
+            self._emit()
+        self.timer.start()
+
+    def copy_started(self) -> None:
+        """A host-to-device copy is about to be issued."""
+        if self.timer.open and not self.waiting:
+            self.timer.lap("compute")
+
+    def copy_done(self, nbytes: int, *, pageable: bool, timing: Any = None) -> None:
+        """The copy call returned; ``timing`` is its CUDA event pair, read later."""
+        if self.timer.open and not self.waiting:
+            self.timer.lap("h2d")
+            self.timer.add_h2d(nbytes, pageable=pageable)
+            if timing is not None:
+                self._copies.append(timing)
+
+    def close(self) -> None:
+        """Stop: keep an open step only when its optimizer step ran (its post is 0)."""
+        if self.timer.open and self.stepped and not self.waiting:
+            self._emit()
+        self.timer.discard()
+        self.waiting = False
+
+    def _emit(self) -> None:
+        copies, self._copies = self._copies, []
+        batch_size = self.batch_size if self.loader_seen else None
+        self.sink(self.timer.finish(batch_size), copies)
+
+
+class CopyResolver:
+    """Hold closed Steps until the GPU has timed their copies, then pass them on.
+
+    A copy timing is a pair of CUDA events ``(start, end)`` recorded around the copy. It is
+    read only once ``end.query()`` says the GPU has passed it, so no synchronization is added.
+    The copy's GPU time then replaces the host time spent in the copy call when it is
+    shorter: a blocking copy also waits for the GPU work queued before it, and that wait is
+    compute, not copy.
+
+    Args:
+        write: Receives each Step (adjusted) and its copies' GPU seconds, or ``None`` when the
+            step had no timed copies or they could not be read.
+        max_pending: Steps held at most; the oldest is written unadjusted beyond that.
+    """
+
+    def __init__(
+        self, write: Callable[[Step, float | None], None], *, max_pending: int = 64
+    ) -> None:
+        self.write = write
+        self.max_pending = max_pending
+        self._pending: list[tuple[Step, list[Any]]] = []
+
+    def __call__(self, step: Step, copies: list[Any]) -> None:
+        """Accept one closed step (the LoopTracker sink signature)."""
+        if not copies and not self._pending:  # nothing to wait for: the CPU path
+            self.write(step, None)
+            return
+        self._pending.append((step, copies))
+        self.drain()
+
+    def drain(self, *, wait: bool = False) -> None:
+        """Write every held step whose copies are done, in order.
+
+        Args:
+            wait: Also wait for unfinished copies (only when the job has stopped).
+        """
+        while self._pending:
+            step, copies = self._pending[0]
+            ready = all(_done(end, wait) for _, end in copies)
+            if not ready and len(self._pending) <= self.max_pending:
+                return
+            self._pending.pop(0)
+            gpu_s = _gpu_seconds(copies) if ready else None
+            self.write(_adjust(step, gpu_s), gpu_s)
+
+
+def _done(event: Any, wait: bool) -> bool:
+    try:
+        if wait:
+            event.synchronize()
+        return bool(event.query())
+    except Exception:  # a broken CUDA context at exit: give up on timing, keep the step
+        return False
+
+
+def _gpu_seconds(copies: list[Any]) -> float | None:
+    if not copies:
+        return None
+    return sum(float(start.elapsed_time(end)) for start, end in copies) / 1000.0
+
+
+def _adjust(step: Step, gpu_s: float | None) -> Step:
+    if gpu_s is None or gpu_s >= step.h2d_s:
+        return step
+    moved = step.h2d_s - gpu_s
+    return dataclasses.replace(step, h2d_s=gpu_s, compute_s=step.compute_s + moved)
