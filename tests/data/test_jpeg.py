@@ -247,3 +247,21 @@ def test_threads_give_the_same_batch_as_one_thread() -> None:
         list(pool.map(fill, range(16)))
     assert np.array_equal(serial, threaded)
     assert len({serial[i].tobytes() for i in range(16)}) == 16
+
+
+def test_resize_crop_of_a_decoded_image_matches_decode_crop(small_jpeg: bytes) -> None:
+    full = simplejpeg.decode_jpeg(small_jpeg, colorspace="RGB", fastdct=True, fastupsample=True)
+    for seed in range(8):
+        via_jpeg = np.zeros((112, 112, 3), np.uint8)
+        via_image = np.zeros((112, 112, 3), np.uint8)
+        jpeg.decode_crop(small_jpeg, via_jpeg, np.random.default_rng(seed), flip=False)
+        box = jpeg.sample_box(np.random.default_rng(seed), *full.shape[:2])
+        if jpeg.dct_scale(box[2], box[3], 112, 112) == 8:  # same full-size decode
+            jpeg.resize_crop(full, box, via_image)
+            assert np.array_equal(via_jpeg, via_image)
+    mirrored = np.zeros((112, 112, 3), np.uint8)
+    jpeg.resize_crop(full, (0, 0, 300, 420), mirrored, mirror=True)
+    jpeg.resize_crop(full, (0, 0, 300, 420), via_image)
+    assert np.array_equal(mirrored, via_image[:, ::-1])
+    ref = _reference(small_jpeg, (0, 0, 300, 420), (112, 112))
+    assert float(np.abs(via_image.astype(int) - ref.astype(int)).mean()) < 2.5
