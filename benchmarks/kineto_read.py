@@ -14,7 +14,7 @@ peak before.
 
     python benchmarks/kineto_read.py [--file TRACE] [--runs 5] [--quick] [--json]
 
-Without ``--file`` it reads the realdata trace beside the repository, or, when that is
+Without ``--file`` it reads the real trace in tests/realdata/, or, when that is
 absent, a synthetic trace of the same size generated into a temporary directory.
 """
 
@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[1] / "tests" / "realdata"
 TRACE = "kineto_resnet50_v100_workers0.pt.trace.json.gz"
 BUDGET_S = 2.0
 BUDGET_RSS_MB = 500.0

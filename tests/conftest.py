@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-REALDATA = REPO.parent / "shared" / "realdata"
-"""The real recordings (read-only reference data beside the repository)."""
+REALDATA = Path(__file__).resolve().parent / "realdata"
+"""Real recordings made by other people on real GPUs; provenance and facts in its README."""
 
 
 def realdata(name: str) -> Path:
     """Path of a real recording; skips the test when the reference folder is absent."""
     path = REALDATA / name
     if not path.exists():
-        pytest.skip(f"real recording {name} not available beside the repository")
+        pytest.fail(f"real recording {name} is missing from tests/realdata")
     return path
 
 
