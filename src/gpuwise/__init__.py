@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AdviceRow": "gpuwise.sizing.advisor",
     "DevicePrefetcher": "gpuwise.data.prefetch",
     "DeviceTransform": "gpuwise.data.transforms",
     "FakeGpu": "gpuwise.telemetry.fake",
@@ -29,14 +30,20 @@ _EXPORTS = {
     "GpuwiseError": "gpuwise.errors",
     "Loader": "gpuwise.data.loader",
     "LogRead": "gpuwise.telemetry.readers.nvsmi",
+    "MemoryEstimate": "gpuwise.sizing.estimate_types",
     "MonitorConfig": "gpuwise.telemetry.sampler",
     "PackConfig": "gpuwise.data.pack",
     "Run": "gpuwise.records",
     "Sample": "gpuwise.records",
     "Sampler": "gpuwise.telemetry.sampler",
     "Step": "gpuwise.records",
+    "TuneResult": "gpuwise.sizing.tune",
+    "advise": "gpuwise.sizing.advisor",
     "analyze": "gpuwise.diagnose.analyze",
+    "compare_precision": "gpuwise.sizing.precision",
     "diagnose": "gpuwise.diagnose.rules",
+    "estimate": "gpuwise.sizing.memory",
+    "find_batch_size": "gpuwise.sizing.tune",
     "open_store": "gpuwise.data.store",
     "pack": "gpuwise.data.pack",
     "profile": "gpuwise.profile.api",

@@ -1,0 +1,134 @@
+"""``gpuwise estimate MODEL``: peak memory and FLOPs of one step, traced without a GPU.
+
+Also holds the model flags (``--input``, ``--seq``, ``--batch``, ``--precision``,
+``--optimizer``) that ``gpuwise tune`` and ``gpuwise advise`` share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuwise.sizing.memory import MemoryEstimate
+
+HELP = "estimate peak memory and FLOPs of a model's training step, without a GPU"
+EXAMPLES = """\
+  gpuwise estimate resnet50 --batch 64                     # built-in model, 3x224x224
+  gpuwise estimate gpt2_small --seq 512 --batch 8 --precision bf16
+  gpuwise estimate mypkg.models:build_net --input 3x128x128 --optimizer sgd --json
+  gpuwise estimate vit_b_16 --batch 32 --inference
+"""
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32) -> None:
+    """Declare the model flags shared by estimate, tune and advise."""
+    parser.add_argument(
+        "model",
+        help="built-in (resnet18, resnet50, vit_b_16, bert_base, gpt2_small, mnist_mlp) or "
+        "package.module:factory",
+    )
+    parser.add_argument("--input", help="shape of one sample without the batch, e.g. 3x224x224")
+    parser.add_argument("--seq", type=int, help="sequence length for token models")
+    batch_help = f"samples per step ({batch_default})"
+    if not batch_default:
+        batch_help = "first batch to try (default: the largest the estimate says fits)"
+    parser.add_argument("--batch", type=int, default=batch_default, help=batch_help)
+    parser.add_argument(
+        "--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)} (fp32)"
+    )
+    parser.add_argument(
+        "--optimizer", default="adamw", help=f"one of {', '.join(OPTIMIZERS)} (adamw)"
+    )
+
+
+def estimate_from_args(
+    args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
+) -> MemoryEstimate:
+    """Run ``estimate`` with the shared model flags."""
+    from gpuwise.sizing.memory import estimate
+
+    return estimate(
+        args.model,
+        args.input,
+        batch_size=batch or args.batch,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        training=not getattr(args, "inference", False),
+        device=device,
+        seq_len=args.seq,
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags of ``gpuwise estimate``."""
+    add_model_arguments(parser)
+    parser.add_argument("--inference", action="store_true", help="forward only, no_grad")
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="round sizes as the CUDA caching allocator (cuda, default) or exact (cpu)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
+
+
+def _lines(est: MemoryEstimate) -> list[str]:
+    from gpuwise.report.units import format_bytes
+
+    shape = "x".join(map(str, est.input_shape)) if est.input_shape else "example"
+    step = f"training step ({est.optimizer})" if est.training else "inference forward"
+    rounding = "CUDA allocator rounding" if est.device == "cuda" else "exact CPU bytes"
+    peak = max(est.peak_bytes, 1)
+    parts = [
+        ("parameters", est.parameters_bytes),
+        ("gradients", est.gradients_bytes),
+        ("optimizer state", est.optimizer_state_bytes),
+        ("activations", est.activations_bytes),
+        ("temporaries", est.temporaries_bytes),
+    ]
+    lines = [
+        f"{est.model} · input {shape} · batch {est.batch_size} · {est.precision} · {step}",
+        f"  {est.parameter_count:,} parameters; {rounding}",
+        f"  peak memory        {format_bytes(est.peak_bytes):>11}  (reached in {est.peak_phase})",
+    ]
+    lines += [f"    {n:<16} {format_bytes(b):>11}  {100 * b / peak:5.1f} %" for n, b in parts]
+    lines.append(
+        f"  params+grads+optimizer state only: {format_bytes(est.params_grads_optimizer_bytes)}"
+        f" ({est.params_grads_optimizer_bytes / peak:.2f}x the peak; what parameter-counting"
+        " estimators report)"
+    )
+    low, high = est.cuda_context_bytes
+    lines.append(
+        f"  plus CUDA context {format_bytes(low)} to {format_bytes(high)} outside the"
+        " allocator (nvidia-smi shows it; max_memory_allocated does not)"
+    )
+    per_sample = est.flops_forward / 2 / est.batch_size
+    lines.append(
+        f"  FLOPs forward {est.flops_forward / 1e9:,.1f} G ({per_sample / 1e9:.2f} G"
+        f" multiply-adds per sample), backward {est.flops_backward / 1e9:,.1f} G"
+    )
+    lines.append(
+        f"  bytes moved {format_bytes(est.bytes_moved_per_step)} per step over"
+        f" {est.op_count:,} operators; traced in {est.trace_s:.1f} s"
+    )
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    """Estimate and print the breakdown (or the JSON object)."""
+    est = estimate_from_args(args, device=args.device)
+    if args.json:
+        print(json.dumps(est.to_dict(), indent=2))
+    else:
+        print("\n".join(_lines(est)))
+    return 0
+
+
+def to_json(est: MemoryEstimate) -> dict[str, Any]:
+    """The JSON object ``gpuwise estimate --json`` prints."""
+    return est.to_dict()

@@ -1,0 +1,186 @@
+"""``gpuwise tune MODEL``: largest batch that fits and fastest batch, measured on the device."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from gpuwise.cli.estimate import add_model_arguments
+
+HELP = "find the largest batch that fits and the fastest batch on this device (real steps)"
+EXAMPLES = """\
+  gpuwise tune resnet18 --input 3x64x64 --max-batch 64        # CPU: 80 % of free RAM
+  gpuwise tune resnet50 --memory-limit 4GiB --json            # never above 4 GiB
+  gpuwise tune mypkg.models:build_net --input 3x128x128 --no-precision-check
+"""
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+def parse_bytes(text: str) -> int:
+    """Parse ``"4GiB"``, ``"512MB"`` or ``"1000000"`` into bytes."""
+    from gpuwise.errors import UsageError
+
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise UsageError(f"memory size {text!r} not understood; write e.g. 4GiB, 512MB or 1e9")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags of ``gpuwise tune``."""
+    add_model_arguments(parser, batch_default=0)
+    parser.add_argument("--max-batch", type=int, default=256, help="largest batch to try (256)")
+    parser.add_argument(
+        "--memory-limit",
+        help="memory the step may use, e.g. 4GiB (CPU default:"
+        " 80 %% of free memory; CUDA: the device)",
+    )
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed steps per probe (3)")
+    parser.add_argument(
+        "--no-precision-check", action="store_true", help="skip timing fp32 against bf16 autocast"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _device(name: str) -> Any:
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def _step_factory(args: argparse.Namespace, device: Any) -> tuple[Callable[[int, str], None], int]:
+    """A real ``step(batch, precision)`` for the model on ``device``, and its parameter bytes."""
+    import torch
+
+    from gpuwise.sizing import loading
+    from gpuwise.sizing.memory import autocast_for, make_optimizer
+    from gpuwise.sizing.models import InputSpec
+
+    source = loading.resolve_model(args.model)
+    spec = source.input_spec
+    if args.input:
+        shape = loading.parse_shape(args.input)
+        spec = InputSpec(spec.kind if spec else "image", shape, spec.vocab_size if spec else None)
+    elif args.seq and spec is not None:
+        spec = InputSpec(spec.kind, (args.seq,), spec.vocab_size)
+    if spec is None:
+        from gpuwise.errors import UsageError
+
+        raise UsageError(f"model {args.model!r} is not built in; pass --input, e.g. 3x224x224")
+    torch.manual_seed(0)
+    model = source.build().to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = make_optimizer(args.optimizer, params, foreach=device.type == "cuda")
+    loss_fn = loading.make_loss(spec)
+
+    def step(batch: int, precision: str = "fp32") -> None:
+        with torch.device(device):
+            inputs = (loading.make_batch(spec, batch),)
+            with autocast_for(precision, device.type):
+                loss = loss_fn(model(*inputs), inputs)
+        loss.backward()  # type: ignore[no-untyped-call]
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    return step, param_bytes
+
+
+def _peak_fn(args: argparse.Namespace, device: Any) -> Callable[[int], int]:
+    """Estimated peak at each batch size, traced once per size.
+
+    Not a straight line through two small batches: there the optimizer step's fixed peak
+    often hides the activations' growth, so each size asked is traced (about a second).
+    """
+    import functools
+
+    from gpuwise.cli.estimate import estimate_from_args
+
+    kind = "cuda" if device.type == "cuda" else "cpu"
+
+    @functools.cache
+    def peak(batch: int) -> int:
+        return estimate_from_args(args, batch=max(batch, 2), device=kind).peak_bytes
+
+    return peak
+
+
+def _render(result: dict[str, Any]) -> str:
+    from gpuwise.report.units import format_bytes, format_seconds
+
+    lines = [
+        f"tuned {result['model']} on {result['device']} "
+        f"(limit {format_bytes(result['memory_limit_bytes'])}, "
+        f"{result['probe_count']} probes, start {result['start_batch_size']})"
+    ]
+    for p in result["probes"]:
+        if p["fits"]:
+            rate = f"{p['samples_per_s']:,.1f} samples/s" if p["samples_per_s"] else "n/a"
+            lines.append(
+                f"  batch {p['batch_size']:>6}  fits   {format_seconds(p['step_s']):>9}  {rate}"
+            )
+        else:
+            lines.append(f"  batch {p['batch_size']:>6}  no     {p['reason']}")
+    capped = " (the --max-batch cap; more may fit)" if result["capped"] else ""
+    lines.append(f"largest batch that fits: {result['max_batch_size']}{capped}")
+    lines.append(
+        f"fastest measured batch:  {result['best_batch_size']}"
+        + (
+            f" ({result['best_samples_per_s']:,.1f} samples/s)"
+            if result["best_samples_per_s"]
+            else ""
+        )
+    )
+    if result["precision"]:
+        lines.append(f"mixed precision: {result['precision']['reason']}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Tune, check bf16, print the result (or the JSON object)."""
+    from gpuwise.sizing.precision import compare_precision
+    from gpuwise.sizing.tune import TUNE_SCHEMA, find_batch_size
+
+    device = _device(args.device)
+    step, param_bytes = _step_factory(args, device)
+    result = find_batch_size(
+        lambda batch: step(batch, "fp32"),
+        start=args.batch or None,
+        max_batch=args.max_batch,
+        memory_limit_bytes=parse_bytes(args.memory_limit) if args.memory_limit else None,
+        device=device,
+        peak_bytes_fn=_peak_fn(args, device),
+        repeats=args.repeats,
+        cpu_baseline_bytes=param_bytes,
+    )
+    check = None
+    if not args.no_precision_check:
+        repeats = max(args.repeats, 5)
+        check = compare_precision(step, result.best_batch_size, device, repeats=repeats)
+    data = {
+        "schema": TUNE_SCHEMA,
+        "model": args.model,
+        **result.to_dict(),
+        "precision": check.to_dict() if check else None,
+    }
+    print(json.dumps(data, indent=2) if args.json else _render(data))
+    return 0

@@ -1,0 +1,112 @@
+"""The result of a memory estimate, its JSON form, and the accepted choices."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuwise.errors import UsageError
+
+ESTIMATE_SCHEMA = "gpuwise.estimate/1"
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+
+CUDA_CONTEXT_BYTES = (300 * 2**20, 1024 * 2**20)
+"""Device memory the CUDA context and PyTorch's kernels take before any tensor: about
+300 MiB with CUDA lazy module loading (PyTorch's default since 1.13 with CUDA >= 11.7) up
+to about 1 GiB with eager loading or cuDNN/cuBLAS workspaces (nvidia-smi showed 781 MB for
+a bare PyTorch process in pytorch/pytorch issue 34323). It varies with GPU, driver and
+libraries, so it is reported beside the allocator figure, not added to it."""
+CUDA_CONTEXT_SOURCE = (
+    "CUDA context + kernels, not seen by torch.cuda.max_memory_allocated: about 0.3 GiB "
+    "with lazy module loading to 1 GiB eager (781 MB in pytorch/pytorch#34323)"
+)
+
+
+def check_choice(what: str, value: str, valid: Sequence[str]) -> None:
+    """Raise a UsageError listing ``valid`` when ``value`` is not one of them."""
+    if value not in valid:
+        raise UsageError(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak memory, FLOPs and traffic of one traced step (sizes in bytes).
+
+    Attributes:
+        model: Model name as given.
+        batch_size: Samples per step.
+        input_shape: Shape of one sample (None when example tensors were given).
+        precision: ``fp32``, ``tf32``, ``bf16`` or ``fp16``.
+        optimizer: Optimizer name (None for inference).
+        training: Whether backward and the optimizer step were traced.
+        device: ``cuda`` (sizes rounded as the CUDA caching allocator does) or ``cpu``.
+        parameter_count: Number of parameters.
+        peak_bytes: Largest live bytes over the step: compare with
+            ``torch.cuda.max_memory_allocated``.
+        peak_phase: Phase at the peak: ``forward``, ``backward``, ``optimizer``, ...
+        parameters_bytes: Parameters and buffers alive at the peak.
+        gradients_bytes: Parameter gradients alive at the peak.
+        optimizer_state_bytes: Optimizer state (momentum, Adam moments) at the peak.
+        activations_bytes: Tensors made in the forward and kept for the backward.
+        temporaries_bytes: Everything else alive at the peak (backward intermediates,
+            optimizer temporaries, the previous step's output).
+        params_grads_optimizer_bytes: Parameters + gradients + optimizer state, the
+            figure that parameter-counting estimators report.
+        flops_forward: FLOPs of the forward (multiply-add = 2 FLOPs).
+        flops_backward: FLOPs of the backward.
+        bytes_moved: Bytes read plus written by every operator, by phase.
+        op_count: Operators (kernels) per step, views excluded.
+        input_bytes: Bytes of one batch as the model receives it.
+        trace_s: Seconds the trace took.
+        cuda_context_bytes: ``(low, high)`` CUDA context overhead, outside the peak.
+    """
+
+    model: str
+    batch_size: int
+    input_shape: tuple[int, ...] | None
+    precision: str
+    optimizer: str | None
+    training: bool
+    device: str
+    parameter_count: int
+    peak_bytes: int
+    peak_phase: str
+    parameters_bytes: int
+    gradients_bytes: int
+    optimizer_state_bytes: int
+    activations_bytes: int
+    temporaries_bytes: int
+    params_grads_optimizer_bytes: int
+    flops_forward: int
+    flops_backward: int
+    bytes_moved: dict[str, int]
+    op_count: int
+    input_bytes: int
+    trace_s: float
+    cuda_context_bytes: tuple[int, int] = field(default=CUDA_CONTEXT_BYTES)
+
+    @property
+    def flops_per_step(self) -> int:
+        """Forward plus backward FLOPs."""
+        return self.flops_forward + self.flops_backward
+
+    @property
+    def bytes_moved_per_step(self) -> int:
+        """Bytes read plus written by all operators of one step."""
+        return sum(self.bytes_moved.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``gpuwise.estimate/1`` JSON object."""
+        data = asdict(self)
+        data["input_shape"] = list(self.input_shape) if self.input_shape else None
+        data["cuda_context_bytes"] = {
+            "low": self.cuda_context_bytes[0],
+            "high": self.cuda_context_bytes[1],
+            "source": CUDA_CONTEXT_SOURCE,
+        }
+        data["flops_per_step"] = self.flops_per_step
+        data["bytes_moved_per_step"] = self.bytes_moved_per_step
+        data["trace_s"] = round(self.trace_s, 3)
+        return {"schema": ESTIMATE_SCHEMA, **data}
