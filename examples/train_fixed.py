@@ -23,7 +23,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-from torch import nn
 
 from gpuwise.data.loader import Loader
 from gpuwise.data.pack import pack
@@ -31,25 +30,24 @@ from gpuwise.data.prefetch import DevicePrefetcher
 from gpuwise.data.transforms import as_nchw, normalize
 from gpuwise.profile.example import (
     BLUR_PASSES,
-    CLASSES,
     CROP_SIZE,
     DATASET_SIZE,
     IMAGE_SIZE,
     MEAN,
     STD,
+    generated_image,
     parse_args,
-    small_cnn,
+    train_step,
+    training_setup,
 )
 
 
 def generated_images(size: int = DATASET_SIZE, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The naive example's images before augmentation (same seeds), as N x H x W x 3 uint8."""
     images = np.empty((size, IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
-    labels = np.arange(size) % CLASSES
+    labels = np.empty(size, np.int64)
     for index in range(size):
-        rng = np.random.default_rng(seed * 1_000_003 + index)
-        images[index] = rng.integers(0, 256, (IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
-        images[index, ..., labels[index] % 3] //= 2
+        images[index], labels[index], _ = generated_image(index, seed)
     return images, labels
 
 
@@ -109,12 +107,7 @@ def timed(batches: DevicePrefetcher, waits_s: list[float]) -> Iterator[tuple[tor
 def main(argv: list[str] | None = None) -> None:
     """Pack once, then train for ``--steps`` steps; print throughput and data-wait share."""
     args = parse_args(argv)
-    device = torch.device(
-        ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    )
-    torch.manual_seed(0)
-    model = small_cnn().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    device, model, optimizer = training_setup(args.device)
     with tempfile.TemporaryDirectory(prefix="gpuwise-example-") as tmp:
         images, labels = generated_images()
         pack(images, f"{tmp}/train.store", labels=labels)  # once; a real job keeps the store
@@ -131,10 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         begin, step = time.perf_counter(), 0
         while step < args.steps:
             for x, y in timed(batches, waits_s):
-                loss = nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
+                train_step(model, optimizer, x, y.to(device, non_blocking=True))
                 step += 1
                 if step == args.steps:
                     break

@@ -8,6 +8,7 @@ import pytest
 import simplejpeg
 import torch
 
+from gpuwise.data.jpeg import resize_crop, sample_box
 from gpuwise.data.loader import Loader, gather
 from gpuwise.data.pack import PackConfig, pack
 from gpuwise.data.store import Store
@@ -86,11 +87,31 @@ def test_raw_crop_is_deterministic_across_thread_counts(store: Store) -> None:
 def test_full_box_crop_without_flip_is_a_resize(store: Store, images: np.ndarray) -> None:
     loader = Loader(store, 5, crop=8, shuffle=False, scale=(1, 1), ratio=(W / H, W / H), flip=False)
     x, _ = next(iter(loader))
+    loader.close()
+    want = np.empty((8, 8, 3), np.uint8)
+    resize_crop(images[0], (0, 0, H, W), want)
+    np.testing.assert_array_equal(x[0].numpy(), want)
+    # torchvision's resize (bilinear, anti-aliased): no farther from it than OpenCV's INTER_AREA
     import cv2
 
-    want = cv2.resize(images[0], (8, 8), interpolation=cv2.INTER_AREA)
-    np.testing.assert_array_equal(x[0].numpy(), want)
-    loader.close()
+    chw = torch.from_numpy(images[0]).permute(2, 0, 1)[None].float()
+    ref = torch.nn.functional.interpolate(chw, size=(8, 8), mode="bilinear", antialias=True)
+    ref_hwc = ref[0].permute(1, 2, 0).round().numpy()
+    area = cv2.resize(images[0], (8, 8), interpolation=cv2.INTER_AREA)
+    assert np.abs(want - ref_hwc).mean() <= np.abs(area - ref_hwc).mean()
+
+
+def test_raw_crop_of_one_channel_images(tmp_path: Path) -> None:
+    gray = np.random.default_rng(1).integers(0, 256, (6, 20, 16, 1), dtype=np.uint8)
+    pack(gray, tmp_path / "g", labels=np.arange(6))
+    x, y = next(iter(Loader(tmp_path / "g", 3, crop=8, seed=4, shuffle=False, flip=False)))
+    assert x.shape == (3, 8, 8, 1)
+    for row, label in zip(x.numpy(), y.tolist(), strict=True):
+        rng = np.random.default_rng([4, 0, label, label])  # seed, epoch, index, position
+        box = sample_box(rng, 20, 16)
+        want = np.empty((8, 8, 3), np.uint8)
+        resize_crop(np.repeat(gray[label], 3, axis=-1), box, want)
+        np.testing.assert_array_equal(row[..., 0], want[..., 0])
 
 
 def test_jpeg_store_decodes_into_crops(tmp_path: Path) -> None:
@@ -153,13 +174,23 @@ def test_torchrun_environment_sets_rank(store: Store, monkeypatch: pytest.Monkey
     loader.close()
 
 
-@pytest.mark.parametrize("record_shape", [(3,), (64, 64, 5)])  # take path and row-run path
+@pytest.mark.parametrize("record_shape", [(3,), (64, 64, 5)])  # labels and images
 def test_gather_copies_exactly_the_indexed_rows(record_shape: tuple[int, ...]) -> None:
     src = np.random.default_rng(0).integers(0, 256, (40, *record_shape), dtype=np.uint8)
     idx = np.array([0, 1, 2, 7, 9, 10, 39])
     out = np.zeros((len(idx), *record_shape), np.uint8)
     gather(src, idx, out)
     np.testing.assert_array_equal(out, src[idx])
+
+
+def test_gather_refuses_rows_outside_the_source() -> None:
+    src = np.arange(40, dtype=np.uint8).reshape(10, 4)
+    out = np.zeros((2, 4), np.uint8)
+    with pytest.raises(UsageError, match=r"span 3\.\.10 for 10 rows"):
+        gather(src, np.array([3, 10]), out)
+    with pytest.raises(UsageError, match=r"span -1\.\.2"):
+        gather(src, np.array([-1, 2]), out)
+    assert not out.any()
 
 
 def test_big_batches_use_reused_buffers(store: Store) -> None:

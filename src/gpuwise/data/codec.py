@@ -1,27 +1,30 @@
-"""Image codec helpers for packing and CPU crops: strict decode, encode, resize, crop boxes.
+"""Image codec helpers for packing: strict decode of any format, resize, encode once.
 
-The fast JPEG decode-with-crop path of the loader lives in ``gpuwise.data.jpeg``; this
-module is what ``pack`` needs besides (decode any format strictly, resize, encode once) and
-the raw-mode CPU crop. OpenCV, simplejpeg and Pillow are imported inside the functions (the
-``jpeg`` extra); their calls release the GIL, so threads scale.
+The loader's crops (the JPEG decode-with-crop path, the random box, and the resized crop
+of already-decoded raw images) live in ``gpuwise.data.jpeg``. OpenCV, simplejpeg and
+Pillow are imported inside the functions (the ``jpeg`` extra); their calls release the
+GIL, so threads scale.
 """
 
 from __future__ import annotations
 
 import io
-import math
 from typing import Any
 
 import numpy as np
 
 from gpuwise.errors import MissingExtraError
 
-SCALE = (0.08, 1.0)
-RATIO = (3 / 4, 4 / 3)
-
 
 def is_jpeg(data: bytes | memoryview | np.ndarray) -> bool:
-    """True when the bytes start with the JPEG start-of-image marker."""
+    """Tell whether encoded bytes are a JPEG.
+
+    Args:
+        data: The encoded image.
+
+    Returns:
+        True when the bytes start with the JPEG start-of-image marker.
+    """
     return bytes(np.frombuffer(data, dtype=np.uint8)[:2]) == b"\xff\xd8"
 
 
@@ -64,7 +67,15 @@ def decode_rgb(data: bytes | memoryview | np.ndarray) -> np.ndarray:
 
 
 def encode_jpeg(img: np.ndarray, quality: int = 95) -> bytes:
-    """Encode H x W x C (C = 1 or 3) uint8 as a baseline JPEG at ``quality``."""
+    """Encode an image as a baseline JPEG.
+
+    Args:
+        img: H x W x C uint8, C = 1 (grey) or 3 (RGB).
+        quality: JPEG quality, 1..100.
+
+    Returns:
+        The encoded bytes.
+    """
     import simplejpeg
 
     img = np.ascontiguousarray(img)
@@ -96,68 +107,3 @@ def fit(img: np.ndarray, size: int, resize: str = "center") -> np.ndarray:
     out = out.reshape(th, tw, img.shape[-1])
     y, x = (th - size) // 2, (tw - size) // 2
     return np.ascontiguousarray(out[y : y + size, x : x + size])
-
-
-def random_box(
-    rng: np.random.Generator,
-    height: int,
-    width: int,
-    scale: tuple[float, float] = SCALE,
-    ratio: tuple[float, float] = RATIO,
-) -> tuple[int, int, int, int]:
-    """Draw a random-resized-crop box the way torchvision does (10 tries, then centre).
-
-    Args:
-        rng: The random source.
-        height: Image height in pixels.
-        width: Image width in pixels.
-        scale: Range of the box's share of the image area.
-        ratio: Range of the box's aspect ratio (width / height).
-
-    Returns:
-        ``(y, x, h, w)`` in pixels.
-    """
-    area = height * width
-    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
-    for _ in range(10):
-        target = area * rng.uniform(*scale)
-        aspect = math.exp(rng.uniform(*log_ratio))
-        w = round(math.sqrt(target * aspect))
-        h = round(math.sqrt(target / aspect))
-        if 0 < w <= width and 0 < h <= height:
-            y = int(rng.integers(0, height - h + 1))
-            x = int(rng.integers(0, width - w + 1))
-            return y, x, h, w
-    aspect = width / height
-    if aspect < ratio[0]:
-        w, h = width, round(width / ratio[0])
-    elif aspect > ratio[1]:
-        h, w = height, round(height * ratio[1])
-    else:
-        w, h = width, height
-    return (height - h) // 2, (width - w) // 2, h, w
-
-
-def crop_into(
-    src: np.ndarray, box: tuple[int, int, int, int], out: np.ndarray, flip: bool = False
-) -> None:
-    """Resize the ``(y, x, h, w)`` box of ``src`` into ``out`` (bilinear), optionally mirrored.
-
-    Args:
-        src: H x W x C uint8 image (a memmap row is fine).
-        box: The crop box in pixels.
-        out: The destination, ``S x S x C`` uint8, written in place.
-        flip: Mirror left-right.
-    """
-    cv2 = _cv2()
-    y, x, h, w = box
-    region = src[y : y + h, x : x + w]
-    size = (out.shape[1], out.shape[0])
-    shrink = h * w > out.shape[0] * out.shape[1]
-    interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-    if out.shape[-1] == 1:
-        out[..., 0] = cv2.resize(region[..., 0], size, interpolation=interp)
-    else:
-        cv2.resize(region, size, dst=out, interpolation=interp)
-    if flip:
-        out[:] = out[:, ::-1]

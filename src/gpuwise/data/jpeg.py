@@ -206,12 +206,11 @@ def _low_pass(region: np.ndarray, shrink_y: float, shrink_x: float) -> np.ndarra
     filter of torchvision's bilinear resize; measured mean error about 1 level against it.
     """
     _, cv2 = _modules()
-    h, w = region.shape[:2]
     blurred: np.ndarray | None = getattr(_local, "blur", None)
-    if blurred is None or blurred.size < h * w * 3:
-        blurred = np.empty(max(h * w * 3, 1 << 19), dtype=np.uint8)
+    if blurred is None or blurred.size < region.size:
+        blurred = np.empty(max(region.size, 1 << 19), dtype=np.uint8)
         _local.blur = blurred
-    dst = blurred[: h * w * 3].reshape(h, w, 3)
+    dst = blurred[: region.size].reshape(region.shape)
     # sigma 0 would mean "same as the other axis" to OpenCV: use a negligible one instead
     sigma_y = max(0.5 * math.sqrt(max(shrink_y * shrink_y - 1.0, 0.0)), 0.01)
     sigma_x = max(0.5 * math.sqrt(max(shrink_x * shrink_x - 1.0, 0.0)), 0.01)
@@ -237,11 +236,11 @@ def _resize_into(region: np.ndarray, out: np.ndarray, mirror: bool, area: bool) 
         np.copyto(out, dst)
 
 
-def _check_out(out: np.ndarray) -> None:
-    if out.dtype != np.uint8 or out.ndim != 3 or out.shape[2] != 3:
+def _check_out(out: np.ndarray, what: str, channels: tuple[int, ...] = (3,)) -> None:
+    if out.dtype != np.uint8 or out.ndim != 3 or out.shape[2] not in channels:
         raise UsageError(
-            f"decode_crop writes H x W x 3 uint8 images; out is {out.dtype} {out.shape}; "
-            "pass a view into a uint8 NHWC batch buffer"
+            f"{what} writes H x W x C uint8 images with C in {channels}; out is {out.dtype} "
+            f"{out.shape}; pass a view into a uint8 NHWC batch buffer"
         )
 
 
@@ -276,7 +275,7 @@ def decode_crop(
         >>> batch = np.empty((256, 224, 224, 3), np.uint8)
         >>> decode_crop(jpeg_bytes, batch[0], np.random.default_rng(0))
     """
-    _check_out(out)
+    _check_out(out, "decode_crop")
     height, width = header(buf)
     top, left, box_h, box_w = sample_box(rng, height, width, scale, ratio)
     mirror = bool(flip and rng.random() < 0.5)
@@ -296,20 +295,29 @@ def resize_crop(
 
     Bilinear, with a Gaussian pre-blur when shrinking by more than :data:`BLUR_ABOVE` (the
     anti-aliasing of torchvision's bilinear resize, at a third of INTER_AREA's cost). For
-    already-decoded stores (raw mode with a CPU crop) as well as for :func:`decode_crop`.
+    already-decoded stores (the loader's raw mode with a CPU crop) as well as for
+    :func:`decode_crop`.
 
     Args:
-        image: ``H x W x 3`` uint8 (a memmap row is fine).
-        box: The crop box in pixels, inside the image.
-        out: Destination ``h x w x 3`` uint8, written in place (may be a strided view).
+        image: ``H x W x C`` uint8, C = 1 to 4 (a memmap row is fine).
+        box: The crop box in pixels, ``(top, left, height, width)``, inside the image.
+        out: Destination ``h x w x C`` uint8, written in place (may be a strided view).
         mirror: Mirror left-right.
 
     Raises:
-        UsageError: ``out`` is not ``h x w x 3`` uint8.
+        UsageError: ``out`` is not ``h x w x C`` uint8 with C = 1 to 4.
+
+    Example:
+        >>> image, out = np.full((300, 400, 3), 7, np.uint8), np.empty((224, 224, 3), np.uint8)
+        >>> resize_crop(image, sample_box(np.random.default_rng(0), 300, 400), out)
+        >>> int(out.min()), int(out.max())
+        (7, 7)
     """
-    _check_out(out)
+    _check_out(out, "resize_crop", channels=(1, 2, 3, 4))
     top, left, box_h, box_w = box
     region = image[top : top + box_h, left : left + box_w]
+    if out.shape[2] == 1:  # OpenCV drops a trailing axis of 1: work on the 2-D planes
+        region, out = region[..., 0], out[..., 0]
     shrink_y, shrink_x = box_h / out.shape[0], box_w / out.shape[1]
     if max(shrink_y, shrink_x) > BLUR_ABOVE:
         region = _low_pass(region, shrink_y, shrink_x)

@@ -2,18 +2,26 @@
 
 Note [batch ring]
     The loader owns ``R = ahead + 2`` preallocated batch buffers (pinned when CUDA is
-    available) and fills batch ``k`` into slot ``k mod R`` on worker threads. When the
-    consumer asks for batch ``k``, the loader starts filling batches up to ``k + ahead``;
-    batch ``k + ahead`` reuses the slot of batch ``k - 2``. So a yielded batch stays valid
-    while the consumer holds it and through the next ``next()`` call: at any time the
-    current and the previous batch are intact, older ones get overwritten. To keep a batch
-    longer, ``.clone()`` it (``DevicePrefetcher`` copies each batch before asking for the
-    one after next). One live iterator per Loader: starting a new epoch closes the old one.
+    available; Note [ring memory] in ``buffers.py``) and fills batch ``k`` into slot
+    ``k mod R`` on worker threads. When the consumer asks for batch ``k``, the loader
+    starts filling batches up to ``k + ahead``; batch ``k + ahead`` reuses the slot of
+    batch ``k - 2``. So a yielded batch stays valid while the consumer holds it and
+    through the next ``next()`` call: at any time the current and the previous batch are
+    intact, older ones get overwritten. To keep a batch longer, ``.clone()`` it
+    (``DevicePrefetcher`` copies each batch before asking for the one after next). One
+    live iterator per Loader: starting a new epoch closes the old one.
+
+    The default ``ahead=1`` (3 buffers, 116 MB at 256 x 224 x 224 x 3) keeps every worker
+    busy when the loader is the bottleneck: the next batch is queued while the current
+    one fills, so a thread that finishes its share early starts on the next batch
+    (measured: the same JPEG throughput as ``ahead=2``, one 38.5 MB buffer less; pinned,
+    128 MB instead of 4 x 64 MB). A larger ``ahead`` only absorbs a consumer whose step
+    time varies a lot; ``DevicePrefetcher`` already queues ``depth`` batches of its own.
 
 Worker threads run numpy ``take`` (raw gather) and the JPEG decoder / OpenCV resize (crops);
-all release the GIL. Each sample's random crop and flip come from its own generator seeded by
-``(seed, epoch, sample index, position in batch)``, so results do not depend on the thread
-count or timing.
+all release the GIL; each thread fills an equal share of the batch's rows. Each sample's
+random crop and flip come from its own generator seeded by ``(seed, epoch, sample index,
+position in batch)``, so results do not depend on the thread count or timing.
 
 Example:
     >>> loader = Loader("train.store", batch_size=256, crop=224)  # doctest: +SKIP
@@ -23,29 +31,19 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from gpuwise.data import codec, sharding
+from gpuwise.data import buffers, jpeg, sharding
 from gpuwise.data.store import Store
 from gpuwise.dist.ranks import rank_info
 from gpuwise.errors import GpuwiseError, UsageError
-
-DecodeCrop = Callable[..., None]
-
-
-def _decoder() -> DecodeCrop:
-    from gpuwise.data.jpeg import decode_crop  # reduced-DCT decode of just what the crop needs
-
-    return decode_crop
 
 
 class Loader:
@@ -66,7 +64,8 @@ class Loader:
         world_size: Number of ranks (default: from torchrun's environment).
         fields: Fields to yield, in order (default: the image field, then ``label`` if any).
         image_field: The field that holds the images.
-        ahead: Batches prepared ahead of the consumer (see Note [batch ring]).
+        ahead: Batches prepared ahead of the consumer; ``ahead + 2`` batch buffers are
+            allocated (see Note [batch ring]).
         pin_memory: Pin the buffers (default: when CUDA is available).
         scale: Random-resized-crop area range.
         ratio: Random-resized-crop aspect range.
@@ -76,6 +75,12 @@ class Loader:
     Raises:
         UsageError: A batch larger than this rank's share of the store, more ranks than
             samples, a jpeg store without ``crop``, or an unknown layout or field.
+
+    Example:
+        >>> loader = Loader("train.store", batch_size=256, crop=224)  # doctest: +SKIP
+        >>> images, labels = next(iter(loader))                       # doctest: +SKIP
+        >>> images.shape, images.dtype                                # doctest: +SKIP
+        (torch.Size([256, 224, 224, 3]), torch.uint8)
     """
 
     def __init__(
@@ -93,10 +98,10 @@ class Loader:
         *,
         fields: tuple[str, ...] | None = None,
         image_field: str = "image",
-        ahead: int = 2,
+        ahead: int = 1,
         pin_memory: bool | None = None,
-        scale: tuple[float, float] = codec.SCALE,
-        ratio: tuple[float, float] = codec.RATIO,
+        scale: tuple[float, float] = jpeg.SCALE,
+        ratio: tuple[float, float] = jpeg.RATIO,
         flip: bool = True,
         timeout_s: float = 300.0,
     ) -> None:
@@ -144,11 +149,22 @@ class Loader:
         return sharding.batch_count(per_rank, self.batch_size, drop_last=self.drop_last)
 
     def set_epoch(self, epoch: int) -> None:
-        """Set the epoch the next iteration runs (later ones count up from it)."""
+        """Set the epoch the next iteration runs (later ones count up from it).
+
+        Args:
+            epoch: The epoch number; it seeds the shuffle and the crops.
+        """
         self.epoch = epoch
 
     def batches(self, epoch: int) -> list[np.ndarray]:
-        """Return the sorted sample indices of every batch this rank reads in ``epoch``."""
+        """List the sample indices of every batch this rank reads in an epoch.
+
+        Args:
+            epoch: The epoch number.
+
+        Returns:
+            One sorted index array per batch, in the order they are yielded.
+        """
         indices = sharding.rank_indices(
             len(self.store),
             rank=self.rank,
@@ -175,7 +191,14 @@ class Loader:
         self._live = None
 
     def out_shape(self, name: str) -> tuple[int, ...]:
-        """Per-sample shape of a yielded field (HWC for images)."""
+        """Give the per-sample shape of a yielded field.
+
+        Args:
+            name: A field of the store.
+
+        Returns:
+            The shape without the batch axis (HWC for images; the crop size when cropping).
+        """
         spec = self.store.fields[name]
         if name == self.image_field and self.crop is not None:
             channels = spec.shape[-1] if spec.shape else 3
@@ -184,34 +207,21 @@ class Loader:
         return spec.shape
 
     def ring(self) -> list[tuple[torch.Tensor, ...]]:
-        """The batch buffers, allocated on first use (see Note [batch ring])."""
+        """Give the batch buffers, allocated on first use (see Note [batch ring]).
+
+        Returns:
+            ``ahead + 2`` tuples with one ``[batch_size, ...]`` tensor per field.
+        """
         if not self._ring:
-            for _ in range(self.ahead + 2):
-                self._ring.append(tuple(self._buffer(f) for f in self.fields))
+            per_field = [self._slots(name) for name in self.fields]
+            self._ring = list(zip(*per_field, strict=True))
         return self._ring
 
-    def _buffer(self, name: str) -> torch.Tensor:
+    def _slots(self, name: str) -> list[torch.Tensor]:
         spec = self.store.fields[name]
         dtype = torch.from_numpy(np.empty(0, spec.dtype.newbyteorder("="))).dtype
         shape = (self.batch_size, *self.out_shape(name))
-        if self.pin_memory:
-            return torch.empty(shape, dtype=dtype, pin_memory=True)
-        nbytes = int(np.prod(shape)) * spec.dtype.itemsize
-        return _huge_page_bytes(nbytes).view(dtype).view(shape)
-
-
-def _huge_page_bytes(nbytes: int) -> torch.Tensor:
-    """Return anonymous memory that the kernel may back with 2 MiB pages.
-
-    Fewer TLB misses when gathering random rows into it (measured up to 1.25x on these
-    machines). Where transparent huge pages are unavailable it is ordinary memory.
-    """
-    if nbytes < _HUGE_PAGE_BYTES:
-        return torch.empty(nbytes, dtype=torch.uint8)
-    region = mmap.mmap(-1, nbytes)
-    with contextlib.suppress(AttributeError, OSError):  # no THP on this platform
-        region.madvise(mmap.MADV_HUGEPAGE)
-    return torch.frombuffer(region, dtype=torch.uint8)  # the tensor keeps region alive
+        return buffers.ring_slots(self.ahead + 2, shape, dtype, self.pin_memory)
 
 
 def _cores() -> int:
@@ -220,32 +230,36 @@ def _cores() -> int:
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
-_HUGE_PAGE_BYTES = 2 << 20
-_ROW_COPY_BYTES = 16 << 10
-"""Records at least this big are copied run by run; smaller ones with one numpy take."""
-
-
 def gather(src: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
     """Copy ``src[idx]`` into ``out`` without allocating (the GIL is released while copying).
 
-    For big records (images) each run of consecutive indices is one ``copyto`` of a
-    contiguous slice: memcpy speed, measured 2-3x faster than ``np.take`` here, which
-    copies element-wise. Small records (labels) go through one ``np.take``.
+    One ``np.take`` in C, one row copy per index and no Python per row. ``mode="clip"``
+    matters: with the default ``mode="raise"`` numpy copies through a temporary buffer
+    (measured 3x slower); the bounds are checked here instead. Measured on 224 x 224 x 3
+    rows from a memmap with 2 threads: 0.88x of memcpy, against 0.6x for one ``copyto``
+    per run of consecutive rows (the Python overhead of slicing a memmap per row).
 
     Args:
         src: ``(N, ...)`` array or memmap.
-        idx: Sorted row indices.
-        out: ``(len(idx), ...)`` destination.
+        idx: Row indices (sorted reads the store front to back).
+        out: ``(len(idx), ...)`` destination of ``src``'s dtype.
+
+    Raises:
+        UsageError: An index outside ``0..N-1``.
+
+    Example:
+        >>> rows = np.arange(24, dtype=np.uint8).reshape(6, 4)
+        >>> out = np.empty((2, 4), np.uint8)
+        >>> gather(rows, np.array([1, 4]), out)
+        >>> out[:, 0].tolist()
+        [4, 16]
     """
-    if src[0].nbytes < _ROW_COPY_BYTES:
-        np.take(src, idx, axis=0, out=out)
-        return
-    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-    starts = np.concatenate(([0], breaks)).tolist()
-    ends = np.concatenate((breaks, [len(idx)])).tolist()
-    for a, b in zip(starts, ends, strict=True):
-        first = int(idx[a])
-        np.copyto(out[a:b], src[first : first + (b - a)])
+    if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= len(src)):
+        raise UsageError(
+            f"gather indices span {int(idx.min())}..{int(idx.max())} for {len(src)} rows; "
+            "expected 0..N-1; check the sampler that made them"
+        )
+    np.take(src, idx, axis=0, out=out, mode="clip")
 
 
 class _Epoch(Iterator[tuple[torch.Tensor, ...]]):
@@ -255,7 +269,6 @@ class _Epoch(Iterator[tuple[torch.Tensor, ...]]):
         self.loader, self.epoch = loader, epoch
         self.batches = loader.batches(epoch)
         self.ring = loader.ring()
-        self.decode = _decoder()
         self.pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
             loader.num_threads, thread_name_prefix="gpuwise-loader"
         )
@@ -321,11 +334,11 @@ class _Epoch(Iterator[tuple[torch.Tensor, ...]]):
     def _crop_one(self, name: str, i: int, out: np.ndarray, rng: np.random.Generator) -> None:
         loader, store = self.loader, self.loader.store
         if store.fields[name].kind == "jpeg":
-            self.decode(store.jpeg(name, i), out, rng, loader.scale, loader.ratio, loader.flip)
+            jpeg.decode_crop(store.jpeg(name, i), out, rng, loader.scale, loader.ratio, loader.flip)
             return
         img = store.raw(name)[i]
-        box = codec.random_box(rng, img.shape[0], img.shape[1], loader.scale, loader.ratio)
-        codec.crop_into(img, box, out, flip=bool(loader.flip and rng.random() < 0.5))
+        box = jpeg.sample_box(rng, img.shape[0], img.shape[1], loader.scale, loader.ratio)
+        jpeg.resize_crop(img, box, out, mirror=bool(loader.flip and rng.random() < 0.5))
 
     def close(self) -> None:
         """Cancel what is queued, wait for running fills, stop the threads."""

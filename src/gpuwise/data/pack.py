@@ -70,7 +70,12 @@ class PackResult:
     header: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the ``gpuwise pack --json`` object."""
+        """Give the ``gpuwise pack --json`` object.
+
+        Returns:
+            ``{"path", "records", "skipped", "bytes", "seconds", "mode", "fields",
+            "classes"}``.
+        """
         return {
             "path": self.path,
             "records": self.records,
@@ -122,6 +127,15 @@ def write_source(
     source: Source, dst: str | Path, config: PackConfig, progress: Progress | None = None
 ) -> PackResult:
     """Process every record of a source on a thread pool and write the store.
+
+    Args:
+        source: The records to pack.
+        dst: The store directory to create.
+        config: Mode, size, threads and chunking.
+        progress: Called as ``progress(done, total)`` after each chunk.
+
+    Returns:
+        The PackResult.
 
     Raises:
         GpuwiseError: Every record was skipped, or a bad record under ``strict``.

@@ -34,6 +34,10 @@ class PackConfig:
         strict: Raise on the first bad image instead of skipping it.
         overwrite: Replace an existing store at the destination.
         chunk: Records per unit of work between progress reports.
+
+    Example:
+        >>> config = PackConfig(mode="jpeg", quality=90)  # keep JPEGs, re-encode others at q90
+        >>> pack("images/", "train.store", config)       # doctest: +SKIP
     """
 
     mode: str = "raw"
@@ -113,6 +117,13 @@ def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
 def imagefolder_source(root: Path, config: PackConfig) -> Source:
     """Describe an ImageFolder tree: one subdirectory per class, images inside.
 
+    Args:
+        root: The tree's root directory.
+        config: Mode and size (raw mode needs a size).
+
+    Returns:
+        A Source of ``{"image", "label"}`` records, classes in sorted directory order.
+
     Raises:
         UsageError: No class directories or no images, or raw mode without a size.
     """
@@ -144,7 +155,16 @@ def array_source(
     config: PackConfig,
     extra: dict[str, np.ndarray] | None = None,
 ) -> Source:
-    """Describe in-memory arrays: ``images`` N x H x W x C uint8, labels and extras of length N.
+    """Describe in-memory arrays as a source of records.
+
+    Args:
+        images: N x H x W x C uint8, C = 1 or 3.
+        labels: N labels, or None.
+        config: Mode and size.
+        extra: More per-record columns of length N, stored as fields of their own.
+
+    Returns:
+        A Source of ``{"image", "label"?, **extra}`` records.
 
     Raises:
         UsageError: Shapes or lengths that do not fit.
@@ -181,7 +201,17 @@ def _as_array(x: Any) -> np.ndarray:
 
 
 def dataset_source(dataset: Any, config: PackConfig) -> Source:
-    """Describe a map-style dataset whose items are ``(image, label, *extras)``."""
+    """Describe a map-style dataset whose items are ``(image, label, *extras)``.
+
+    Args:
+        dataset: Anything with ``len()`` and ``[i]``; images may be arrays, tensors (CHW or
+            HWC) or PIL images.
+        config: Mode and size (both need H x W x C uint8 images).
+
+    Returns:
+        A Source of ``{"image", "label", "field2", ...}`` records; an item that does not
+        fit is skipped with its reason when packed.
+    """
 
     def load(i: int) -> dict[str, Any]:
         item = dataset[i]

@@ -69,7 +69,11 @@ class FieldSpec:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the header form."""
+        """Give the header form of the field.
+
+        Returns:
+            ``{"kind", "file", "dtype", "shape"}`` (raw) or ``{"kind", "file", "index"}``.
+        """
         d: dict[str, Any] = {"kind": self.kind, "file": self.file}
         if self.kind == "raw":
             d.update(dtype=self.dtype.str, shape=list(self.shape or ()))
@@ -132,7 +136,14 @@ def read_header(path: str | Path) -> dict[str, Any]:
 
 
 def file_sha256(path: Path) -> str:
-    """Return the hex sha256 of a file, read in 4 MiB chunks."""
+    """Hash a file in 4 MiB chunks.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The hex sha256.
+    """
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(_HASH_CHUNK_BYTES):
@@ -184,20 +195,56 @@ class Store:
         return None if classes is None else [str(c) for c in classes]
 
     def raw(self, name: str) -> np.memmap[Any, Any]:
-        """Return a raw field as an ``(N, *shape)`` read-only memmap."""
+        """Give a raw field's records.
+
+        Args:
+            name: The field.
+
+        Returns:
+            An ``(N, *shape)`` read-only memmap.
+
+        Raises:
+            StoreFormatError: The store has no raw field of that name.
+        """
         return self._raw[self._check(name, "raw").name]
 
     def jpeg(self, name: str, i: int) -> np.ndarray:
-        """Return the encoded bytes of record ``i`` of a jpeg field (a memmap view)."""
+        """Give the encoded bytes of one record of a jpeg field.
+
+        Args:
+            name: The field.
+            i: The record index.
+
+        Returns:
+            A uint8 memmap view of the JPEG.
+
+        Raises:
+            StoreFormatError: The store has no jpeg field of that name.
+        """
         data, offsets = self._jpeg[self._check(name, "jpeg").name]
         return data[int(offsets[i]) : int(offsets[i + 1])]
 
     def jpeg_offsets(self, name: str) -> np.ndarray:
-        """Return a jpeg field's N + 1 byte offsets."""
+        """Give a jpeg field's byte offsets.
+
+        Args:
+            name: The field.
+
+        Returns:
+            N + 1 uint64 offsets into the field's data shard.
+
+        Raises:
+            StoreFormatError: The store has no jpeg field of that name.
+        """
         return self._jpeg[self._check(name, "jpeg").name][1]
 
     def info(self) -> dict[str, Any]:
-        """Return what ``gpuwise store info`` shows (records, fields, sizes, classes)."""
+        """Describe the store as ``gpuwise store info`` shows it.
+
+        Returns:
+            ``{"path", "format", "format_version", "mode", "records", "fields", "classes",
+            "bytes", "shards", "skipped", "pack"}``.
+        """
         shards = list(self._shards.values())
         return {
             "path": str(self.path),

@@ -84,6 +84,9 @@ class StoreWriter:
     def append(self, record: dict[str, Any]) -> None:
         """Write one record: an array per raw field, encoded bytes per jpeg field.
 
+        Args:
+            record: One value per field, by field name.
+
         Raises:
             UsageError: A raw value has the wrong shape for its field.
         """
@@ -140,7 +143,15 @@ class StoreWriter:
 
 
 def check_destination(dst: Path, overwrite: bool) -> None:
-    """Raise a UsageError unless ``dst`` is free, or a store that may be overwritten."""
+    """Check that a store may be written at ``dst``.
+
+    Args:
+        dst: The destination directory.
+        overwrite: Whether an existing store there may be replaced.
+
+    Raises:
+        UsageError: ``dst`` exists and ``overwrite`` is false, or it is not a store.
+    """
     if not dst.exists():
         return
     if not overwrite:

@@ -12,7 +12,8 @@ uniform in ``scale``, log aspect uniform in ``log(ratio)``, then clamped to the 
 
 Example:
     >>> aug = DeviceTransform(size=224, seed=0)                # doctest: +SKIP
-    >>> x = aug(images_uint8)    # float32 [B, 3, 224, 224], channels_last, normalized
+    >>> x = aug(images_uint8)    # doctest: +SKIP
+    ... # x: float32 [B, 3, 224, 224], channels_last, normalized
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def as_nchw(images: torch.Tensor, layout: str) -> torch.Tensor:
-    """Return a logical NCHW view of an NHWC or NCHW batch (NHWC becomes channels_last)."""
+    """View a batch as logical NCHW without copying.
+
+    Args:
+        images: B x H x W x C (``"NHWC"``) or B x C x H x W (``"NCHW"``).
+        layout: The layout of ``images``.
+
+    Returns:
+        A B x C x H x W view (channels_last strides when the input was NHWC).
+    """
     return images.permute(0, 3, 1, 2) if layout == "NHWC" else images
 
 
@@ -87,7 +96,16 @@ def random_boxes(
 
 
 def flip_mask(batch: int, generator: torch.Generator, p: float = 0.5) -> torch.Tensor:
-    """Draw which samples to mirror: CPU bool ``[batch]``, each True with probability p."""
+    """Draw which samples to mirror.
+
+    Args:
+        batch: Number of samples.
+        generator: CPU random source.
+        p: Probability of mirroring each sample.
+
+    Returns:
+        CPU bool ``[batch]``.
+    """
     return torch.rand(batch, generator=generator) < p
 
 
@@ -125,7 +143,15 @@ def resized_crop(
 
 
 def hflip(images: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mirror the samples where ``mask`` (bool ``[B]``) is True; others are unchanged."""
+    """Mirror some samples of a batch left-right.
+
+    Args:
+        images: B x ... x W.
+        mask: Bool ``[B]``: which samples to mirror (any device).
+
+    Returns:
+        A new batch; the samples where ``mask`` is False are unchanged.
+    """
     m = mask.to(images.device).view(-1, *([1] * (images.dim() - 1)))
     return torch.where(m, images.flip(-1), images)
 
@@ -173,7 +199,14 @@ class DeviceTransform:
         self.generator = torch.Generator().manual_seed(seed)
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        """Transform one uint8 batch (layout as configured) into a float NCHW batch."""
+        """Transform one uint8 batch (layout as configured) into a float NCHW batch.
+
+        Args:
+            images: The uint8 batch, on any device.
+
+        Returns:
+            The augmented, normalized batch on the same device.
+        """
         x = as_nchw(images, self.layout)
         B, _, H, W = x.shape
         mask = flip_mask(B, self.generator) if self.flip else None

@@ -42,11 +42,21 @@ class GeneratedImages(Dataset[tuple[torch.Tensor, int]]):
         return self.size
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        rng = np.random.default_rng(self.seed * 1_000_003 + index)
-        label = index % CLASSES
-        image = rng.integers(0, 256, (IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
-        image[..., label % 3] //= 2  # a faint class signal, so the loss can fall
+        image, label, rng = generated_image(index, self.seed)
         return torch.from_numpy(augment(image, rng)), label
+
+
+def generated_image(index: int, seed: int = 0) -> tuple[np.ndarray, int, np.random.Generator]:
+    """Sample ``index`` before augmentation: HWC uint8 image, label, and its random source.
+
+    Shared with ``examples/train_fixed.py``, which packs the same images into a store; the
+    returned generator continues where the image left off (the naive augmentation uses it).
+    """
+    rng = np.random.default_rng(seed * 1_000_003 + index)
+    label = index % CLASSES
+    image = rng.integers(0, 256, (IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+    image[..., label % 3] //= 2  # a faint class signal, so the loss can fall
+    return image, label, rng
 
 
 def augment(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -78,6 +88,31 @@ def small_cnn() -> nn.Module:
     )
 
 
+def training_setup(
+    device_flag: str = "auto",
+) -> tuple[torch.device, nn.Module, torch.optim.Optimizer]:
+    """The device named by ``--device``, the seeded model on it, and its optimizer.
+
+    Shared with ``examples/train_fixed.py``, so both train exactly the same job.
+    """
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(auto if device_flag == "auto" else device_flag)
+    torch.manual_seed(0)
+    model = small_cnn().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return device, model, optimizer
+
+
+def train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor
+) -> None:
+    """One optimizer step on a batch already on the model's device."""
+    loss = nn.functional.cross_entropy(model(images), labels)
+    optimizer.zero_grad()
+    loss.backward()  # type: ignore[no-untyped-call]
+    optimizer.step()
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Flags shared with ``examples/train_fixed.py``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -90,21 +125,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Train for ``--steps`` steps and print one line with the throughput."""
     args = parse_args(argv)
-    device = torch.device(
-        ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    )
-    torch.manual_seed(0)
-    model = small_cnn().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    device, model, optimizer = training_setup(args.device)
     loader = DataLoader(GeneratedImages(), batch_size=args.batch_size, shuffle=True)
     begin, step = time.perf_counter(), 0
     while step < args.steps:
         for images, labels in loader:
-            images, labels = images.to(device), labels.to(device)
-            loss = nn.functional.cross_entropy(model(images), labels)
-            optimizer.zero_grad()
-            loss.backward()  # type: ignore[no-untyped-call]
-            optimizer.step()
+            train_step(model, optimizer, images.to(device), labels.to(device))
             step += 1
             if step == args.steps:
                 break
