@@ -40,7 +40,7 @@ def test_html_and_trace_files(tmp_path, capsys):
     events = json.loads(trace.read_text())
     events = events["traceEvents"] if isinstance(events, dict) else events
     assert sum(1 for e in events if e.get("ph") == "X" and "step" in str(e.get("name"))) >= 6
-    assert f"html report written to {html}" in capsys.readouterr().out
+    assert f"gpuwise analyze: wrote {html}\n" in capsys.readouterr().err
 
 
 def test_missing_file_exits_1_with_the_cause(tmp_path, capsys):
@@ -56,3 +56,36 @@ def test_unknown_format_exits_1(tmp_path, capsys):
     path.write_text('{"notes": "hello"}\n')
     assert main(["analyze", str(path)]) == 1
     assert "not a PyTorch profiler trace" in capsys.readouterr().err
+
+
+def test_out_writes_a_run_that_analyzes_again(tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert main(["analyze", str(realdata(W0)), "--out", str(out), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    saved = json.loads(out.read_text())
+    assert saved["schema"] == "gpuwise.run/1"
+    assert saved["steps"]["count"] == first["steps"]["count"] == 6
+    assert main(["analyze", str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["findings"][0]["kind"] == first["findings"][0]["kind"] == "input_bound"
+
+
+def test_unwritable_output_fails_before_reading(tmp_path, capsys):
+    (tmp_path / "file.txt").write_text("x")
+    bad = tmp_path / "file.txt" / "r.html"
+    assert main(["analyze", str(tmp_path / "missing.json"), "--html", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"gpuwise analyze: error: cannot write the HTML report to '{bad}': "
+        f"{tmp_path / 'file.txt'} is a file, not a folder; choose another path\n"
+    )
+
+
+def test_trace_line_marks_what_the_trace_lacks():
+    from gpuwise.cli.analyze import _trace_line
+
+    line = _trace_line({"file": "t.json", "events": None, "gpu_busy_fraction": 0.5})
+    assert line == (
+        "trace       t.json: n/a events, no ProfilerStep, window n/a; GPU busy 50.0%, "
+        "DataLoader n/a, memcpy n/a"
+    )

@@ -60,10 +60,18 @@ def test_estimate_text_builtin(capsys: pytest.CaptureFixture[str]) -> None:
         (["estimate", "nosuchpkg_q.mod:f", "--input", "3"], "cannot import module 'nosuchpkg_q"),
         (["estimate", MLP, "--input", "31"], "does not fit layer 0 (Linear)"),
         (["estimate", MLP, "--input", "3xq"], "not positive integers"),
-        (["estimate", "mnist_mlp", "--precision", "fp64"], "valid: fp32, tf32, bf16, fp16"),
         (["estimate", "mnist_mlp", "--seq", "12"], "--seq applies to token models"),
+        (["estimate", "no_such_model"], "unknown model 'no_such_model'; use one of"),
     ],
 )
 def test_estimate_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]):
     assert main(argv) == 1
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.startswith("gpuwise estimate: error: ")
+    assert err.count("\n") == 1  # one line, no traceback
+
+
+def test_batch_size_is_an_alias_of_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "mnist_mlp", "--batch-size", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["batch_size"] == 4

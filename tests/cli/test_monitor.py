@@ -96,25 +96,16 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     assert "usage:" in capsys.readouterr().err
 
 
-def test_unwritable_log_fails_before_anything_runs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    marker = tmp_path / "ran"
-    bad = tmp_path / "missing" / "gpu.jsonl"
-    cmd = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
-    assert main(["monitor", "--log", str(bad), "--", *cmd]) == 1
-    assert "cannot write the sample log" in capsys.readouterr().err
-    assert not marker.exists()
-
-
 def test_unknown_command_is_a_runtime_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["monitor", "--", "gpuwise-no-such-program-xyz"]) == 1
     assert "cannot run 'gpuwise-no-such-program-xyz'" in capsys.readouterr().err
 
 
-def test_once_with_command_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["monitor", "--once", "--", sys.executable, "-c", "pass"]) == 1
-    assert "--once" in capsys.readouterr().err
+def test_once_with_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["monitor", "--once", "--", sys.executable, "-c", "pass"]) == 2
+    err = capsys.readouterr().err
+    expected = "--once reads devices once; it cannot be combined with a command"
+    assert err == f"gpuwise monitor: error: {expected}\n"
 
 
 def test_command_killed_by_a_signal_exits_like_a_shell(capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,3 +120,12 @@ def test_once_table_shows_gpu_readings(capsys: pytest.CaptureFixture[str]) -> No
     assert "NVIDIA H100 80GB HBM3" in out
     assert "1980/2619 MHz" in out
     assert "30.0 GiB / 79.6 GiB" in out
+
+
+def test_command_output_stays_off_stdout_with_json(capfd: pytest.CaptureFixture[str]) -> None:
+    argv = ["monitor", "--json", "--interval", "0.05", "--fake", "1", "--"]
+    assert main([*argv, sys.executable, "-c", "print('hello from the child')"]) == 0
+    captured = capfd.readouterr()
+    doc = json.loads(captured.out)  # the JSON document and nothing else
+    assert doc["exit_code"] == 0
+    assert doc["schema"] == "gpuwise.samples/1"

@@ -72,3 +72,54 @@ def test_text_info_and_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "--size" in capsys.readouterr().err
     assert main(["store", "info", str(tmp_path / "src")]) == 1
     assert "not a gpuwise store" in capsys.readouterr().err
+
+
+def test_json_schemas_and_dtype_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "x.npy", np.ones((3, 4, 4, 3), np.uint8))
+    dst = str(tmp_path / "s")
+    assert main(["pack", str(tmp_path / "x.npy"), dst, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["schema"] == "gpuwise.pack/1"
+    assert captured.err == ""  # no progress bar outside a terminal
+    assert main(["store", "info", dst, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema"] == "gpuwise.store_info/1"
+    assert main(["store", "verify", dst, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema"] == "gpuwise.store_verify/1"
+    assert main(["store", "info", dst]) == 0
+    assert "field image: uint8 4x4x3 (image.bin)" in capsys.readouterr().out
+
+
+def test_verify_names_every_truncated_or_missing_shard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "x.npy", np.ones((4, 5, 5, 3), np.uint8))
+    np.save(tmp_path / "y.npy", np.arange(4))
+    dst = tmp_path / "s"
+    assert (
+        main(["pack", str(tmp_path / "x.npy"), str(dst), "--labels", str(tmp_path / "y.npy")]) == 0
+    )
+    capsys.readouterr()
+    (dst / "image.bin").write_bytes(b"\x00" * 10)
+    (dst / "label.bin").unlink()
+    assert main(["store", "verify", str(dst), "--json"]) == 1
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["ok"] is False
+    assert [(s["file"], s["ok"]) for s in report["shards"]] == [
+        ("image.bin", False),
+        ("label.bin", False),
+    ]
+    assert "has 10 bytes, the header says 300" in report["shards"][0]["problem"]
+    assert "label.bin is missing" in report["shards"][1]["problem"]
+    assert captured.err.count("gpuwise store: error: ") == 2
+
+
+def test_missing_labels_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "x.npy", np.ones((2, 4, 4, 3), np.uint8))
+    argv = ["pack", str(tmp_path / "x.npy"), str(tmp_path / "s"), "--labels", "nope.npy"]
+    assert main(argv) == 1
+    assert capsys.readouterr().err == (
+        "gpuwise pack: error: labels file 'nope.npy' does not exist; check the path\n"
+    )

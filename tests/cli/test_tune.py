@@ -28,6 +28,7 @@ def test_tune_json_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["schema"] == "gpuwise.tune/1"
     assert data["device"] == "cpu"
+    assert data["step_precision"] == "fp32"
     assert data["memory_limit_bytes"] == 2 * 2**30
     assert data["max_batch_size"] == 16
     assert data["capped"] is True
@@ -55,12 +56,20 @@ def test_tune_memory_limit_too_small(capsys: pytest.CaptureFixture[str]) -> None
         ("512MB", 512 * 10**6),
         ("1000", 1000),
         ("1.5 KiB", 1536),
+        ("1e9", 10**9),
+        ("2.5e3 MB", 2500 * 10**6),
     ],
 )
 def test_parse_bytes(text: str, value: int) -> None:
     assert parse_bytes(text) == value
 
 
-def test_parse_bytes_rejects_nonsense(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["tune", "mnist_mlp", "--memory-limit", "lots"]) == 1
-    assert "not understood" in capsys.readouterr().err
+def test_cuda_without_cuda_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["tune", "mnist_mlp", "--device", "cuda:0", "--no-precision-check"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gpuwise tune: error: --device cuda:0: PyTorch ")
+    assert err.endswith("; use --device cpu, or run `gpuwise doctor` to see why\n")

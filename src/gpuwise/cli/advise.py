@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from gpuwise.cli._common import (
+    NA,
+    add_json,
+    guard,
+    make_console,
+    na,
+    number,
+    positive_int,
+    print_json,
+)
 from gpuwise.cli.estimate import add_model_arguments
 
 HELP = "rank GPUs (and this CPU) for training a model: fit, step time, time, cost"
@@ -19,22 +28,45 @@ EXAMPLES = """\
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise advise``."""
     add_model_arguments(parser)
-    parser.add_argument("--dataset-size", type=int, required=True, help="samples per epoch")
-    parser.add_argument("--epochs", type=float, required=True, help="passes over the data")
-    parser.add_argument("--budget", type=float, help="keep devices costing at most USD")
+    parser.add_argument(
+        "--dataset-size",
+        type=positive_int("sample count"),
+        required=True,
+        metavar="N",
+        help="samples per epoch (required)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=number("a number of epochs", 1e-9),
+        required=True,
+        metavar="E",
+        help="passes over the data, may be fractional (required)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=number("an amount of USD", 0.0),
+        metavar="USD",
+        help="keep only devices whose whole run costs at most USD (default: no limit)",
+    )
     parser.add_argument(
         "--utilization",
-        type=float,
+        type=number("a fraction", 0.01, 1.0),
         default=0.5,
-        help="busy share of a bought card, for buy-versus-rent (0.5)",
+        metavar="FRACTION",
+        help="busy share of a bought card, 0.01 to 1, for buy-versus-rent (default: 0.5)",
     )
-    parser.add_argument("--gpu", action="append", help="only these GPUs (repeatable; 'a100')")
-    parser.add_argument("--json", action="store_true", help="print the table as JSON")
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        metavar="NAME",
+        help="only this GPU, e.g. a100 or h100 (repeatable; default: the whole catalog)",
+    )
+    add_json(parser, "gpuwise.advise/1")
 
 
 def _hours(value: float | None) -> str:
     if value is None:
-        return "n/a"
+        return NA
     if value < 1:
         return f"{value * 60:.1f} min"
     return f"{value:,.1f} h" if value < 48 else f"{value / 24:,.1f} d"
@@ -63,15 +95,14 @@ def _table(data: dict[str, Any]) -> Any:
     ):
         table.add_column(column, overflow="fold")
     for r in data["rows"]:
-        cost = "n/a" if r["cost_usd"] is None else f"{r['cost_usd']:,.2f}"
-        months = "n/a" if r["months_to_buy"] is None else f"{r['months_to_buy']:.1f} mo"
-        speed = "n/a" if r["speedup_vs_cpu"] is None else f"{r['speedup_vs_cpu']:,.1f}"
-        wins = "n/a" if r["kind"] == "cpu" else str(r["crossover_batch"] or "never")
+        cost, months = na(r["cost_usd"], "{:,.2f}"), na(r["months_to_buy"], "{:.1f}", " mo")
+        speed = na(r["speedup_vs_cpu"], "{:,.1f}")
+        wins = NA if r["kind"] == "cpu" else str(r["crossover_batch"] or "never")
         table.add_row(
             r["device"],
             "yes" if r["fits"] else "NO",
             format_seconds(r["step_s"]),
-            r["bound"] or "n/a",
+            r["bound"] or NA,
             speed,
             wins,
             _hours(r["train_hours"]),
@@ -113,6 +144,7 @@ def _notes(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+@guard
 def run(args: argparse.Namespace) -> int:
     """Estimate the model, rank the devices, print the table (or the JSON object)."""
     from gpuwise.cli.estimate import estimate_from_args
@@ -132,11 +164,9 @@ def run(args: argparse.Namespace) -> int:
     )
     data = advice_to_dict(rows, est, args.dataset_size, args.epochs, assumptions)
     if args.json:
-        print(json.dumps(data, indent=2))
+        print_json(data)
         return 0
-    from rich.console import Console
-
-    console = Console(width=160)
+    console = make_console(pipe_width=160)  # ten columns
     console.print(_table(data))
     for line in _notes(data):
         console.print(line, highlight=False)

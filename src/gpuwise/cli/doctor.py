@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
+
+from gpuwise.cli._common import add_fake, add_json, guard, make_console, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -16,20 +17,13 @@ EXAMPLES = """\
   gpuwise doctor --fake 2     see the GPU checks with 2 simulated GPUs (no GPU needed)"""
 
 
-def _count(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a GPU count; use 1 or more")
-    return int(text)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise doctor``."""
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--fake", type=_count, metavar="N", help="check N simulated GPUs instead of real ones"
-    )
+    add_json(parser, "gpuwise.doctor/1")
+    add_fake(parser, "check N simulated GPUs instead of real ones (no GPU needed)")
 
 
+@guard
 def run(args: argparse.Namespace) -> int:
     """Gather the facts, diagnose them, print the report; exit 0 (doctor only informs)."""
     from gpuwise.diagnose.environment import doctor_report, gather
@@ -41,11 +35,9 @@ def run(args: argparse.Namespace) -> int:
         nvml = FakeNvml(args.fake)
     doc = doctor_report(gather(nvml=nvml))
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print_json(doc)
         return 0
-    from rich.console import Console
-
-    render(doc, Console())
+    render(doc, make_console())
     return 0
 
 

@@ -7,8 +7,9 @@ Also holds the model flags (``--input``, ``--seq``, ``--batch``, ``--precision``
 from __future__ import annotations
 
 import argparse
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpuwise.cli._common import add_json, guard, positive_int, print_json
 
 if TYPE_CHECKING:
     from gpuwise.sizing.memory import MemoryEstimate
@@ -32,17 +33,34 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         help="built-in (resnet18, resnet50, vit_b_16, bert_base, gpt2_small, mnist_mlp) or "
         "package.module:factory",
     )
-    parser.add_argument("--input", help="shape of one sample without the batch, e.g. 3x224x224")
-    parser.add_argument("--seq", type=int, help="sequence length for token models")
-    batch_help = f"samples per step ({batch_default})"
-    if not batch_default:
-        batch_help = "first batch to try (default: the largest the estimate says fits)"
-    parser.add_argument("--batch", type=int, default=batch_default, help=batch_help)
     parser.add_argument(
-        "--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)} (fp32)"
+        "--input",
+        metavar="SHAPE",
+        help="shape of one sample without the batch, e.g. 3x224x224 (default: the model's own)",
     )
     parser.add_argument(
-        "--optimizer", default="adamw", help=f"one of {', '.join(OPTIMIZERS)} (adamw)"
+        "--seq",
+        type=positive_int("sequence length"),
+        metavar="TOKENS",
+        help="sequence length for token models (default: the model's own)",
+    )
+    flags, batch_help = ("--batch", "--batch-size"), f"samples per step (default: {batch_default})"
+    if not batch_default:  # tune: where the search starts, not the batch size
+        flags = ("--start-batch", "--batch")
+        batch_help = "first batch to try (default: the largest the estimate says fits)"
+    parser.add_argument(
+        *flags,
+        dest="batch",
+        type=positive_int("batch size"),
+        default=batch_default or None,
+        metavar="N",
+        help=batch_help,
+    )
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, default="fp32", help="training precision (default: fp32)"
+    )
+    parser.add_argument(
+        "--optimizer", choices=OPTIMIZERS, default="adamw", help="optimizer (default: adamw)"
     )
 
 
@@ -74,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="cuda",
         help="round sizes as the CUDA caching allocator (cuda, default) or exact (cpu)",
     )
-    parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    add_json(parser, "gpuwise.estimate/1")
 
 
 def _lines(est: MemoryEstimate) -> list[str]:
@@ -119,16 +137,12 @@ def _lines(est: MemoryEstimate) -> list[str]:
     return lines
 
 
+@guard
 def run(args: argparse.Namespace) -> int:
     """Estimate and print the breakdown (or the JSON object)."""
     est = estimate_from_args(args, device=args.device)
     if args.json:
-        print(json.dumps(est.to_dict(), indent=2))
+        print_json(est.to_dict())
     else:
         print("\n".join(_lines(est)))
     return 0
-
-
-def to_json(est: MemoryEstimate) -> dict[str, Any]:
-    """The JSON object ``gpuwise estimate --json`` prints."""
-    return est.to_dict()

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
+
+from gpuwise.cli._common import (
+    add_fake,
+    add_interval,
+    add_json,
+    command_argv,
+    guard,
+    make_console,
+    na,
+    print_json,
+    seconds,
+    usage_error,
+)
+from gpuwise.report.units import format_bytes
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,7 +35,8 @@ HELP = (
     "sample GPU (or CPU) utilization, memory, power and clocks; live, logged, or around a command"
 )
 EXAMPLES = """\
-  gpuwise monitor                          live table, refreshed every second (Ctrl-C ends)
+  gpuwise monitor                          live table, refreshed every second; Ctrl-C ends
+                                           it, prints the summary and exits 0
   gpuwise monitor --once --json            one reading of every device as JSON
   gpuwise monitor --duration 60 --log gpu.jsonl --csv gpu.csv
   gpuwise monitor -- python train.py       record while train.py runs, print the summary
@@ -31,56 +45,35 @@ EXAMPLES = """\
 CHILD_STOP_S = 10.0
 
 
-def _seconds(low: float, high: float | None) -> Any:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-        if value < low or (high is not None and value > high):
-            bound = f"{low} to {high}" if high is not None else f"at least {low}"
-            raise argparse.ArgumentTypeError(f"{value} s is out of range; use {bound} s")
-        return value
-
-    return parse
-
-
-def _count(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a GPU count; use 1 or more")
-    return int(text)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise monitor``."""
+    add_interval(parser, "readings")
     parser.add_argument(
-        "--interval", type=_seconds(0.05, 60.0), default=0.5, help="seconds between readings"
+        "--duration",
+        type=seconds(0.0),
+        metavar="S",
+        help="stop after S seconds (default: run until Ctrl-C, or until the command ends)",
     )
-    parser.add_argument("--duration", type=_seconds(0.0, None), help="stop after S seconds")
     parser.add_argument("--once", action="store_true", help="read every device once and exit")
     parser.add_argument("--log", metavar="FILE.jsonl", help="append each sample as a JSON line")
-    parser.add_argument("--csv", metavar="FILE", help="write nvidia-smi style CSV rows")
-    parser.add_argument("--json", action="store_true", help="print the gpuwise.samples/1 object")
+    parser.add_argument("--csv", metavar="FILE.csv", help="write nvidia-smi style CSV rows")
+    add_json(parser, "gpuwise.samples/1")
     parser.add_argument("--pcie", action="store_true", help="read PCIe throughput (20 ms/GPU)")
     parser.add_argument("--host", action="store_true", help="sample the host CPU beside GPUs")
-    parser.add_argument(
-        "--fake", type=_count, metavar="N", help="simulate N GPUs (demo and tests; no GPU needed)"
-    )
+    add_fake(parser, "simulate N GPUs (demo and tests; no GPU needed)")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: record while it runs")
 
 
+@guard
 def run(args: argparse.Namespace) -> int:
     """Sample devices as asked and print the live view, summary or JSON."""
-    from rich.console import Console
-
-    from gpuwise.errors import UsageError
     from gpuwise.telemetry.export import CsvWriter, JsonlWriter
     from gpuwise.telemetry.host import ProcessTree
     from gpuwise.telemetry.sampler import MonitorConfig, Sampler
 
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    cmd = command_argv(args.cmd)
     if cmd and args.once:
-        raise UsageError("--once reads devices once; it cannot be combined with a command")
+        return usage_error(args, "--once reads devices once; it cannot be combined with a command")
     config = MonitorConfig(interval_s=args.interval, pcie=args.pcie, host=args.host)
     log = JsonlWriter(args.log) if args.log else None  # opened first: a bad path fails now
     tree = ProcessTree()
@@ -99,9 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     sampler.on_sample = write
 
-    console = Console(stderr=bool(cmd))
-    if not console.is_terminal:  # logs and pipes: wide enough that rows stay on one line
-        console = Console(stderr=bool(cmd), width=140)
+    console = make_console(stderr=bool(cmd), pipe_width=140)  # ten columns
     for name, reason in sampler.unavailable.items():
         print(f"gpuwise monitor: {name}: {reason}; showing the CPU as the device", file=sys.stderr)
     try:
@@ -134,18 +125,31 @@ def _record(
         time.sleep(args.interval)  # a window for rates such as CPU %
         return 0, sampler.tick()
     if cmd:
-        return _record_command(cmd, sampler), sampler.samples()
+        return _record_command(cmd, sampler, args.json), sampler.samples()
     sampler.start()
+    if args.duration is None and (args.json or not console.is_terminal):
+        what = "the JSON" if args.json else "the summary"
+        print(f"gpuwise monitor: sampling; Ctrl-C stops and prints {what}", file=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a live view: print the summary
         _watch(args, sampler, console)
     return 0, sampler.samples()
 
 
-def _record_command(cmd: list[str], sampler: Sampler) -> int:
+def _child_stdout(json_out: bool) -> int | None:
+    """With ``--json`` the command's output goes to stderr: stdout is the JSON only."""
+    if not json_out:
+        return None
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # stderr is not a file (tests capture it)
+        return subprocess.DEVNULL
+
+
+def _record_command(cmd: list[str], sampler: Sampler, json_out: bool) -> int:
     from gpuwise.errors import GpuwiseError
 
     try:
-        child = subprocess.Popen(cmd)
+        child = subprocess.Popen(cmd, stdout=_child_stdout(json_out))
     except OSError as err:
         raise GpuwiseError(f"cannot run '{cmd[0]}': {err.strerror}; check the command") from err
     sampler.watch(child.pid)
@@ -203,7 +207,7 @@ def _print_result(
         }
         if cmd:
             doc.update(command=cmd, exit_code=exit_code)
-        print(json.dumps(doc, indent=2))
+        print_json(doc)
         return
     if args.once or not (cmd or console.is_terminal):  # a live view already showed it
         console.print(_snapshot_table(samples, sampler))
@@ -213,8 +217,8 @@ def _print_result(
         console.print(f"[bold red]{event.device} at {event.t_s:.1f} s: {event.event}[/]")
     console.print(_summary_table(summary, sampler))
     for device, p in _process_summary(samples).items():
-        cpu, rss = _n(p["mean_cpu_pct"], unit=" %"), _gib(p["peak_rss_bytes"])
-        gpu = _gib(p["peak_gpu_memory_bytes"])
+        cpu, rss = na(p["mean_cpu_pct"], unit=" %"), format_bytes(p["peak_rss_bytes"])
+        gpu = format_bytes(p["peak_gpu_memory_bytes"])
         console.print(f"watched processes on {device}: mean CPU {cpu}, peak RSS {rss}, GPU {gpu}")
     if cmd:
         console.print(f"command exited with code {exit_code}")
@@ -237,16 +241,6 @@ def _process_summary(samples: list[Sample]) -> dict[str, dict[str, float | int |
     return out
 
 
-def _n(value: float | int | None, fmt: str = "{:.0f}", unit: str = "") -> str:
-    return "n/a" if value is None else fmt.format(value) + unit
-
-
-def _gib(value: float | int | None) -> str:
-    if value is not None and value < (1 << 30):
-        return _n(value / (1 << 20), "{:.0f}", " MiB")
-    return _n(None if value is None else value / (1 << 30), "{:.1f}", " GiB")
-
-
 def _names(sampler: Sampler) -> dict[str, str]:
     return {d["id"]: str(d.get("name") or "") for d in sampler.devices()}
 
@@ -262,22 +256,23 @@ def _snapshot_table(samples: list[Sample], sampler: Sampler) -> Table:
     table.add_column("throttle")
     table.add_column("watched procs", justify="right")
     for device, s in latest.items():
-        clocks = f"{_n(s.sm_clock_mhz)}/{_n(s.mem_clock_mhz)} MHz"
+        clocks = f"{na(s.sm_clock_mhz)}/{na(s.mem_clock_mhz)} MHz"
         clocks = "n/a" if s.sm_clock_mhz is None and s.mem_clock_mhz is None else clocks
         throttle = "n/a" if s.throttle_reasons is None else ",".join(s.throttle_reasons) or "-"
         procs = "-"
         if s.process_cpu_pct is not None or s.process_rss_bytes is not None:
-            procs = f"{_n(s.process_cpu_pct, unit=' % cpu')} {_gib(s.process_rss_bytes)} rss"
+            cpu = na(s.process_cpu_pct, unit=" % cpu")
+            procs = f"{cpu} {format_bytes(s.process_rss_bytes)} rss"
         elif s.process_memory_bytes is not None:
-            procs = f"{_gib(s.process_memory_bytes)} gpu"
+            procs = f"{format_bytes(s.process_memory_bytes)} gpu"
         table.add_row(
             device,
             _names(sampler).get(device, ""),
-            _n(s.utilization_pct, unit=" %"),
-            _n(s.memory_util_pct, unit=" %"),
-            f"{_gib(s.memory_used_bytes)} / {_gib(s.memory_total_bytes)}",
-            _n(s.power_w, unit=" W"),
-            _n(s.temperature_c, unit=" C"),
+            na(s.utilization_pct, unit=" %"),
+            na(s.memory_util_pct, unit=" %"),
+            f"{format_bytes(s.memory_used_bytes)} / {format_bytes(s.memory_total_bytes)}",
+            na(s.power_w, unit=" W"),
+            na(s.temperature_c, unit=" C"),
             clocks,
             throttle,
             procs,
@@ -295,17 +290,17 @@ def _summary_table(summary: dict[str, dict[str, Any]], sampler: Sampler) -> Tabl
     for column in ("mean power", "energy", "gaps"):
         table.add_column(column, justify="right")
     for device, s in summary.items():
-        energy = _n(s["energy_j"], "{:.1f}", " J")
+        energy = na(s["energy_j"], "{:.1f}", " J")
         if s["energy_source"] == "integrated":
             energy += " (integrated" + (", skips gaps)" if s["energy_spans_gaps"] else ")")
         table.add_row(
             device,
             str(s["samples"]),
-            _n(s["mean_utilization_pct"], "{:.1f}", " %"),
-            _n(s["p95_utilization_pct"], "{:.1f}", " %"),
-            _n(None if s["idle_fraction"] is None else 100 * s["idle_fraction"], unit=" %"),
-            _gib(s["peak_memory_used_bytes"]),
-            _n(s["mean_power_w"], "{:.1f}", " W"),
+            na(s["mean_utilization_pct"], "{:.1f}", " %"),
+            na(s["p95_utilization_pct"], "{:.1f}", " %"),
+            na(None if s["idle_fraction"] is None else 100 * s["idle_fraction"], unit=" %"),
+            format_bytes(s["peak_memory_used_bytes"]),
+            na(s["mean_power_w"], "{:.1f}", " W"),
             energy,
             f"{s['gaps']} ({s['gap_s']:.1f} s)" if s["gaps"] else "0",
         )

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
+
+from gpuwise.cli._common import add_json, guard, make_console, number, positive_int, print_json
+
+PACK_SCHEMA = "gpuwise.pack/1"
 
 HELP = "pack an image folder or numpy arrays into a fast-loading store"
 EXAMPLES = """\
   gpuwise pack images/ train.store --size 224          # decoded 224x224 uint8 (fastest)
+  gpuwise pack images/ train.store --size 224 --workers 8 --json   # result on stdout
   gpuwise pack images/ train.store --mode jpeg         # keep the JPEG bytes (smallest)
   gpuwise pack data.npz train.store                    # arrays 'images', 'labels', extras
   gpuwise pack images.npy train.store --labels labels.npy --json
@@ -20,32 +24,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", help="ImageFolder directory (ROOT/CLASS/IMAGE), .npy or .npz")
     parser.add_argument("dst", help="store directory to create")
     parser.add_argument(
-        "--mode", choices=("raw", "jpeg"), default="raw", help="raw: decoded uint8 (default)"
+        "--mode",
+        choices=("raw", "jpeg"),
+        default="raw",
+        help="raw: decoded uint8 pixels (default, fastest to load); jpeg: JPEG bytes (smallest)",
     )
-    parser.add_argument("--size", type=int, help="raw mode: output side in pixels, e.g. 224")
+    parser.add_argument(
+        "--size",
+        type=positive_int("pixel count"),
+        metavar="PX",
+        help="output side in pixels, e.g. 224 (needed for image folders in raw mode)",
+    )
     parser.add_argument(
         "--resize",
         choices=("center", "stretch"),
         default="center",
         help="center: shorter side to --size, then centre crop (default); stretch: both sides",
     )
-    parser.add_argument("--quality", type=int, default=95, help="JPEG quality when encoding")
-    parser.add_argument("--labels", help=".npy of labels for a .npy image source")
-    parser.add_argument("--workers", type=int, help="threads (default: all cores)")
-    parser.add_argument("--strict", action="store_true", help="fail on the first bad image")
+    parser.add_argument(
+        "--quality",
+        type=number("a JPEG quality", 1, 100),
+        default=95,
+        metavar="Q",
+        help="JPEG quality 1 to 100 when images are re-encoded (default: 95)",
+    )
+    parser.add_argument(
+        "--labels", metavar="FILE.npy", help="labels for a .npy image source (one per image)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int("thread count"),
+        metavar="N",
+        help="decode threads (default: one per core)",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="fail on the first bad image (default: skip, list it)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json(parser, PACK_SCHEMA)
 
 
 def _summary(result: dict[str, Any]) -> str:
-    size_mb = result["bytes"] / 1e6
+    from gpuwise.report.units import format_bytes, format_seconds
+
     lines = [
-        f"packed {result['records']} records into {result['path']} "
-        f"({result['mode']} mode, {size_mb:.1f} MB, {result['seconds']:.1f} s)",
+        f"packed {result['records']} records into {result['path']} ({result['mode']} mode, "
+        f"{format_bytes(result['bytes'])}, {format_seconds(result['seconds'])})",
     ]
     for name, spec in (result["fields"] or {}).items():
         shape = "x".join(str(s) for s in spec.get("shape", [])) or "scalar"
-        what = "JPEG bytes" if spec["kind"] == "jpeg" else f"{spec['dtype']} {shape}"
+        what = "JPEG bytes" if spec["kind"] == "jpeg" else f"{dtype_name(spec['dtype'])} {shape}"
         lines.append(f"  field {name}: {what}")
     if result["classes"]:
         more = "…" if len(result["classes"]) > 5 else ""
@@ -57,11 +85,37 @@ def _summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Pack, with a progress bar unless --json; print the summary."""
+def dtype_name(dtype: str) -> str:
+    """``"|u1"`` -> ``"uint8"``: the numpy name of a stored dtype string."""
     import numpy as np
-    from rich.console import Console
-    from rich.progress import Progress
+
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return dtype
+
+
+def _labels(path: str | None) -> Any:
+    import numpy as np
+
+    from gpuwise.errors import GpuwiseError
+
+    if path is None:
+        return None
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError as err:
+        raise GpuwiseError(f"labels file '{path}' does not exist; check the path") from err
+    except (OSError, ValueError) as err:
+        raise GpuwiseError(
+            f"cannot read labels from '{path}' ({err}); give a .npy file saved with np.save"
+        ) from err
+
+
+@guard
+def run(args: argparse.Namespace) -> int:
+    """Pack with a progress bar on stderr (a terminal only); print the summary or JSON."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from gpuwise.data.pack import PackConfig, pack
 
@@ -69,14 +123,15 @@ def run(args: argparse.Namespace) -> int:
         mode=args.mode,
         size=args.size,
         resize=args.resize,
-        quality=args.quality,
+        quality=int(args.quality),
         workers=args.workers,
         strict=args.strict,
         overwrite=args.overwrite,
     )
-    labels = None if args.labels is None else np.load(args.labels, allow_pickle=False)
-    console = Console(stderr=True)
-    with Progress(console=console, disable=args.json, transient=True) as bar:
+    labels = _labels(args.labels)
+    console = make_console(stderr=True)
+    columns = ("packing", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("packing", total=None)
         result = pack(
             args.src,
@@ -85,5 +140,8 @@ def run(args: argparse.Namespace) -> int:
             labels=labels,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         ).to_dict()
-    print(json.dumps(result, indent=1) if args.json else _summary(result))
+    if args.json:
+        print_json({"schema": PACK_SCHEMA, **result})
+    else:
+        print(_summary(result))
     return 0

@@ -3,28 +3,37 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from gpuwise.cli._common import add_json, guard, print_json
+from gpuwise.cli.pack import dtype_name
+
 HELP = "describe (info) or check the checksums of (verify) a gpuwise store"
 EXAMPLES = """\
-  gpuwise store info train.store
-  gpuwise store verify train.store --json
+  gpuwise store info train.store            records, fields, classes, shard sizes
+  gpuwise store verify train.store --json   every shard's size and sha256; exit 1 if any is bad
 """
+
+INFO_SCHEMA = "gpuwise.store_info/1"
+VERIFY_SCHEMA = "gpuwise.store_verify/1"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise store``."""
-    parser.add_argument("action", choices=("info", "verify"), help="what to do")
-    parser.add_argument("path", help="store directory")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "action", choices=("info", "verify"), help="info: describe it; verify: check checksums"
+    )
+    parser.add_argument("path", metavar="STORE", help="store directory (made by gpuwise pack)")
+    add_json(parser, f"{INFO_SCHEMA} or {VERIFY_SCHEMA}")
 
 
 def _info_text(info: dict[str, Any]) -> str:
+    from gpuwise.report.units import format_bytes
+
     lines = [
         f"{info['path']}: gpuwise store format {info['format_version']}, {info['mode']} mode",
-        f"  records: {info['records']}    size: {info['bytes'] / 1e6:.1f} MB"
+        f"  records: {info['records']}    size: {format_bytes(info['bytes'])}"
         f"    skipped at pack time: {info['skipped']}",
     ]
     for name, spec in info["fields"].items():
@@ -32,7 +41,7 @@ def _info_text(info: dict[str, Any]) -> str:
             lines.append(f"  field {name}: JPEG bytes ({spec['file']}, index {spec['index']})")
         else:
             shape = "x".join(str(s) for s in spec["shape"]) or "scalar"
-            lines.append(f"  field {name}: {spec['dtype']} {shape} ({spec['file']})")
+            lines.append(f"  field {name}: {dtype_name(spec['dtype'])} {shape} ({spec['file']})")
     if info["classes"]:
         shown = ", ".join(info["classes"][:8])
         more = "…" if len(info["classes"]) > 8 else ""
@@ -49,17 +58,68 @@ def _verify_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def verify_unopenable(path: str) -> dict[str, Any]:
+    """Verify a store whose shards are missing or of the wrong size (it cannot be opened).
+
+    The header must be readable; each shard it lists is checked for presence, size and
+    sha256, so that every bad shard is named, not only the first.
+    """
+    from pathlib import Path
+
+    from gpuwise.data.store import file_sha256, read_header
+
+    header = read_header(path)
+    shards = []
+    for shard in header.get("shards") or []:
+        file = Path(path) / str(shard["file"])
+        problem = None
+        if not file.is_file():
+            problem = f"shard {file} is missing"
+        elif file.stat().st_size != int(shard["bytes"]):
+            problem = (
+                f"shard {file} has {file.stat().st_size} bytes, the header says {shard['bytes']}"
+            )
+        elif file_sha256(file) != shard.get("sha256"):
+            problem = f"shard {file} does not match its sha256"
+        if problem:
+            problem += "; the shard is truncated or corrupt; re-pack the store with `gpuwise pack`"
+        shards.append(
+            {"file": shard["file"], "bytes": shard["bytes"], "ok": not problem, "problem": problem}
+        )
+    problems = [s["problem"] for s in shards if s["problem"]]
+    records = header.get("records")
+    return {
+        "path": str(path),
+        "records": records,
+        "ok": not problems,
+        "shards": shards,
+        "problems": problems,
+    }
+
+
+@guard
 def run(args: argparse.Namespace) -> int:
     """Open the store (sizes and header checked), then show info or verify checksums."""
     from gpuwise.data.store import Store
+    from gpuwise.errors import StoreFormatError
 
-    store = Store(args.path)
     if args.action == "info":
-        info = store.info()
-        print(json.dumps(info, indent=1) if args.json else _info_text(info))
+        info = Store(args.path).info()
+        if args.json:
+            print_json({"schema": INFO_SCHEMA, **info})
+        else:
+            print(_info_text(info))
         return 0
-    report = store.verify()
-    print(json.dumps(report, indent=1) if args.json else _verify_text(report))
+    try:
+        report = Store(args.path).verify()
+    except StoreFormatError:
+        report = verify_unopenable(args.path)
+        if report["ok"]:  # the shards are fine, so the header itself is what is wrong
+            raise
+    if args.json:
+        print_json({"schema": VERIFY_SCHEMA, **report})
+    else:
+        print(_verify_text(report))
     for problem in report["problems"]:
         print(f"gpuwise store: error: {problem}", file=sys.stderr)
     return 0 if report["ok"] else 1

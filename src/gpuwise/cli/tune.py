@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from gpuwise.cli._common import add_json, guard, make_console, positive_int, print_json
 from gpuwise.cli.estimate import add_model_arguments
 
 HELP = "find the largest batch that fits and the fastest batch on this device (real steps)"
 EXAMPLES = """\
+  gpuwise tune mnist_mlp --device cpu --max-batch 64          # seconds on a laptop CPU
   gpuwise tune resnet18 --input 3x64x64 --max-batch 64        # CPU: 80 % of free RAM
   gpuwise tune resnet50 --memory-limit 4GiB --json            # never above 4 GiB
   gpuwise tune mypkg.models:build_net --input 3x128x128 --no-precision-check
@@ -35,36 +37,89 @@ def parse_bytes(text: str) -> int:
     """Parse ``"4GiB"``, ``"512MB"`` or ``"1000000"`` into bytes."""
     from gpuwise.errors import UsageError
 
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _UNITS:
         raise UsageError(f"memory size {text!r} not understood; write e.g. 4GiB, 512MB or 1e9")
     return int(float(match.group(1)) * _UNITS[unit])
 
 
+def _memory_size(text: str) -> int:
+    from gpuwise.errors import UsageError
+
+    try:
+        value = parse_bytes(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"memory size {text!r} is zero; give e.g. 4GiB")
+    return value
+
+
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+
+
+def _device_name(text: str) -> str:
+    if not _DEVICE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a device; use cpu, cuda, cuda:N or auto")
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise tune``."""
     add_model_arguments(parser, batch_default=0)
-    parser.add_argument("--max-batch", type=int, default=256, help="largest batch to try (256)")
+    parser.add_argument(
+        "--max-batch",
+        type=positive_int("batch size"),
+        default=256,
+        metavar="N",
+        help="largest batch to try (default: 256)",
+    )
     parser.add_argument(
         "--memory-limit",
-        help="memory the step may use, e.g. 4GiB (CPU default:"
-        " 80 %% of free memory; CUDA: the device)",
+        type=_memory_size,
+        metavar="BYTES",
+        help="memory the step may use, e.g. 4GiB or 512MB (default: on the CPU 80 %% of the "
+        "free memory; on CUDA the whole device)",
     )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed steps per probe (3)")
+    parser.add_argument(
+        "--device",
+        type=_device_name,
+        default="auto",
+        help="cpu, cuda, cuda:N or auto (default: auto, CUDA when available)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=positive_int("repeat count"),
+        default=3,
+        metavar="N",
+        help="timed steps per probe, after one warm-up step (default: 3)",
+    )
     parser.add_argument(
         "--no-precision-check", action="store_true", help="skip timing fp32 against bf16 autocast"
     )
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json(parser, "gpuwise.tune/1")
 
 
 def _device(name: str) -> Any:
     import torch
 
+    from gpuwise.errors import NoDeviceError
+
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            build = "has no CUDA" if torch.version.cuda is None else f"sees {count} GPU(s)"
+            raise NoDeviceError(
+                f"--device {name}: PyTorch {torch.__version__} {build}; use --device cpu, "
+                "or run `gpuwise doctor` to see why"
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise NoDeviceError("--device mps: MPS is not available here; use --device cpu")
+    return device
 
 
 def _step_factory(args: argparse.Namespace, device: Any) -> tuple[Callable[[int, str], None], int]:
@@ -128,7 +183,7 @@ def _render(result: dict[str, Any]) -> str:
     from gpuwise.report.units import format_bytes, format_seconds
 
     lines = [
-        f"tuned {result['model']} on {result['device']} "
+        f"tuned {result['model']} on {result['device']} at {result['step_precision']} "
         f"(limit {format_bytes(result['memory_limit_bytes'])}, "
         f"{result['probe_count']} probes, start {result['start_batch_size']})"
     ]
@@ -155,32 +210,56 @@ def _render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def _status() -> Iterator[Callable[[str], None]]:
+    """A spinner line on stderr (a terminal only); yields a function that sets its text."""
+    console = make_console(stderr=True)
+    if not console.is_terminal:
+        yield lambda text: None
+        return
+    with console.status("tune: starting") as status:
+        yield lambda text: status.update(f"tune: {text}")
+
+
+@guard
 def run(args: argparse.Namespace) -> int:
     """Tune, check bf16, print the result (or the JSON object)."""
     from gpuwise.sizing.precision import compare_precision
     from gpuwise.sizing.tune import TUNE_SCHEMA, find_batch_size
 
     device = _device(args.device)
-    step, param_bytes = _step_factory(args, device)
-    result = find_batch_size(
-        lambda batch: step(batch, "fp32"),
-        start=args.batch or None,
-        max_batch=args.max_batch,
-        memory_limit_bytes=parse_bytes(args.memory_limit) if args.memory_limit else None,
-        device=device,
-        peak_bytes_fn=_peak_fn(args, device),
-        repeats=args.repeats,
-        cpu_baseline_bytes=param_bytes,
-    )
-    check = None
-    if not args.no_precision_check:
-        repeats = max(args.repeats, 5)
-        check = compare_precision(step, result.best_batch_size, device, repeats=repeats)
+    with _status() as say:
+        say(f"building {args.model}")
+        step, param_bytes = _step_factory(args, device)
+
+        def probe(batch: int) -> None:
+            say(f"timing batch {batch} on {device}")
+            step(batch, args.precision)
+
+        result = find_batch_size(
+            probe,
+            start=args.batch,
+            max_batch=args.max_batch,
+            memory_limit_bytes=args.memory_limit,
+            device=device,
+            peak_bytes_fn=_peak_fn(args, device),
+            repeats=args.repeats,
+            cpu_baseline_bytes=param_bytes,
+        )
+        check = None
+        if not args.no_precision_check:
+            say(f"timing fp32 against bf16 at batch {result.best_batch_size}")
+            repeats = max(args.repeats, 5)
+            check = compare_precision(step, result.best_batch_size, device, repeats=repeats)
     data = {
         "schema": TUNE_SCHEMA,
         "model": args.model,
+        "step_precision": args.precision,
         **result.to_dict(),
         "precision": check.to_dict() if check else None,
     }
-    print(json.dumps(data, indent=2) if args.json else _render(data))
+    if args.json:
+        print_json(data)
+    else:
+        print(_render(data))
     return 0
