@@ -100,11 +100,6 @@ def test_no_bf16_advice_on_cpu_without_bf16_hardware():
     assert "torch.autocast('cpu', dtype=torch.bfloat16)" in found[0].fixes[0].how
 
 
-def test_empty_run_is_healthy():
-    found = diagnose(Run("analyze"))
-    assert kinds(found) == ["healthy"]
-
-
 def test_pageable_copies_on_the_critical_path():
     s = steps(h2d=0.03, compute=0.07, h2d_bytes=1000, h2d_pageable_bytes=900, h2d_count=2)
     top = diagnose(run_of(s, devices=[A100]))[0]
@@ -244,3 +239,13 @@ def test_gpu_utilization_is_taken_while_steps_ran():
     s = [Step(i, 4.0 + i, 0.0, 0.0, 1.0, 0.0) for i in range(10)]
     found = diagnose(run_of(s, startup + busy, devices=[A100]))
     assert kinds(found) == ["healthy"]
+
+
+def test_a_run_with_nothing_measured_is_not_called_healthy():
+    from gpuwise.diagnose.rules import diagnose
+    from gpuwise.records import Run
+
+    findings = diagnose(Run("profile", command=["python", "t.py"], exit_code=0))
+    assert [f.kind for f in findings] == ["no_measurements"]
+    assert findings[0].severity == "warning"
+    assert findings[0].evidence == {"steps": 0, "samples": 0}

@@ -35,7 +35,7 @@ Keep deep-learning jobs' GPUs busy, and prove it.
   measure    gpuwise doctor · gpuwise monitor
   diagnose   gpuwise profile -- python train.py · gpuwise analyze trace.json.gz
   fix        gpuwise pack images/ store/ · gpuwise store info store/
-  size       gpuwise estimate resnet50 · gpuwise tune · gpuwise advise resnet50
+  size       gpuwise estimate resnet50 · gpuwise tune resnet18 · gpuwise advise resnet50
 
 Every command that prints a result takes --json. Run `gpuwise COMMAND --help` for its
 flags and an example."""
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="gpuwise: %(levelname)s: %(message)s",
     )
     if args.command is None:
-        parser.print_help()
+        parser.print_help(sys.stderr)
         return 2
     try:
         return int(args._run(args))

@@ -69,7 +69,7 @@ def _summary(result: dict[str, Any]) -> str:
 
     lines = [
         f"packed {result['records']} records into {result['path']} ({result['mode']} mode, "
-        f"{format_bytes(result['bytes'])}, {format_seconds(result['seconds'])})",
+        f"{format_bytes(result['bytes'])}, {format_seconds(result['elapsed_s'])})",
     ]
     for name, spec in (result["fields"] or {}).items():
         shape = "x".join(str(s) for s in spec.get("shape", [])) or "scalar"

@@ -58,7 +58,7 @@ class PackResult:
         records: Records written.
         skipped: ``{"item", "reason"}`` for every record left out.
         bytes: Total shard bytes.
-        seconds: Wall time of the pack.
+        elapsed_s: Wall time of the pack.
         header: The store header written.
     """
 
@@ -66,14 +66,14 @@ class PackResult:
     records: int
     skipped: list[dict[str, str]] = field(default_factory=list)
     bytes: int = 0
-    seconds: float = 0.0
+    elapsed_s: float = 0.0
     header: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Give the ``gpuwise pack --json`` object.
 
         Returns:
-            ``{"path", "records", "skipped", "bytes", "seconds", "mode", "fields",
+            ``{"path", "records", "skipped", "bytes", "elapsed_s", "mode", "fields",
             "classes"}``.
         """
         return {
@@ -81,7 +81,7 @@ class PackResult:
             "records": self.records,
             "skipped": self.skipped,
             "bytes": self.bytes,
-            "seconds": round(self.seconds, 3),
+            "elapsed_s": round(self.elapsed_s, 3),
             "mode": self.header.get("mode"),
             "fields": self.header.get("fields"),
             "classes": self.header.get("classes"),
@@ -206,7 +206,7 @@ def pack(
         progress: Called as ``progress(done, total)`` while packing.
 
     Returns:
-        The PackResult (records, skipped items with reasons, bytes, seconds).
+        The PackResult (records, skipped items with reasons, bytes, elapsed_s).
 
     Raises:
         UsageError: A source or setting that cannot be packed as asked.

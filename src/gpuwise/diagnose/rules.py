@@ -71,12 +71,15 @@ def diagnose(run: Run) -> list[Finding]:
 
     Returns:
         Findings, most severe first and then by ``max_speedup``; the first is the main
-        bottleneck, or ``healthy`` when nothing reaches a warning.
+        bottleneck, or ``healthy`` when nothing reaches a warning (``no_measurements``
+        when the Run holds no steps, samples or trace).
 
     Example:
         >>> diagnose(Run("analyze"))[0].kind
-        'healthy'
+        'no_measurements'
     """
+    if not (run.steps or run.utilization or "trace" in run.extra):
+        return [_nothing_measured()]
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]
     found.extend(_distributed(run))
@@ -276,6 +279,18 @@ def memory_headroom(ctx: Context) -> Finding | None:
     }
     summary = f"Peak memory is {peak / total:.0%} of the device's; a larger batch fits"
     return Finding("memory_headroom", "info", summary, evidence, None, (ctx.bigger_batch_fix(),))
+
+
+def _nothing_measured() -> Finding:
+    summary = "Nothing was measured: no steps, no device samples, no trace events"
+    fixes = (
+        Fix(
+            "Mark the loop's steps when it uses neither a DataLoader nor an optimizer",
+            "for batch in gpuwise.watch(batches): ...",
+        ),
+        Fix("Sample the device while the job runs", "gpuwise profile --interval 0.1 -- CMD"),
+    )
+    return Finding("no_measurements", "warning", summary, {"steps": 0, "samples": 0}, None, fixes)
 
 
 def _healthy(ctx: Context) -> Finding:
