@@ -21,14 +21,26 @@ round-robin (the host is shared and drifts), median of the runs:
                      store packed in JPEG mode (when the store and loader are installed)
 
 Per method: images/s (median, min, max), images per CPU-second, time to first batch and the
-PSS of the process tree. FFCV and DALI figures are printed from the anchors' result file
-beside the repository when present, as reference only: they come from another run.
+PSS of the process tree (both read from /proc). Without ``--anchors``, FFCV and DALI
+figures are printed from the anchors' result file beside the repository when present, as
+reference only: they come from another run (and possibly another CPU).
 
 Data: a synthetic set like the anchors' (4,000 q90 JPEGs, sides 200-500 px, 10 classes),
 generated once into ``--data-dir`` (default: <system temp dir>/gpuwise-bench), never into
 the repository. Usage:
 
   python benchmarks/loader_throughput.py [--runs 5] [--seconds 6] [--json] [--quick]
+
+Side by side with FFCV and DALI (issue 4): ``--anchors HARNESS --anchors-work WORK`` names
+the loader anchors' harness folder and its work dir (the venvs its ``setup_envs.sh`` made).
+Then the anchors' methods (``--anchor-methods``, default ffcv_jpg, ffcv_raw, dali_cpu,
+pil_w2) run each in a fresh process through the harness's own ``bench.py`` in its own venv,
+interleaved round-robin with gpuwise's (default gpuwise_t2, gpuwise_loader and
+gpuwise_raw_loader: ``Loader(store, 256, num_threads=2, crop=224)`` over a raw store packed
+at ``--raw-size``), all on the same files: the harness's generated ImageFolder, which gpuwise
+packs into stores under ``WORK/gpuwise``. Every row counts CPU time and PSS of its process
+tree from /proc alike; the report adds the issue's goals (>= 1.5x FFCV JPEG, >= 1.2x FFCV
+raw, first batch <= 1 s, PSS <= 1/4 of FFCV's).
 """
 
 from __future__ import annotations
@@ -36,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,27 +59,33 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _jpeg_dataset
+import _loader_anchors
+import _loader_report
+from _loader_report import ANCHORED, ratios, render, summarise
 
 BATCH, OUT = 256, 224
 METHODS = ("pil_w0", "pil_w2", "sj_cv2_t2", "sj_full_cv2_t2", "floor_t2", "gpuwise_t2",
            "gpuwise_loader")  # fmt: skip
-ANCHORS = Path(__file__).resolve().parents[2] / "shared/anchors/loaders/results/pass3-roundrobin.md"
 
 
 # ------------------------------------------------------------------------------ data
-def prepare(data_dir: Path, count: int) -> Path:
-    """Generate the JPEG set, the packed file and (if possible) a gpuwise store."""
-    root = data_dir / f"jpeg{count}"
-    _jpeg_dataset.make_jpeg_set(root, count)
+def prepare(data_dir: Path, count: int, root: Path | None = None, raw_size: int = 0) -> Path:
+    """Generate (or take) the JPEG set, write the packed file and the gpuwise stores."""
+    if root is None:
+        root = data_dir / f"jpeg{count}"
+        _jpeg_dataset.make_jpeg_set(root, count)
     _jpeg_dataset.write_packed(root, data_dir / f"packed{count}")
-    store = data_dir / f"store{count}"
-    if not store.exists():
-        try:
-            from gpuwise.data.pack import PackConfig, pack
+    stores = {f"store{count}": {"mode": "jpeg"}}
+    if raw_size:
+        stores[f"raw{raw_size}store{count}"] = {"mode": "raw", "size": raw_size}
+    for name, config in stores.items():
+        if not (data_dir / name).exists():
+            try:
+                from gpuwise.data.pack import PackConfig, pack
 
-            pack(root, store, PackConfig(mode="jpeg", workers=2))
-        except Exception as err:  # the store is optional for this benchmark
-            print(f"(no gpuwise store: {err})", file=sys.stderr)
+                pack(root, data_dir / name, PackConfig(workers=2, **config))  # type: ignore[arg-type]
+            except Exception as err:  # the stores are optional for this benchmark
+                print(f"(no gpuwise store {name}: {err})", file=sys.stderr)
     return root
 
 
@@ -76,13 +93,13 @@ def prepare(data_dir: Path, count: int) -> Path:
 Batches = Callable[[int], Iterator[object]]
 
 
-def pil_method(data_dir: Path, count: int, workers: int) -> Batches:
+def pil_method(root: Path, workers: int) -> Batches:
     import torch
     from PIL import Image
 
     from gpuwise.data.jpeg import sample_box
 
-    paths, labels = _jpeg_dataset.list_images(data_dir / f"jpeg{count}")
+    paths, labels = _jpeg_dataset.list_images(root)
 
     class Folder(torch.utils.data.Dataset[tuple[np.ndarray, int]]):
         def __len__(self) -> int:
@@ -175,44 +192,30 @@ def threaded_method(data_dir: Path, count: int, kind: str) -> Batches:
     return epoch_iter
 
 
-def loader_method(data_dir: Path, count: int) -> Batches:
+def loader_method(store_dir: Path) -> Batches:
     from gpuwise.data.loader import Loader
     from gpuwise.data.store import open_store
 
-    store = open_store(data_dir / f"store{count}")
+    store = open_store(store_dir)
     loader = Loader(store, BATCH, num_threads=2, crop=OUT, drop_last=True)
     return lambda epoch: iter(loader)
 
 
-def make_method(name: str, data_dir: Path, count: int) -> Batches:
+def make_method(name: str, data_dir: Path, count: int, root: Path, raw_size: int) -> Batches:
     if name.startswith("pil_w"):
-        return pil_method(data_dir, count, int(name[-1]))
+        return pil_method(root, int(name[-1]))
     if name == "gpuwise_loader":
-        return loader_method(data_dir, count)
+        return loader_method(data_dir / f"store{count}")
+    if name == "gpuwise_raw_loader":
+        return loader_method(data_dir / f"raw{raw_size}store{count}")
     return threaded_method(data_dir, count, name)
 
 
 # ------------------------------------------------------------------------------ measuring
-def tree_cpu_pss() -> tuple[float, float | None]:
-    """CPU seconds (user + system) and PSS in MB of this process and its live children."""
-    import psutil
-
-    procs = [psutil.Process()]
-    procs += procs[0].children(recursive=True)
-    cpu, pss = 0.0, 0.0
-    for p in procs:
-        try:
-            times = p.cpu_times()
-            cpu += times.user + times.system
-            pss += getattr(p.memory_full_info(), "pss", float("nan"))
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return cpu, (pss / 2**20 if pss == pss else None)
-
-
-def measure(name: str, data_dir: Path, count: int, seconds: float) -> dict:
+def measure(name: str, args: argparse.Namespace) -> dict:
     """Time one method's steady state after its first batch and two warm-up batches."""
-    batches = make_method(name, data_dir, count)  # imports and set-up, not timed
+    root = args.root or args.data_dir / f"jpeg{args.count}"
+    batches = make_method(name, args.data_dir, args.count, root, args.raw_size)  # set-up: untimed
     t0 = time.perf_counter()  # first batch: from creating the iterator, as in issue 4
     epoch, it = 0, iter(batches(0))
 
@@ -232,160 +235,123 @@ def measure(name: str, data_dir: Path, count: int, seconds: float) -> dict:
         raise SystemExit(f"{name}: bad batch {images.dtype} {images.shape}")
     for _ in range(2):
         next_batch()
-    cpu0, _ = tree_cpu_pss()
+    cpu0, busy0 = _loader_anchors.tree_cpu_s(), _loader_anchors.machine_busy_s()
     start, n = time.perf_counter(), 0
-    while time.perf_counter() - start < seconds or n < 3 * BATCH:
+    while time.perf_counter() - start < args.seconds or n < 3 * BATCH:
         n += len(next_batch()[0])  # type: ignore[index]
     wall = time.perf_counter() - start
-    cpu1, pss = tree_cpu_pss()
+    cpu1, busy1 = _loader_anchors.tree_cpu_s(), _loader_anchors.machine_busy_s()
+    pss = _loader_anchors.tree_pss_mb()
+    cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+    others = (busy1 - busy0 - cpu) / wall if busy0 and busy1 and cpu is not None else None
     return {
         "method": name, "images": n, "wall_s": round(wall, 3),
         "images_per_s": round(n / wall, 1),
-        "images_per_cpu_s": round(n / (cpu1 - cpu0), 1) if cpu1 > cpu0 else None,
-        "cores_busy": round((cpu1 - cpu0) / wall, 2),
-        "first_batch_s": round(first_s, 3), "pss_mb": round(pss, 1) if pss else None,
+        "images_per_cpu_s": round(n / cpu, 1) if cpu else None,
+        "cores_busy": round(cpu / wall, 2) if cpu is not None else None,
+        "first_batch_s": round(first_s, 3), "pss_mb": pss,
+        "others_cores_busy": round(max(0.0, others), 3) if others is not None else None,
     }  # fmt: skip
 
 
-def run_worker(name: str, data_dir: Path, count: int, seconds: float) -> list[dict]:
+def run_worker(name: str, args: argparse.Namespace) -> list[dict]:
     """Run one method in a fresh interpreter; returns [] when it fails (reason on stderr)."""
-    cmd = [sys.executable, __file__, "--worker", name, "--data-dir", str(data_dir),
-           "--count", str(count), "--seconds", str(seconds)]  # fmt: skip
+    cmd = [sys.executable, __file__, "--worker", name, "--data-dir", str(args.data_dir),
+           "--count", str(args.count), "--seconds", str(args.seconds),
+           "--raw-size", str(args.raw_size)]  # fmt: skip
+    if args.root:
+        cmd += ["--root", str(args.root)]
+    start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         print(f"{name}: failed ({proc.stderr.strip().splitlines()[-1:]})", file=sys.stderr)
         return []
-    return [json.loads(lines[-1][7:])]
+    result = json.loads(lines[-1][7:])
+    result["process_wall_s"] = round(time.perf_counter() - start, 2)
+    return [result]
 
 
-# ------------------------------------------------------------------------------ report
-def summarise(runs: dict[str, list[dict]]) -> dict[str, dict]:
-    table = {}
-    for name, rs in runs.items():
-        if not rs:
-            continue
-        rate = [r["images_per_s"] for r in rs]
-        table[name] = {
-            "images_per_s_median": round(statistics.median(rate), 1),
-            "images_per_s_min": min(rate), "images_per_s_max": max(rate),
-            "images_per_cpu_s_median": statistics.median(r["images_per_cpu_s"] or 0 for r in rs),
-            "cores_busy_median": statistics.median(r["cores_busy"] for r in rs),
-            "first_batch_s_median": statistics.median(r["first_batch_s"] for r in rs),
-            "pss_mb_median": statistics.median(r["pss_mb"] or 0 for r in rs) or None,
-            "runs": len(rs),
-        }  # fmt: skip
-    return table
-
-
-ANCHOR_KEYS = {
-    "(c) FFCV .beton JPEG": "ffcv_jpeg",
-    "(c') FFCV .beton raw": "ffcv_raw",
-    "(d) DALI CPU": "dali_cpu",
-    "(e) simplejpeg + cv2, packed store, 2": "sj_cv2_t2",
-    "(b) PIL + DataLoader, 2": "pil_w2",
-}
-
-
-def anchor_rows(column: int = 3) -> dict[str, float]:
-    """A column of the anchors' committed table (another run; reference only).
-
-    Column 3 is the median images/s, column 5 the median images per CPU-second.
-    """
-    if not ANCHORS.exists():
-        return {}
-    rows = {}
-    for line in ANCHORS.read_text().splitlines():
-        cells = [c.strip() for c in line.split("|")]
-        for prefix, key in ANCHOR_KEYS.items():
-            if len(cells) > 4 and cells[1].startswith(prefix):
-                rows[key] = float(cells[column].replace(",", ""))
-    return rows
-
-
-def ratios(table: dict[str, dict], key: str = "images_per_s_median") -> dict[str, float]:
-    """Return gpuwise's speed over each baseline's, by ``key`` (images/s or per CPU-second)."""
-
-    def rate(name: str) -> float:
-        return float(table.get(name, {}).get(key) or 0.0)
-
-    out = {}
-    for ours in ("gpuwise_t2", "gpuwise_loader"):
-        for base in ("pil_w0", "pil_w2", "sj_cv2_t2", "sj_full_cv2_t2", "floor_t2"):
-            if rate(ours) and rate(base):
-                out[f"{ours}_vs_{base}"] = round(rate(ours) / rate(base), 3)
-    anchors = anchor_rows(3 if key == "images_per_s_median" else 5)
-    if rate("sj_cv2_t2") and "ffcv_jpeg" in anchors and "sj_cv2_t2" in anchors:
-        # FFCV is not run here: scale its anchor figure by today's speed of the shared baseline
-        ffcv_today = rate("sj_cv2_t2") * anchors["ffcv_jpeg"] / anchors["sj_cv2_t2"]
-        for ours in ("gpuwise_t2", "gpuwise_loader"):
-            if rate(ours):
-                out[f"{ours}_vs_ffcv_jpeg_estimated"] = round(rate(ours) / ffcv_today, 3)
-    return out
-
-
-def render(
-    table: dict[str, dict], rat: dict[str, float], per_cpu: dict[str, float], manifest: dict
-) -> str:
-    lines = [
-        f"data: {manifest['count']} JPEGs q{manifest['quality']}, {manifest['mean_kb']} KB, "
-        f"{manifest['mean_megapixels']} MP mean; batch {BATCH}, RandomResizedCrop {OUT} + flip",
-        "| method | images/s median | min | max | images/CPU-s | cores busy | first batch s "
-        "| PSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in table.items():
-        lines.append(
-            f"| {name} | {r['images_per_s_median']:.0f} | {r['images_per_s_min']:.0f} | "
-            f"{r['images_per_s_max']:.0f} | {r['images_per_cpu_s_median']:.0f} | "
-            f"{r['cores_busy_median']:.2f} | "
-            f"{r['first_batch_s_median']:.2f} | {r['pss_mb_median'] or 'n/a'} |"
-        )
-    lines.append("ratios by images/s (what a trainer sees; noisy when the host is shared):")
-    lines += [f"  {k}: {v:.2f}x" for k, v in rat.items()]
-    lines.append("ratios by images per CPU-second (robust to other processes on the host):")
-    lines += [f"  {k}: {v:.2f}x" for k, v in per_cpu.items()]
-    anchors = anchor_rows()
-    if anchors:
-        lines.append("reference only, from the anchors' own run (another time, same machine kind):")
-        lines += [f"  {k}: {v:.0f} images/s" for k, v in anchors.items()]
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path,
                     default=Path(tempfile.gettempdir()) / "gpuwise-bench")  # fmt: skip
     ap.add_argument("--count", type=int, default=4000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=6.0)
-    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--methods", help=f"default {','.join(METHODS)}; with --anchors "
+                    f"{','.join(ANCHORED)}")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="5 short runs on 1,000 images")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--anchors", type=Path, help="the loader anchors' harness folder")
+    ap.add_argument("--anchors-work", type=Path, help="its work dir (venvs, data)")
+    ap.add_argument("--anchor-methods", default=",".join(_loader_anchors.ANCHOR_METHODS))
+    ap.add_argument("--raw-size", type=int, default=256, help="side of the raw store's images")
+    ap.add_argument("--quiet-limit", type=float, default=0.3,
+                    help="with --anchors: before each run, wait (<= 60 s) until other "
+                    "processes use fewer cores than this")  # fmt: skip
+    ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if (args.anchors is None) != (args.anchors_work is None):
+        ap.error("--anchors and --anchors-work go together")
+    return args
+
+
+def run_rounds(args: argparse.Namespace, anchors: _loader_anchors.Anchors | None) -> dict:
+    """Run every method ``args.runs`` times, round-robin, each in a fresh process."""
+    listed = args.methods or ",".join(ANCHORED if anchors else METHODS)
+    ours = [m for m in listed.split(",") if m]
+    theirs = [m for m in args.anchor_methods.split(",") if m] if anchors else []
+    runs: dict[str, list[dict]] = {m: [] for m in ours + [f"anchors_{m}" for m in theirs]}
+    for m in theirs:
+        if err := anchors.prepare(m):  # type: ignore[union-attr]
+            print(f"anchors_{m}: prepare failed: {err}", file=sys.stderr)
+    for k in range(args.runs):  # round-robin: drifts of the shared host hit every method
+        for m in ours + theirs:
+            before = _loader_anchors.wait_quiet(args.quiet_limit, 60.0) if anchors else None
+            if m in ours:
+                got = run_worker(m, args)
+            else:
+                result, err = anchors.run(m, args.seconds)  # type: ignore[union-attr]
+                if result is None:
+                    print(f"anchors_{m}: failed: {err}", file=sys.stderr)
+                got, m = ([result] if result else []), f"anchors_{m}"
+            for r in got:
+                r["others_cores_busy_before"] = before
+                print(f"round {k + 1} {m}: {r['images_per_s']} images/s, "
+                      f"others' cores {r.get('others_cores_busy')}", file=sys.stderr)  # fmt: skip
+            runs[m] += got
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     if args.worker:
-        print("RESULT " + json.dumps(measure(args.worker, args.data_dir, args.count, args.seconds)))
+        print("RESULT " + json.dumps(measure(args.worker, args)))
         return 0
     if args.quick:
         args.count, args.seconds = 1000, 1.5
+    anchors = None
+    if args.anchors:
+        anchors = _loader_anchors.Anchors(args.anchors.resolve(), args.anchors_work.resolve())
+        manifest = anchors.ensure_dataset()
+        args.root, args.count = anchors.jpeg_root(), manifest["count"]
+        args.data_dir = anchors.work / "gpuwise"
     args.data_dir.mkdir(parents=True, exist_ok=True)
-    root = prepare(args.data_dir, args.count)
-    manifest = json.loads((root / "manifest.json").read_text())
-    methods = [m for m in args.methods.split(",") if m]
-    runs: dict[str, list[dict]] = {m: [] for m in methods}
-    for _ in range(args.runs):  # round-robin: drifts of the shared host hit every method
-        for m in methods:
-            runs[m] += run_worker(m, args.data_dir, args.count, args.seconds)
+    uses_raw = "gpuwise_raw_loader" in (args.methods or (",".join(ANCHORED) if anchors else ""))
+    root = prepare(args.data_dir, args.count, args.root, args.raw_size if uses_raw else 0)
+    if not anchors:
+        manifest = json.loads((root / "manifest.json").read_text())
+    runs = run_rounds(args, anchors)
     table = summarise(runs)
-    rat = ratios(table)
-    per_cpu = ratios(table, "images_per_cpu_s_median")
-    if args.json:
-        doc = {"manifest": manifest, "methods": table, "ratios": rat,
-               "ratios_per_cpu_s": per_cpu, "raw": runs}  # fmt: skip
-        print(json.dumps(doc))
-    else:
-        print(render(table, rat, per_cpu, manifest))
+    doc = {"manifest": manifest, "methods": table, "ratios": ratios(table, anchors=anchors),
+           "ratios_per_cpu_s": ratios(table, "images_per_cpu_s_median", anchors)}  # fmt: skip
+    if anchors:
+        doc["goals"] = _loader_report.goals(table)
+        doc["raw_size"] = args.raw_size
+    doc["raw"] = runs
+    print(json.dumps(doc) if args.json else render(table, doc))
     return 0
 
 
