@@ -249,3 +249,9 @@ def test_a_run_with_nothing_measured_is_not_called_healthy():
     assert [f.kind for f in findings] == ["no_measurements"]
     assert findings[0].severity == "warning"
     assert findings[0].evidence == {"steps": 0, "samples": 0}
+
+
+def test_small_batch_with_costly_samples_is_not_overhead():
+    # 8 samples in a 40 ms step: 5 ms a sample, so the step grows with the batch
+    found = diagnose(run_of(steps(compute=0.04, batch_size=8)))
+    assert "small_batch" not in [f.kind for f in found]

@@ -46,7 +46,12 @@ STEP_COVERAGE = 0.5
 SMALL_BATCH = 8
 SHORT_STEP_S = 0.05
 """Batches of <= 8 samples in steps under 50 ms: fixed per-step costs (Python, launches,
-optimizer) dominate the work the batch carries."""
+optimizer) may dominate the work the batch carries."""
+
+PER_SAMPLE_S = 0.004
+"""...but only when each sample costs little: an eager step's fixed cost is one to a few
+milliseconds, so at over 4 ms per sample the step grows with the batch and a bigger batch
+gains little."""
 
 THROTTLED_FRACTION = 0.05
 """Thermal throttling in over 5 % of the samples is more than a passing spike."""
@@ -212,9 +217,12 @@ def small_batch(ctx: Context) -> Finding | None:
     batch, mean_s = ctx.median_batch(), ctx.stats.get("mean_s")
     if batch is None or mean_s is None or batch > SMALL_BATCH or mean_s >= SHORT_STEP_S:
         return None
+    if mean_s / max(batch, 1) > PER_SAMPLE_S:
+        return None
     evidence = {
         "batch_size": batch,
         "step_mean_s": round(mean_s, 6),
+        "per_sample_s": round(mean_s / max(batch, 1), 6),
         "samples_per_s": ctx.stats.get("samples_per_s"),
     }
     summary = f"Batches of {batch} in {mean_s * 1e3:.1f} ms steps: per-step overhead dominates"
