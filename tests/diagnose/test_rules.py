@@ -255,3 +255,12 @@ def test_small_batch_with_costly_samples_is_not_overhead():
     # 8 samples in a 40 ms step: 5 ms a sample, so the step grows with the batch
     found = diagnose(run_of(steps(compute=0.04, batch_size=8)))
     assert "small_batch" not in [f.kind for f in found]
+
+
+def test_a_failed_rank_is_named_before_any_speed_finding():
+    from gpuwise.diagnose.rules import _payoff_key
+    from gpuwise.records import Finding
+
+    failed = Finding("rank_failed", "critical", "rank 1 was killed")
+    comm = Finding("comm_bound", "critical", "all-reduce exposed", max_speedup=3.0)
+    assert sorted([comm, failed], key=_payoff_key) == [failed, comm]

@@ -94,8 +94,12 @@ def diagnose(run: Run) -> list[Finding]:
     return found
 
 
-def _payoff_key(f: Finding) -> tuple[int, float]:
-    return SEVERITY_ORDER.get(f.severity, 3), -(f.max_speedup or 1.0)
+FAILURE_KINDS = frozenset({"rank_failed"})
+"""Findings that explain why the job stopped come before any about its speed."""
+
+
+def _payoff_key(f: Finding) -> tuple[bool, int, float]:
+    return f.kind not in FAILURE_KINDS, SEVERITY_ORDER.get(f.severity, 3), -(f.max_speedup or 1.0)
 
 
 def _distributed(run: Run) -> list[Finding]:

@@ -116,6 +116,9 @@ def _start_recording(env: Mapping[str, str]) -> None:
     recorder = JsonlRecorder(env[ENV_DIR], info, origin_s=origin_s)
     install()
     activate(recorder.tracker)
+    from gpuwise.dist.comm import start_rank_recording
+
+    start_rank_recording(env[ENV_DIR], info, origin_s=origin_s)  # DDP timing, rank endings
     import atexit
 
     atexit.register(_stop_recording, recorder)

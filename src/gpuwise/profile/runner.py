@@ -113,7 +113,9 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     meta = _meta(config, t0_wall_s, time.monotonic() - t0_mono_s, files, received)
     if sampler is not None and sampler.unavailable:
         meta["unavailable"] = dict(sampler.unavailable)
-    return build_run(argv, exit_code(returncode), devices, files, samples, meta)
+    run = build_run(argv, exit_code(returncode), devices, files, samples, meta)
+    _add_rank_files(run, directory)
+    return run
 
 
 def _spawn(argv: list[str], env: dict[str, str], config: ProfileConfig) -> subprocess.Popen[bytes]:
@@ -259,3 +261,13 @@ def _add_ranks(run: Run, files: StepFiles) -> None:
         log.info("gpuwise.dist.aggregate is not available; no per-rank section")
         return
     run.extra["ranks"] = cross_rank(run.steps)
+
+
+def _add_rank_files(run: Run, directory: str) -> None:
+    """Rebuild the cross-rank view with the ranks' own files (DDP timing, how ranks ended)."""
+    from gpuwise.dist.aggregate import cross_rank
+    from gpuwise.dist.recorder import read_rank_files
+
+    records = read_rank_files(directory)
+    if records:
+        run.extra["ranks"] = cross_rank(run.steps, records)

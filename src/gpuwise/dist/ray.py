@@ -1,0 +1,139 @@
+"""Ray Train as an optional engine: the same training function under ``TorchTrainer``.
+
+torchrun stays the default (``gpuwise profile -- torchrun ...``). For jobs already run by
+Ray Train, ``fit_measured`` wraps the per-worker training function so that every worker
+records its steps and its rank file (DDP settings, all-reduce timing, how it ended) the way
+a profiled torchrun rank does, then builds one Run with the cross-rank view. It needs the
+``ray`` extra: ``pip install 'gpuwise[ray]'``. The workers must share a file system with the
+driver (one machine, or a shared ``steps_dir``).
+
+Example:
+    >>> from gpuwise.dist.ray import fit_measured  # doctest: +SKIP
+    >>> run = fit_measured(train_func, num_workers=2)  # doctest: +SKIP
+    >>> run.extra["ranks"]["slowest"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gpuwise.dist.ranks import RankInfo
+from gpuwise.errors import MissingExtraError
+from gpuwise.records import Run
+
+
+def _ray_train() -> Any:
+    try:
+        import ray.train
+        import ray.train.torch
+    except ImportError as err:
+        raise MissingExtraError("ray", "ray", "Running training under Ray Train") from err
+    return ray.train
+
+
+def fit_measured(
+    train_func: Callable[..., None],
+    *,
+    num_workers: int = 2,
+    use_gpu: bool = False,
+    config: Mapping[str, Any] | None = None,
+    steps_dir: str | None = None,
+) -> Run:
+    """Run ``train_func`` on ``num_workers`` Ray Train workers, measuring every worker.
+
+    Args:
+        train_func: The per-worker training function (``train_loop_per_worker``); called
+            with ``config`` when given, else without arguments.
+        num_workers: Ray Train workers (ranks).
+        use_gpu: One GPU per worker.
+        config: ``train_loop_config`` passed to each worker.
+        steps_dir: Keep the per-worker files here (default: a temporary directory, removed).
+
+    Returns:
+        Run with ``source="ray"``, every worker's steps and ``extra["ranks"]``; exit code 0,
+        or 1 when the trainer reported an error (kept in ``meta["error"]``).
+
+    Raises:
+        MissingExtraError: Ray Train is not installed.
+    """
+    train = _ray_train()
+    directory = steps_dir or tempfile.mkdtemp(prefix="gpuwise-ray-")
+    t0_wall_s = time.time()
+    worker = functools.partial(_measured, train_func, directory, t0_wall_s, config is not None)
+    trainer = train.torch.TorchTrainer(
+        worker,
+        train_loop_config=dict(config) if config is not None else None,
+        scaling_config=train.ScalingConfig(num_workers=num_workers, use_gpu=use_gpu),
+    )
+    try:
+        error = _fit(trainer)
+        return _build(directory, t0_wall_s, num_workers, error)
+    finally:
+        if steps_dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _fit(trainer: Any) -> str | None:
+    try:
+        result = trainer.fit()
+    except Exception as err:  # a failed worker: keep what every worker measured
+        return f"{type(err).__name__}: {err}"
+    return None if getattr(result, "error", None) is None else str(result.error)
+
+
+def _measured(
+    train_func: Callable[..., None],
+    directory: str,
+    t0_wall_s: float,
+    with_config: bool,
+    config: Mapping[str, Any] | None = None,
+) -> None:
+    """One worker: record steps and the rank file around the user's function."""
+    from gpuwise.dist.comm import start_rank_recording, stop_rank_recording
+    from gpuwise.profile import hooks
+    from gpuwise.profile.recorder import JsonlRecorder
+
+    info = _rank_info(_ray_train().get_context())
+    origin_s = time.perf_counter() - (time.time() - t0_wall_s)
+    recorder = JsonlRecorder(directory, info, origin_s=origin_s)
+    hooks.install()
+    hooks.activate(recorder.tracker)
+    start_rank_recording(directory, info, origin_s=origin_s)
+    try:
+        train_func(config) if with_config else train_func()
+    finally:
+        stop_rank_recording()
+        hooks.deactivate(recorder.tracker)
+        hooks.uninstall()
+        recorder.close()
+
+
+def _rank_info(context: Any) -> RankInfo:
+    return RankInfo(
+        rank=context.get_world_rank(),
+        local_rank=context.get_local_rank(),
+        world_size=context.get_world_size(),
+        local_world_size=context.get_local_world_size(),
+        node_rank=context.get_node_rank(),
+    )
+
+
+def _build(directory: str, t0_wall_s: float, workers: int, error: str | None) -> Run:
+    from gpuwise.dist.aggregate import cross_rank
+    from gpuwise.dist.recorder import read_rank_files
+    from gpuwise.profile.recorder import read_step_files
+    from gpuwise.profile.runner import build_run
+
+    files = read_step_files(directory)
+    meta: dict[str, Any] = {"engine": "ray", "workers": workers, "started_at_s": t0_wall_s}
+    if error is not None:
+        meta["error"] = error
+    code = 0 if error is None else 1
+    run = build_run(["ray.train.torch.TorchTrainer"], code, [], files, [], meta, source="ray")
+    run.extra["ranks"] = cross_rank(run.steps, read_rank_files(directory))
+    return run
