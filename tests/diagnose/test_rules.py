@@ -264,3 +264,14 @@ def test_a_failed_rank_is_named_before_any_speed_finding():
     failed = Finding("rank_failed", "critical", "rank 1 was killed")
     comm = Finding("comm_bound", "critical", "all-reduce exposed", max_speedup=3.0)
     assert sorted([comm, failed], key=_payoff_key) == [failed, comm]
+
+
+def test_a_profile_without_steps_is_not_judged_on_its_samples():
+    from gpuwise.diagnose.rules import diagnose
+    from gpuwise.records import Run, Sample
+
+    run = Run("profile", samples=[Sample(t_s=0.0, device="cpu", utilization_pct=33.0)])
+    run.utilization = {"cpu": {"mean_utilization_pct": 33.0, "idle_fraction": 0.0}}
+    findings = diagnose(run)
+    assert [f.kind for f in findings] == ["no_measurements"]
+    assert findings[0].evidence == {"steps": 0, "samples": 1}

@@ -77,20 +77,21 @@ def diagnose(run: Run) -> list[Finding]:
     Returns:
         Findings, most severe first and then by ``max_speedup``; the first is the main
         bottleneck, or ``healthy`` when nothing reaches a warning (``no_measurements``
-        when the Run holds no steps, samples or trace).
+        when a profiled Run has no steps, or any Run holds no steps, samples or trace).
 
     Example:
         >>> diagnose(Run("analyze"))[0].kind
         'no_measurements'
     """
     if not (run.steps or run.utilization or "trace" in run.extra):
-        return [_nothing_measured()]
+        return [_nothing_measured(0)]
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]
     found.extend(_distributed(run))
     found.sort(key=_payoff_key)
     if not any(f.severity in ("critical", "warning") for f in found):
-        found.insert(0, _healthy(ctx))
+        stepless = not run.steps and run.source == "profile"
+        found.insert(0, _nothing_measured(len(run.samples)) if stepless else _healthy(ctx))
     return found
 
 
@@ -293,8 +294,8 @@ def memory_headroom(ctx: Context) -> Finding | None:
     return Finding("memory_headroom", "info", summary, evidence, None, (ctx.bigger_batch_fix(),))
 
 
-def _nothing_measured() -> Finding:
-    summary = "Nothing was measured: no steps, no device samples, no trace events"
+def _nothing_measured(samples: int) -> Finding:
+    summary = "No training or inference steps were seen, so no stage can be judged"
     fixes = (
         Fix(
             "Mark the loop's steps when it uses neither a DataLoader nor an optimizer",
@@ -302,7 +303,8 @@ def _nothing_measured() -> Finding:
         ),
         Fix("Sample the device while the job runs", "gpuwise profile --interval 0.1 -- CMD"),
     )
-    return Finding("no_measurements", "warning", summary, {"steps": 0, "samples": 0}, None, fixes)
+    evidence = {"steps": 0, "samples": samples}
+    return Finding("no_measurements", "warning", summary, evidence, None, fixes)
 
 
 def _healthy(ctx: Context) -> Finding:

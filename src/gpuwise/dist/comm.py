@@ -285,7 +285,7 @@ def start_rank_recording(
         The recorder, or None when not distributed (or already started).
 
     Example:
-        >>> start_rank_recording("/tmp/p", RankInfo(), origin_s=0.0) is None
+        >>> start_rank_recording("steps-dir", RankInfo(), origin_s=0.0) is None
         True
     """
     if info.world_size <= 1 or _Active.recorder is not None:
