@@ -190,3 +190,11 @@ def test_sampling_gaps_and_skipped_records_are_reported():
     text = _render(run)
     assert "skipped    3 unusable input records" in text
     assert "gpu0: 1 sampling gap, 4.50 s without readings" in text
+
+
+def test_duration_of_an_analyzed_trace_is_its_window():
+    from gpuwise.records import Run
+    from gpuwise.report.units import run_duration_s
+
+    assert run_duration_s(Run("analyze", extra={"trace": {"window_s": 12.9}})) == 12.9
+    assert run_duration_s(Run("analyze")) is None

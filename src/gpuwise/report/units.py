@@ -148,7 +148,10 @@ def command_line(run: Run) -> str:
 
 
 def run_duration_s(run: Run) -> float | None:
-    """Return the Run's wall time: ``meta["duration_s"]``, else the span of samples or steps."""
+    """Return the Run's wall time: ``meta["duration_s"]``, else the longest span seen.
+
+    The spans are those of the samples, of the steps, and of an analyzed trace's window.
+    """
     given = run.meta.get("duration_s")
     if isinstance(given, int | float):
         return float(given)
@@ -158,6 +161,9 @@ def run_duration_s(run: Run) -> float | None:
         spans.append(max(times) - min(times))
     if run.steps:
         spans.append(_steps_span_s(run.steps))
+    window = (run.extra.get("trace") or {}).get("window_s")
+    if isinstance(window, int | float):
+        spans.append(float(window))
     return max(spans) if spans else None
 
 
