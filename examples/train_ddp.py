@@ -36,7 +36,6 @@ from typing import TypeVar
 
 import torch
 import torch.distributed as dist
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from train_fixed import CROP_SHARE, Augment, generated_images
 
@@ -45,7 +44,7 @@ from gpuwise.data.pack import pack
 from gpuwise.data.prefetch import DevicePrefetcher
 from gpuwise.dist.ranks import rank_info
 from gpuwise.profile.api import watch
-from gpuwise.profile.example import CROP_SIZE, parse_args, small_cnn
+from gpuwise.profile.example import CROP_SIZE, parse_args, small_cnn, train_step
 
 T = TypeVar("T")
 
@@ -135,10 +134,7 @@ def main() -> None:
         begin, step = time.perf_counter(), 0
         while step < args.steps:
             for x, y in slowed(batches, delay_s):
-                loss = nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
+                train_step(model, optimizer, x, y.to(device, non_blocking=True))
                 step += 1
                 if step == args.steps:
                     break

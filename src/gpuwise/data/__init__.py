@@ -9,8 +9,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gpuwise._lazy import lazy_exports
 
 _EXPORTS = {
     "DevicePrefetcher": "gpuwise.data.prefetch",
@@ -24,9 +23,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuwise.data' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -9,12 +9,13 @@ achieved figures, so the advisor applies no efficiency factor to them.
 from __future__ import annotations
 
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from gpuwise.telemetry.host import cpu_model
 
 
 @dataclass(frozen=True)
@@ -123,18 +124,6 @@ def cpu_has_bf16() -> bool:
     return "avx512_bf16" in text or "amx_bf16" in text
 
 
-def cpu_name() -> str:
-    """The CPU model name, or the platform's processor string."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "CPU"
-
-
 _DTYPES = {
     "fp32": torch.float32,
     "tf32": torch.float32,
@@ -161,7 +150,7 @@ def measure_host(precisions: tuple[str, ...] = ("fp32",)) -> HostSpec:
 
     rates = {p: matmul_flops_s(_DTYPES[p]) for p in precisions}
     return HostSpec(
-        name=cpu_name(),
+        name=cpu_model(),
         cores=torch.get_num_threads() or (os.cpu_count() or 1),
         memory_bytes=int(psutil.virtual_memory().total),
         matmul_flops_s=rates,
