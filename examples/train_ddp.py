@@ -149,6 +149,7 @@ def main() -> None:
         images = step * per_rank_batch * info.world_size
         rate = images / elapsed_s
         print(f"{step} steps x {info.world_size} ranks in {elapsed_s:.1f} s, {rate:.0f} images/s")
+    del model, optimizer  # DDP's reducer must go before its process group (gloo aborts otherwise)
     dist.destroy_process_group()
 
 

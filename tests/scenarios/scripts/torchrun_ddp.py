@@ -24,6 +24,7 @@ def main() -> None:
     for batch in loader:
         time.sleep(args.compute_s)
         train_step(model, optimizer, batch)
+    del model, optimizer  # DDP's reducer must go before its process group (gloo aborts otherwise)
     dist.destroy_process_group()
 
 
