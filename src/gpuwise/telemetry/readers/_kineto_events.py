@@ -7,6 +7,7 @@ millions of kernels costs 16 bytes per kernel, not a dict each.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import Counter
 from typing import Any
@@ -14,6 +15,12 @@ from typing import Any
 import numpy as np
 
 from gpuwise.records import Step
+from gpuwise.telemetry.readers._kineto_device import (
+    DEVICE_CATEGORIES,
+    HOST_CATEGORIES,
+    LAUNCH_CATEGORIES,
+    DeviceEvents,
+)
 
 US = 1e-6
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
@@ -35,11 +42,20 @@ _KINDS = {
     "cuda_driver": "runtime",
     "cuda_sync": "sync",
     "trace": "trace",
+    "mtia_ccp_events": "kernel",
+    "mtia_runtime": "runtime",
+    "privateuse1_runtime": "runtime",
 }
 BLOCKING_SYNC_CALLS = frozenset(
     {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"}
 )
 """Runtime calls that block the host until the GPU catches up."""
+
+COMPILED_OPS = ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFxGraph")
+"""Host spans that torch.compile leaves around compiled regions."""
+
+CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::cudnn_convolution"})
+"""The first convolution's input shape tells whether the inputs are image batches."""
 
 _DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
 
@@ -82,6 +98,15 @@ def union_s(
     return float((e[last] - s[first]).sum()) * US
 
 
+def _image_like(args: Any) -> bool:
+    """True when a convolution's first input is 4-D with 1 or 3 channels (N, C, H, W)."""
+    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+        return False
+    first = dims[0]
+    return len(first) == 4 and first[1] in (1, 3)
+
+
 def _copy_kind(name: str) -> tuple[str, str]:
     """``"Memcpy HtoD (Pageable -> Device)"`` -> ``("h2d", "pageable")``."""
     parts = name.split()
@@ -115,6 +140,13 @@ class EventTally:
         self.rank: int | None = None
         self._kind_of: dict[Any, str | None] = {}
         self._copy_of: dict[str, tuple[str, str]] = {}
+        self.device = DeviceEvents()
+        self.launch_of: dict[int, float] = {}
+        self.unplaced: Counter[str] = Counter()
+        self.nonfinite = 0
+        self.compiled_regions = 0
+        self.image_inputs: bool | None = None
+        self.distributed: dict[str, Any] = {}
 
     def add_member(self, key: str, value: Any) -> None:
         """Take a top-level member other than ``traceEvents``."""
@@ -123,6 +155,11 @@ class EventTally:
         elif key == "distributedInfo" and isinstance(value, dict):
             rank = value.get("rank")
             self.rank = rank if isinstance(rank, int) else None
+            self.distributed = {
+                k: value.get(k) for k in ("backend", "rank", "world_size") if k in value
+            }
+        elif key == "baseTimeNanoseconds" and isinstance(value, int):
+            self.distributed["base_time_ns"] = value
 
     def add(self, ev: Any) -> None:
         """Take one trace event."""
@@ -135,8 +172,12 @@ class EventTally:
         if ev.get("ph") != "X":
             return
         ts, dur = ev.get("ts"), ev.get("dur", 0)
-        if type(ts) not in (int, float) or type(dur) not in (int, float) or dur < 0:
+        if type(ts) not in (int, float) or type(dur) not in (int, float):
             self.invalid.append((index, f"complete event without numeric ts/dur: {ts!r}/{dur!r}"))
+            return
+        if not (math.isfinite(ts) and math.isfinite(dur)) or dur < 0 or ts < 0:  # type: ignore[arg-type]
+            self.nonfinite += 1
+            self.invalid.append((index, f"non-finite or negative ts/dur: {ts!r}/{dur!r}"))
             return
         if self.base_us is None:
             self.base_us = float(ts)  # type: ignore[arg-type]  # checked numeric above
@@ -153,25 +194,51 @@ class EventTally:
         return kind
 
     def _route(self, ev: dict[str, Any], start: float, end: float) -> None:
-        kind = self._kind(ev.get("cat"))
+        cat = ev.get("cat")
+        kind = self._kind(cat)
         if kind == "trace":
             return
         self.span[0] = min(self.span[0], start)
         self.span[1] = max(self.span[1], end)
-        if kind == "kernel":
-            self.kernel.add(start, end)
-            self._gpu(ev)
-        elif kind == "memcpy":
-            self._memcpy(ev, start, end)
-        elif kind == "memset":
-            self.memset.add(start, end)
-            self._gpu(ev)
+        if kind in ("kernel", "memcpy", "memset"):
+            self._device_event(ev, kind, start, end)
         elif kind == "cpu":
-            self._cpu(str(ev.get("name", "")), start, end)
-        elif kind == "runtime" and ev.get("name") in BLOCKING_SYNC_CALLS:
-            self.sync_calls.add(start, end)
+            self._cpu(str(ev.get("name", "")), start, end, ev)
+        elif kind == "runtime":
+            self._runtime(ev, start, end)
         elif kind == "sync":
             self.sync_by_name[str(ev.get("name", ""))] += 1
+        elif kind is None:
+            self._unplaced(ev, cat, start, end)
+
+    def _device_event(self, ev: dict[str, Any], kind: str, start: float, end: float) -> None:
+        if kind == "memcpy":
+            self._memcpy(ev, start, end)
+        else:
+            (self.kernel if kind == "kernel" else self.memset).add(start, end)
+            self._gpu(ev)
+        args = ev.get("args")
+        self.device.add(
+            str(ev.get("name", "")), kind, start, end, args if isinstance(args, dict) else {}
+        )
+
+    def _runtime(self, ev: dict[str, Any], start: float, end: float) -> None:
+        args = ev.get("args")
+        corr = args.get("correlation") if isinstance(args, dict) else None
+        if type(corr) is int:
+            self.launch_of[corr] = start
+        if ev.get("name") in BLOCKING_SYNC_CALLS:
+            self.sync_calls.add(start, end)
+
+    def _unplaced(self, ev: dict[str, Any], cat: Any, start: float, end: float) -> None:
+        """An event of a category this reader does not know: counted, named, never dropped."""
+        name = str(cat) if cat is not None else "(no category)"
+        if name.lower() in HOST_CATEGORIES or name.lower() in DEVICE_CATEGORIES:
+            return
+        self.unplaced[name] += 1
+        args = ev.get("args")
+        if isinstance(args, dict) and ("stream" in args or "device" in args):
+            self.device.add(str(ev.get("name", "")), "other", start, end, args)
 
     def _gpu(self, ev: dict[str, Any]) -> None:
         args = ev.get("args")
@@ -181,11 +248,15 @@ class EventTally:
         if isinstance(device, int):
             self.gpu_ids.add(device)
 
-    def _cpu(self, name: str, start: float, end: float) -> None:
+    def _cpu(self, name: str, start: float, end: float, ev: dict[str, Any]) -> None:
         if name.startswith("ProfilerStep#"):
             self.steps.setdefault(name, (start, end - start))
         elif name.startswith("enumerate(DataLoader)") and name.endswith("__next__"):
             self.loader.add(start, end)
+        elif name.startswith(COMPILED_OPS) or "torch-compiled region" in name.lower():
+            self.compiled_regions += 1
+        elif name in CONV_OPS and self.image_inputs is not True:
+            self.image_inputs = _image_like(ev.get("args"))
 
     def _memcpy(self, ev: dict[str, Any], start: float, end: float) -> None:
         self.memcpy.add(start, end)

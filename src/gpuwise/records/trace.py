@@ -1,0 +1,221 @@
+"""Typed facts of a device trace: kernel classes, communication overlap, idle split, ranks.
+
+``gpuwise analyze`` derives these from a PyTorch profiler (Kineto) trace and stores their
+JSON form under the Run's top-level ``"trace"`` key (beside the reader's own figures).
+Names are the contract other commands read: ``kernel_classes_s`` (seconds per class:
+``compute``, ``communication``, ``memory``, ``other``) and ``communication``
+(``total_s``, ``overlapped_s``, ``exposed_s``).
+
+This module imports nothing from the rest of gpuwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+KERNEL_CLASSES = ("compute", "communication", "memory", "other")
+"""Kernel classes of device events (DESIGN.md vocabulary); ``other`` holds events of a
+category no reader rule placed, counted and named in ``unplaced_categories``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Communication:
+    """Communication-kernel time and how much of it runs beside compute.
+
+    Attributes:
+        total_s: Union of communication-kernel intervals.
+        overlapped_s: Part of ``total_s`` while a compute kernel runs (on any stream).
+        exposed_s: The rest: communication with no compute beside it.
+    """
+
+    total_s: float = 0.0
+    overlapped_s: float = 0.0
+    exposed_s: float = 0.0
+
+    @property
+    def overlap_fraction(self) -> float | None:
+        """Share of communication time hidden under compute (None without communication)."""
+        return self.overlapped_s / self.total_s if self.total_s > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamIdle:
+    """Why one stream idles between its device events (HTA's idle-time categories).
+
+    Attributes:
+        stream: Stream id from the trace (``-1`` when events named none).
+        busy_s: Summed duration of the stream's events.
+        host_wait_s: Gaps where the next event was launched only after the previous ended:
+            nothing was queued, the host was behind.
+        kernel_wait_s: Short gaps (under ``KERNEL_WAIT_US``) with the next event already
+            queued: back-to-back launch latency.
+        cross_stream_wait_s: Longer gaps with the next event queued while another stream
+            ran: waiting on a kernel or event there.
+        other_s: The remaining gaps (queued, nothing else running).
+    """
+
+    stream: int
+    busy_s: float
+    host_wait_s: float
+    kernel_wait_s: float
+    cross_stream_wait_s: float
+    other_s: float
+
+    @property
+    def idle_s(self) -> float:
+        """All idle gaps of the stream."""
+        return self.host_wait_s + self.kernel_wait_s + self.cross_stream_wait_s + self.other_s
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchStats:
+    """How the host feeds the device.
+
+    Attributes:
+        kernels: Device events linked to a host launch call.
+        per_step: Device events per profiler step (None without steps).
+        median_kernel_s: Median duration of compute kernels.
+        short_kernel_fraction: Share of compute kernels shorter than 10 µs.
+        median_launch_delay_s: Median time from the launch call to the event's start.
+        median_queue_depth: Median count of launched, not yet started events at a launch.
+    """
+
+    kernels: int = 0
+    per_step: float | None = None
+    median_kernel_s: float | None = None
+    short_kernel_fraction: float | None = None
+    median_launch_delay_s: float | None = None
+    median_queue_depth: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopKernel:
+    """One kernel name's total time (HTA's kernel breakdown)."""
+
+    name: str
+    kernel_class: str
+    total_s: float
+    count: int
+    share: float
+
+
+@dataclass(frozen=True, slots=True)
+class StepFacts:
+    """One profiler step split into compute / exposed communication / memory / idle.
+
+    The four parts partition the step: compute is the union of compute kernels,
+    communication and memory count only where nothing of an earlier part runs.
+    """
+
+    index: int
+    duration_s: float
+    compute_s: float
+    communication_s: float
+    memory_s: float
+    idle_s: float
+    comm_total_s: float
+    atypical: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RankFacts:
+    """One rank's row in the cross-rank table."""
+
+    rank: int
+    file: str
+    busy_fraction: float | None
+    communication_fraction: float | None
+    comm_overlap_fraction: float | None
+    step_median_s: float | None
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """What the device did during a trace (see module docstring).
+
+    Attributes:
+        device_events: Device events read (kernels, copies, sets, other).
+        steady_events: Those the window figures count: all, or with two or more profiler
+            steps those launched before the last step began (its tail is cut off).
+        device_span_s: First device event start to last device event end.
+        busy_s: Union of all device events in the device span.
+        compute_s: Union of compute kernels in the device span.
+        kernel_classes_s: Summed event time per kernel class.
+        communication: Communication time, overlapped and exposed.
+        idle_by_stream: Idle split of each stream, busiest first.
+        launch: Launch statistics.
+        top_kernels: Kernel names by total time, longest first.
+        steps: Per profiler step figures.
+        gemm_precision_s: GEMM/convolution time by the precision their names show.
+        compiled: Evidence of torch.compile: compiled host regions and Triton kernels.
+        image_inputs: A convolution's input was a 4-D image batch (None: no shapes seen).
+        unplaced_categories: Event categories no rule placed, with their counts.
+        nonfinite_events: Events skipped for non-finite or negative ts/dur.
+        distributed: ``backend``, ``rank``, ``world_size`` from ``distributedInfo``.
+    """
+
+    device_events: int
+    steady_events: int
+    device_span_s: float
+    busy_s: float
+    compute_s: float
+    kernel_classes_s: dict[str, float]
+    communication: Communication
+    idle_by_stream: list[StreamIdle] = field(default_factory=list)
+    launch: LaunchStats = field(default_factory=LaunchStats)
+    top_kernels: list[TopKernel] = field(default_factory=list)
+    steps: list[StepFacts] = field(default_factory=list)
+    gemm_precision_s: dict[str, float] = field(default_factory=dict)
+    compiled: dict[str, int] = field(default_factory=dict)
+    image_inputs: bool | None = None
+    unplaced_categories: dict[str, int] = field(default_factory=dict)
+    nonfinite_events: int = 0
+    distributed: dict[str, Any] = field(default_factory=dict)
+
+    def share(self, seconds: float) -> float | None:
+        """``seconds`` as a share of the device span (None for an empty span)."""
+        return seconds / self.device_span_s if self.device_span_s > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready keys merged into the Run's ``"trace"`` section."""
+        comm = self.communication
+        span = self.device_span_s
+        busy = self.share(self.busy_s)
+        return {
+            "device_events": self.device_events,
+            "steady_events": self.steady_events,
+            "device_span_s": span,
+            "busy_fraction": busy,
+            "temporal": {
+                "idle": None if busy is None else 1.0 - busy,
+                "compute": self.share(self.compute_s),
+                "non_compute": None if busy is None else busy - (self.share(self.compute_s) or 0),
+            },
+            "kernel_classes_s": dict(self.kernel_classes_s),
+            "communication": {
+                **dataclasses.asdict(comm),
+                "overlap_fraction": comm.overlap_fraction,
+                "kernel_share": _ratio(
+                    self.kernel_classes_s.get("communication", 0.0),
+                    sum(self.kernel_classes_s.values()),
+                ),
+            },
+            "idle": {
+                "streams": [{**dataclasses.asdict(s), "idle_s": s.idle_s} for s in self.idle_by_stream]
+            },
+            "launch": dataclasses.asdict(self.launch),
+            "top_kernels": [dataclasses.asdict(k) for k in self.top_kernels],
+            "steps": [dataclasses.asdict(s) for s in self.steps],
+            "gemm_precision_s": dict(self.gemm_precision_s),
+            "compiled": dict(self.compiled),
+            "image_inputs": self.image_inputs,
+            "unplaced_categories": dict(self.unplaced_categories),
+            "nonfinite_events": self.nonfinite_events,
+            "distributed": dict(self.distributed),
+        }
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None

@@ -1,0 +1,189 @@
+"""Device events of a Kineto trace, kept by name, class and stream, in flat columns.
+
+Every device event (CUDA/ROCm kernel, memcpy, memset, MTIA command-processor event, or an
+event of an unknown category that names a stream) becomes one row: start, end, stream,
+kernel class, name index and, when the trace links it to a host launch call through
+``args.correlation``, the launch time. Names are interned so a million launches of twenty
+kernels cost twenty strings.
+
+Kernel classes (DESIGN.md vocabulary): ``compute``, ``communication``, ``memory`` and
+``other`` (events of a category the reader could not place; they are counted and named).
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from typing import Any
+
+import numpy as np
+
+COMPUTE, COMMUNICATION, MEMORY, OTHER = 0, 1, 2, 3
+CLASS_NAMES = ("compute", "communication", "memory", "other")
+
+DEVICE_CATEGORIES = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "mtia_ccp_events": "kernel",
+}
+"""Categories (lower-cased) of work that runs on the device: CUDA/ROCm and MTIA."""
+
+LAUNCH_CATEGORIES = frozenset(
+    {"cuda_runtime", "cuda_driver", "runtime", "mtia_runtime", "privateuse1_runtime"}
+)
+"""Host calls that launch device work; their ``args.correlation`` links the device event."""
+
+HOST_CATEGORIES = frozenset(
+    {
+        "cpu_op",
+        "operator",
+        "user_annotation",
+        "gpu_user_annotation",
+        "python_function",
+        "cuda_sync",
+        "trace",
+        "overhead",
+        "cpu_instant_event",
+        "external_correlation",
+        "collective_comm",
+        "cuda_profiler_range",
+        *LAUNCH_CATEGORIES,
+    }
+)
+"""Categories that are host-side spans or markers, not device time."""
+
+_COMM = re.compile(r"nccl|rccl", re.IGNORECASE)
+_MEMORY_NAME = re.compile(r"^(Memcpy|Memset|dma)", re.IGNORECASE)
+_COMPILED = re.compile(r"^triton_|^triton__")
+
+
+def kernel_class(name: str, kind: str, args: dict[str, Any]) -> int:
+    """Return the class of one device event (``COMPUTE`` ... ``OTHER``).
+
+    Args:
+        name: Kernel or copy name.
+        kind: ``"kernel"``, ``"memcpy"``, ``"memset"`` or ``"other"`` (unknown category).
+        args: The event's ``args``; NCCL kernels of newer traces carry a collective name.
+    """
+    if kind in ("memcpy", "memset") or _MEMORY_NAME.match(name):
+        return MEMORY
+    if _COMM.search(name) or "Collective name" in args or "collective_name" in args:
+        return COMMUNICATION
+    return OTHER if kind == "other" else COMPUTE
+
+
+PRECISIONS = ("fp32", "tf32", "half", "unknown")
+_GEMM_CONV = re.compile(r"gemm|conv|matmul|wgrad|dgrad|fprop", re.IGNORECASE)
+_HALF = re.compile(
+    r"h884|h1688|h16816|hgemm|bf16|f16|fp16|half|__nv_bfloat16|s16816|i8816", re.IGNORECASE
+)
+_TF32 = re.compile(r"tf32|s1688|s16816tf32|1688gemm", re.IGNORECASE)
+_FP32 = re.compile(r"sgemm|scudnn|fp32|<float|float,|f32|\bfloat\b", re.IGNORECASE)
+
+
+def gemm_precision(name: str) -> str | None:
+    """Return the precision a GEMM/convolution kernel name shows, None for other kernels."""
+    if not _GEMM_CONV.search(name):
+        return None
+    if _HALF.search(name):
+        return "half"
+    if _TF32.search(name):
+        return "tf32"
+    if _FP32.search(name):
+        return "fp32"
+    return "unknown"
+
+
+def is_compiled_kernel(name: str) -> bool:
+    """True for kernels that Inductor/Triton generated (a compiled region ran)."""
+    return bool(_COMPILED.match(name))
+
+
+class DeviceEvents:
+    """Columns of device events (times in microseconds from the trace's first event)."""
+
+    def __init__(self) -> None:
+        self.starts, self.ends, self.launches = array("d"), array("d"), array("d")
+        self.streams, self.classes, self.name_ids = array("q"), array("b"), array("l")
+        self.correlations = array("q")
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._class_of: dict[tuple[str, str], int] = {}
+
+    def add(self, name: str, kind: str, start: float, end: float, args: dict[str, Any]) -> None:
+        """Append one device event."""
+        key = (name, kind)
+        cls = self._class_of.get(key)
+        if cls is None:
+            cls = self._class_of[key] = kernel_class(name, kind, args)
+        nid = self._ids.get(name)
+        if nid is None:
+            nid = self._ids[name] = len(self.names)
+            self.names.append(name)
+        stream = args.get("stream")
+        corr = args.get("correlation")
+        self.starts.append(start)
+        self.ends.append(end)
+        self.streams.append(stream if type(stream) is int else -1)
+        self.classes.append(cls)
+        self.name_ids.append(nid)
+        self.correlations.append(corr if type(corr) is int else -1)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def columns(self, launch_of: dict[int, float]) -> DeviceColumns:
+        """Return numpy columns, with each event's host launch time (NaN when unlinked)."""
+        corr = np.frombuffer(self.correlations, dtype=np.int64)
+        launch = np.array([launch_of.get(int(c), np.nan) for c in corr], dtype=np.float64)
+        return DeviceColumns(
+            starts=np.frombuffer(self.starts, dtype=np.float64),
+            ends=np.frombuffer(self.ends, dtype=np.float64),
+            streams=np.frombuffer(self.streams, dtype=np.int64),
+            classes=np.frombuffer(self.classes, dtype=np.int8),
+            name_ids=np.frombuffer(self.name_ids, dtype=np.int64),
+            launches=launch,
+            names=self.names,
+        )
+
+
+class DeviceColumns:
+    """Device events as numpy columns (see ``DeviceEvents``)."""
+
+    def __init__(
+        self,
+        *,
+        starts: np.ndarray[Any, Any],
+        ends: np.ndarray[Any, Any],
+        streams: np.ndarray[Any, Any],
+        classes: np.ndarray[Any, Any],
+        name_ids: np.ndarray[Any, Any],
+        launches: np.ndarray[Any, Any],
+        names: list[str],
+    ) -> None:
+        self.starts, self.ends, self.streams = starts, ends, streams
+        self.classes, self.name_ids, self.launches = classes, name_ids, launches
+        self.names = names
+
+    def pick(self, mask: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the (starts, ends) of the events selected by ``mask``."""
+        return self.starts[mask], self.ends[mask]
+
+    def of_class(self, cls: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the (starts, ends) of one kernel class."""
+        return self.pick(self.classes == cls)
+
+    def subset(self, mask: np.ndarray[Any, Any]) -> DeviceColumns:
+        """Return the events selected by ``mask`` (names shared)."""
+        return DeviceColumns(
+            starts=self.starts[mask],
+            ends=self.ends[mask],
+            streams=self.streams[mask],
+            classes=self.classes[mask],
+            name_ids=self.name_ids[mask],
+            launches=self.launches[mask],
+            names=self.names,
+        )

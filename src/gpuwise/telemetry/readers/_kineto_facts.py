@@ -1,0 +1,264 @@
+"""Turn a trace's device-event columns into ``records.trace.TraceFacts``.
+
+Definitions follow Holistic Trace Analysis (HTA) where it has one, so the figures can be
+checked against it: the temporal breakdown is over the device span (first device event to
+last), compute is the union of compute kernels, overlap is communication time during
+which a compute kernel runs, and a stream's gap is *host wait* when the next event was
+launched only after the previous one ended. Unlike HTA, every device event counts, with
+or without a host launch flow, and host ``cpu_op`` spans never count as device time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import numpy as np
+
+from gpuwise.records.trace import (
+    KERNEL_CLASSES,
+    Communication,
+    LaunchStats,
+    StepFacts,
+    StreamIdle,
+    TopKernel,
+    TraceFacts,
+)
+from gpuwise.telemetry.readers._kineto_device import (
+    COMMUNICATION,
+    COMPUTE,
+    OTHER,
+    DeviceColumns,
+    gemm_precision,
+    is_compiled_kernel,
+)
+from gpuwise.telemetry.readers._kineto_events import EventTally, union_s
+
+US = 1e-6
+KERNEL_WAIT_US = 30.0
+"""Gaps under 30 µs with the next kernel already queued are launch latency (HTA's
+``consecutive_kernel_delay`` default)."""
+
+SHORT_KERNEL_US = 10.0
+"""Kernels under 10 µs do less work than launching them costs the host (~5-10 µs)."""
+
+TOP_KERNELS = 10
+ATYPICAL_FACTOR = 2.0
+"""A step whose communication or duration is twice the median is atypical."""
+
+Pair = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
+
+
+def trace_facts(t: EventTally) -> TraceFacts:
+    """Compute the device facts of everything ``t`` has read."""
+    every = t.device.columns(t.launch_of)
+    cols = _steady(every, sorted(t.steps.values()))
+    n = len(cols.starts)
+    lo = float(cols.starts.min()) if n else 0.0
+    hi = float(cols.ends.max()) if n else 0.0
+    comp, comm = cols.of_class(COMPUTE), cols.of_class(COMMUNICATION)
+    durations = cols.ends - cols.starts
+    return TraceFacts(
+        device_events=len(every.starts),
+        steady_events=n,
+        device_span_s=(hi - lo) * US,
+        busy_s=union_s((cols.starts, cols.ends), lo, hi),
+        compute_s=union_s(comp, lo, hi),
+        kernel_classes_s={
+            name: float(durations[cols.classes == i].sum()) * US
+            for i, name in enumerate(KERNEL_CLASSES)
+        },
+        communication=_communication(comp, comm, lo, hi),
+        idle_by_stream=_idle_by_stream(cols),
+        launch=_launch(cols, len(t.steps)),
+        top_kernels=_top_kernels(cols, durations),
+        steps=_steps(every, sorted(t.steps.values())),
+        gemm_precision_s=_precision(cols, durations),
+        compiled={
+            "regions": t.compiled_regions,
+            "triton_kernels": sum(
+                int((cols.name_ids == i).sum())
+                for i, name in enumerate(cols.names)
+                if is_compiled_kernel(name)
+            ),
+        },
+        image_inputs=t.image_inputs,
+        unplaced_categories=dict(t.unplaced.most_common()),
+        nonfinite_events=t.nonfinite,
+        distributed=dict(t.distributed),
+    )
+
+
+def _steady(cols: DeviceColumns, spans: list[tuple[float, float]]) -> DeviceColumns:
+    """Drop device work of the last profiler step when there are two or more (as HTA does).
+
+    The profiler stops while the last step's work is still in flight, so its tail is cut;
+    the steady state is the work launched before the last step began. Events without a
+    launch flow are kept when they start before it (HTA drops them all).
+    """
+    if len(spans) < 2:
+        return cols
+    cut = spans[-1][0]
+    when = np.where(np.isnan(cols.launches), cols.starts, cols.launches)
+    return cols.subset(when < cut)
+
+
+def _both(a: Pair, b: Pair) -> Pair:
+    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
+
+
+def _communication(comp: Pair, comm: Pair, lo: float, hi: float) -> Communication:
+    total = union_s(comm, lo, hi)
+    if total <= 0:
+        return Communication()
+    # |comm ∩ compute| = |comm| + |compute| - |comm ∪ compute|
+    overlapped = total + union_s(comp, lo, hi) - union_s(_both(comp, comm), lo, hi)
+    overlapped = min(total, max(0.0, overlapped))
+    return Communication(total, overlapped, total - overlapped)
+
+
+def _busy_before(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> Any:
+    """Return F(t): busy time (µs) of the union of intervals before each t."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    if s.size == 0:
+        return lambda x: np.zeros_like(x)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    ms, me = s[first], e[last]
+    cum = np.concatenate([[0.0], np.cumsum(me - ms)])
+
+    def busy(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        k = np.searchsorted(ms, x, side="right") - 1
+        kk = np.clip(k, 0, None)
+        inside = np.clip(x - ms[kk], 0, me[kk] - ms[kk])
+        return np.where(k >= 0, cum[kk] + inside, 0.0)
+
+    return busy
+
+
+def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
+    busy_all = _busy_before(cols.starts, cols.ends)
+    out = []
+    for stream in np.unique(cols.streams):
+        mask = cols.streams == stream
+        s, e, launch = cols.starts[mask], cols.ends[mask], cols.launches[mask]
+        order = np.argsort(s, kind="stable")
+        s, e, launch = s[order], e[order], launch[order]
+        prev_end, start, nxt_launch = e[:-1], s[1:], launch[1:]
+        gap = np.clip(start - prev_end, 0, None)
+        host = nxt_launch > prev_end  # NaN (no launch flow) compares False
+        short = ~host & (gap < KERNEL_WAIT_US)
+        rest = ~host & ~short
+        others = np.clip(busy_all(start) - busy_all(prev_end), 0, gap)
+        cross = np.where(rest, others, 0.0)
+        out.append(
+            StreamIdle(
+                stream=int(stream),
+                busy_s=float((e - s).sum()) * US,
+                host_wait_s=float(gap[host].sum()) * US,
+                kernel_wait_s=float(gap[short].sum()) * US,
+                cross_stream_wait_s=float(cross.sum()) * US,
+                other_s=float((gap[rest] - cross[rest]).sum()) * US,
+            )
+        )
+    return sorted(out, key=lambda x: -x.busy_s)
+
+
+def _launch(cols: DeviceColumns, steps: int) -> LaunchStats:
+    compute = cols.classes == COMPUTE
+    dur = (cols.ends - cols.starts)[compute]
+    linked = ~np.isnan(cols.launches)
+    launches, starts = cols.launches[linked], cols.starts[linked]
+    delay = starts - launches
+    depth = None
+    if launches.size:
+        sorted_launch, sorted_start = np.sort(launches), np.sort(starts)
+        queued = np.searchsorted(sorted_launch, launches, side="right") - np.searchsorted(
+            sorted_start, launches, side="right"
+        )
+        depth = float(np.median(np.clip(queued - 1, 0, None)))
+    return LaunchStats(
+        kernels=int(linked.sum()),
+        per_step=len(cols.starts) / steps if steps else None,
+        median_kernel_s=float(np.median(dur)) * US if dur.size else None,
+        short_kernel_fraction=float((dur < SHORT_KERNEL_US).mean()) if dur.size else None,
+        median_launch_delay_s=float(np.median(delay)) * US if delay.size else None,
+        median_queue_depth=depth,
+    )
+
+
+def _top_kernels(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> list[TopKernel]:
+    if not cols.names:
+        return []
+    totals = np.bincount(cols.name_ids, weights=durations, minlength=len(cols.names))
+    counts = np.bincount(cols.name_ids, minlength=len(cols.names))
+    classes = np.zeros(len(cols.names), dtype=np.int8)
+    classes[cols.name_ids] = cols.classes
+    grand = float(totals.sum()) or 1.0
+    out = []
+    for i in np.argsort(-totals, kind="stable")[:TOP_KERNELS]:
+        out.append(
+            TopKernel(
+                name=cols.names[i],
+                kernel_class=KERNEL_CLASSES[int(classes[i])],
+                total_s=float(totals[i]) * US,
+                count=int(counts[i]),
+                share=float(totals[i]) / grand,
+            )
+        )
+    return out
+
+
+def _precision(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> dict[str, float]:
+    totals = np.bincount(cols.name_ids, weights=durations, minlength=len(cols.names))
+    out: dict[str, float] = {}
+    for i, name in enumerate(cols.names):
+        p = gemm_precision(name)
+        if p is not None:
+            out[p] = out.get(p, 0.0) + float(totals[i]) * US
+    return out
+
+
+def _steps(cols: DeviceColumns, spans: list[tuple[float, float]]) -> list[StepFacts]:
+    comp, comm = cols.of_class(COMPUTE), cols.of_class(COMMUNICATION)
+    comp_comm = _both(comp, comm)
+    known = cols.pick(cols.classes != OTHER)
+    rows = []
+    for i, (a, dur) in enumerate(spans):
+        b = a + dur
+        c = union_s(comp, a, b)
+        cc = union_s(comp_comm, a, b)
+        busy = union_s(known, a, b)
+        rows.append(
+            StepFacts(
+                index=i,
+                duration_s=dur * US,
+                compute_s=c,
+                communication_s=cc - c,
+                memory_s=max(0.0, busy - cc),
+                idle_s=max(0.0, dur * US - busy),
+                comm_total_s=union_s(comm, a, b),
+            )
+        )
+    return _flag_atypical(rows)
+
+
+def _flag_atypical(rows: list[StepFacts]) -> list[StepFacts]:
+    if len(rows) < 3:
+        return rows
+    med_comm = statistics.median(r.comm_total_s for r in rows)
+    med_dur = statistics.median(r.duration_s for r in rows)
+    out = []
+    for r in rows:
+        odd = r.duration_s > ATYPICAL_FACTOR * med_dur or (
+            med_comm > 0 and r.comm_total_s > ATYPICAL_FACTOR * med_comm
+        )
+        out.append(StepFacts(**{**_fields(r), "atypical": odd}))
+    return out
+
+
+def _fields(r: StepFacts) -> dict[str, Any]:
+    return {k: getattr(r, k) for k in r.__slots__}  # type: ignore[attr-defined]
