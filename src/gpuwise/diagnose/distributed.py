@@ -218,6 +218,37 @@ def _comm_fixes(ranks: Mapping[str, Any]) -> tuple[Fix, ...]:
     return tuple(fixes)
 
 
+def comm_fixes(ranks: Mapping[str, Any] | None = None) -> tuple[Fix, ...]:
+    """The ``comm_bound`` fix catalog, shared by profiled DDP runs and analyzed traces.
+
+    Args:
+        ranks: The cross-rank section when known (orders the bucket fix first when one
+            big bucket left nothing to overlap).
+
+    Returns:
+        The DDP fixes, then fewer/larger collectives, gradient compression and a check
+        of the interconnect.
+    """
+    return (
+        *_comm_fixes(ranks or {}),
+        Fix(
+            "Overlap collectives with compute: issue them asynchronously, fewer and larger",
+            "work = dist.all_to_all_single(out, inp, async_op=True); ...; work.wait()  "
+            "# batch small tensors into one collective",
+        ),
+        Fix(
+            "Compress gradients before they cross the wire",
+            "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks; "
+            "ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)",
+        ),
+        Fix(
+            "Check the interconnect: NVLink/InfiniBand, not PCIe or TCP sockets",
+            "nvidia-smi topo -m; NCCL_DEBUG=INFO shows the transport NCCL picked (NET/IB vs "
+            "NET/Socket, P2P/NVL vs SHM)",
+        ),
+    )
+
+
 def _batch(ranks: Mapping[str, Any]) -> int | None:
     sizes = [r["batch_size"] for r in ranks.get("per_rank") or [] if r.get("batch_size")]
     return min(sizes) if sizes else None

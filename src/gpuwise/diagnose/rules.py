@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose import trace_rules as tr
 from gpuwise.diagnose.context import Context
 from gpuwise.records import Finding, Fix, Run
 
@@ -87,7 +88,8 @@ def diagnose(run: Run) -> list[Finding]:
         return [_nothing_measured(0)]
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]
-    found.extend(_distributed(run))
+    kinds = {f.kind for f in found}
+    found.extend(f for f in _distributed(run) if f.kind not in kinds)
     found.sort(key=_payoff_key)
     if not any(f.severity in ("critical", "warning") for f in found):
         stepless = not run.steps and run.source == "profile"
@@ -137,7 +139,7 @@ def input_bound(ctx: Context) -> Finding | None:
     workers = fx.loader_workers(ctx.cores, ctx.local_ranks, pin=ctx.has_gpu)
     fixes: tuple[Fix, ...]
     if ctx.has_gpu:
-        fixes = (workers, fx.gpuwise_store(), fx.uint8_across(), fx.device_prefetch())
+        fixes = _fitting(ctx, (workers, fx.gpuwise_store(), fx.uint8_across(), fx.device_prefetch()))
     else:
         fixes = (workers, fx.gpuwise_store(), fx.batched_transforms())
     summary = f"Waiting for input data takes {f:.1%} of each step; compute waits meanwhile"
@@ -154,6 +156,7 @@ def host_to_device(ctx: Context) -> Finding | None:
     if pageable is not None and pageable >= PAGEABLE_SHARE:
         summary = f"Copies from pageable host memory take {f:.1%} of {_basis_words(basis)}"
         fixes = (fx.pinned_async_copy(), fx.device_prefetch(), fx.uint8_across())
+        fixes = _fitting(ctx, fixes, pageable=True)
         found = _stage("pageable_h2d", f, summary, evidence, fixes)
         if found is None and f >= PAGEABLE_NOTE_FRACTION:
             found = Finding(
@@ -161,7 +164,30 @@ def host_to_device(ctx: Context) -> Finding | None:
             )
         return found
     summary = f"Host-to-device copies take {f:.1%} of {_basis_words(basis)}"
-    return _stage("h2d_bound", f, summary, evidence, (fx.uint8_across(), fx.device_prefetch()))
+    fixes = _fitting(ctx, (fx.uint8_across(), fx.device_prefetch()))
+    return _stage("h2d_bound", f, summary, evidence, fixes or tuple(_look_at_copies()))
+
+
+def _fitting(ctx: Context, fixes: tuple[Fix, ...], *, pageable: bool = False) -> tuple[Fix, ...]:
+    """Drop the fixes whose premise a trace shows false (uint8 for non-images, prefetch)."""
+    p = tr.premises(ctx)
+    if p is None:
+        return fixes
+    drop = set()
+    if not p.images:
+        drop.add(fx.uint8_across().action)
+    if not (p.h2d_blocks_compute or pageable):
+        drop.add(fx.device_prefetch().action)
+    return tuple(f for f in fixes if f.action not in drop)
+
+
+def _look_at_copies() -> list[Fix]:
+    return [
+        Fix(
+            "See which tensors cross and when: the copies already run off the compute stream",
+            "open the trace in Perfetto; look at the Memcpy HtoD rows and their sizes",
+        )
+    ]
 
 
 def _basis_words(basis: str) -> str:
@@ -203,6 +229,8 @@ def host_sync(ctx: Context) -> Finding | None:
 
 def gpu_idle_between_phases(ctx: Context) -> Finding | None:
     """The GPU idles inside steps for reasons the data phase does not explain."""
+    if tr.has_facts(ctx):
+        return None  # trace_rules.device_idle reads the trace's own idle split
     idle, evidence = ctx.unexplained_gpu_idle()
     if idle is None:
         return None
@@ -313,12 +341,16 @@ def _healthy(ctx: Context) -> Finding:
     evidence.update(ctx.trace_evidence("gpu_busy_fraction"))
     fixes = [ctx.bigger_batch_fix()] if ctx.headroom()[0] else []
     precision = fx.mixed_precision(ctx.compute_capability(), ctx.cpu_bf16())
+    p = tr.premises(ctx)
+    if p is not None and not p.fp32_gemm:
+        precision = None  # the trace's GEMM/conv kernels already run in low precision
     fixes = [f for f in (precision, *fixes) if f is not None]
     summary = "No stage dominates: the device is kept fed; speed now comes from the model"
     return Finding("healthy", "info", summary, evidence, None, tuple(fixes))
 
 
 RULES: tuple[Rule, ...] = (
+    *tr.TRACE_RULES,
     input_bound,
     host_to_device,
     postprocess,

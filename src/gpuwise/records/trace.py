@@ -47,6 +47,7 @@ class StreamIdle:
     Attributes:
         stream: Stream id from the trace (``-1`` when events named none).
         busy_s: Summed duration of the stream's events.
+        compute_s: Summed duration of its compute kernels.
         host_wait_s: Gaps where the next event was launched only after the previous ended:
             nothing was queued, the host was behind.
         kernel_wait_s: Short gaps (under ``KERNEL_WAIT_US``) with the next event already
@@ -58,6 +59,7 @@ class StreamIdle:
 
     stream: int
     busy_s: float
+    compute_s: float
     host_wait_s: float
     kernel_wait_s: float
     cross_stream_wait_s: float
@@ -67,6 +69,17 @@ class StreamIdle:
     def idle_s(self) -> float:
         """All idle gaps of the stream."""
         return self.host_wait_s + self.kernel_wait_s + self.cross_stream_wait_s + self.other_s
+
+    def split(self) -> dict[str, float | None]:
+        """Shares of the idle time: host wait, kernel wait, cross-stream wait, other."""
+        idle = self.idle_s
+        parts = {
+            "host_wait": self.host_wait_s,
+            "kernel_wait": self.kernel_wait_s,
+            "cross_stream_wait": self.cross_stream_wait_s,
+            "other": self.other_s,
+        }
+        return {k: (v / idle if idle > 0 else None) for k, v in parts.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +158,7 @@ class TraceFacts:
         kernel_classes_s: Summed event time per kernel class.
         communication: Communication time, overlapped and exposed.
         idle_by_stream: Idle split of each stream, busiest first.
+        h2d: Host-to-device copy ``total_s`` and ``on_compute_stream_s`` (blocking it).
         launch: Launch statistics.
         top_kernels: Kernel names by total time, longest first.
         steps: Per profiler step figures.
@@ -164,6 +178,7 @@ class TraceFacts:
     kernel_classes_s: dict[str, float]
     communication: Communication
     idle_by_stream: list[StreamIdle] = field(default_factory=list)
+    h2d: dict[str, float] = field(default_factory=dict)
     launch: LaunchStats = field(default_factory=LaunchStats)
     top_kernels: list[TopKernel] = field(default_factory=list)
     steps: list[StepFacts] = field(default_factory=list)
@@ -183,15 +198,15 @@ class TraceFacts:
         comm = self.communication
         span = self.device_span_s
         busy = self.share(self.busy_s)
+        compute = self.share(self.compute_s)
         return {
             "device_events": self.device_events,
             "steady_events": self.steady_events,
             "device_span_s": span,
-            "busy_fraction": busy,
             "temporal": {
                 "idle": None if busy is None else 1.0 - busy,
-                "compute": self.share(self.compute_s),
-                "non_compute": None if busy is None else busy - (self.share(self.compute_s) or 0),
+                "compute": compute,
+                "non_compute": None if busy is None else busy - (compute or 0.0),
             },
             "kernel_classes_s": dict(self.kernel_classes_s),
             "communication": {
@@ -202,9 +217,8 @@ class TraceFacts:
                     sum(self.kernel_classes_s.values()),
                 ),
             },
-            "idle": {
-                "streams": [{**dataclasses.asdict(s), "idle_s": s.idle_s} for s in self.idle_by_stream]
-            },
+            "idle": self._idle(),
+            "h2d": dict(self.h2d),
             "launch": dataclasses.asdict(self.launch),
             "top_kernels": [dataclasses.asdict(k) for k in self.top_kernels],
             "steps": [dataclasses.asdict(s) for s in self.steps],
@@ -214,6 +228,23 @@ class TraceFacts:
             "unplaced_categories": dict(self.unplaced_categories),
             "nonfinite_events": self.nonfinite_events,
             "distributed": dict(self.distributed),
+        }
+
+
+    def compute_stream(self) -> StreamIdle | None:
+        """The stream that runs the most compute (HTA's busiest stream); None without one."""
+        streams = [s for s in self.idle_by_stream if s.compute_s > 0] or self.idle_by_stream
+        return max(streams, key=lambda s: (s.compute_s, s.busy_s)) if streams else None
+
+    def _idle(self) -> dict[str, Any]:
+        main = self.compute_stream()
+        return {
+            "compute_stream": None if main is None else main.stream,
+            "compute_stream_split": None if main is None else main.split(),
+            "streams": [
+                {**dataclasses.asdict(s), "idle_s": s.idle_s, "split": s.split()}
+                for s in self.idle_by_stream
+            ],
         }
 
 

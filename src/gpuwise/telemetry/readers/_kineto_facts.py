@@ -58,6 +58,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
     hi = float(cols.ends.max()) if n else 0.0
     comp, comm = cols.of_class(COMPUTE), cols.of_class(COMMUNICATION)
     durations = cols.ends - cols.starts
+    idle = _idle_by_stream(cols)
     return TraceFacts(
         device_events=len(every.starts),
         steady_events=n,
@@ -69,7 +70,8 @@ def trace_facts(t: EventTally) -> TraceFacts:
             for i, name in enumerate(KERNEL_CLASSES)
         },
         communication=_communication(comp, comm, lo, hi),
-        idle_by_stream=_idle_by_stream(cols),
+        idle_by_stream=idle,
+        h2d=_h2d(cols, durations, idle),
         launch=_launch(cols, len(t.steps)),
         top_kernels=_top_kernels(cols, durations),
         steps=_steps(every, sorted(t.steps.values())),
@@ -145,6 +147,7 @@ def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
     for stream in np.unique(cols.streams):
         mask = cols.streams == stream
         s, e, launch = cols.starts[mask], cols.ends[mask], cols.launches[mask]
+        compute = cols.classes[mask] == COMPUTE
         order = np.argsort(s, kind="stable")
         s, e, launch = s[order], e[order], launch[order]
         prev_end, start, nxt_launch = e[:-1], s[1:], launch[1:]
@@ -158,6 +161,7 @@ def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
             StreamIdle(
                 stream=int(stream),
                 busy_s=float((e - s).sum()) * US,
+                compute_s=float((e - s)[compute[order]].sum()) * US,
                 host_wait_s=float(gap[host].sum()) * US,
                 kernel_wait_s=float(gap[short].sum()) * US,
                 cross_stream_wait_s=float(cross.sum()) * US,
@@ -165,6 +169,19 @@ def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
             )
         )
     return sorted(out, key=lambda x: -x.busy_s)
+
+
+def _h2d(cols: DeviceColumns, durations: Any, idle: list[StreamIdle]) -> dict[str, float]:
+    """Host-to-device copy time, and the part on the stream that runs the compute."""
+    h2d_ids = [i for i, n in enumerate(cols.names) if n.startswith("Memcpy HtoD")]
+    mask = np.isin(cols.name_ids, h2d_ids)
+    with_compute = [s for s in idle if s.compute_s > 0]
+    main = max(with_compute, key=lambda s: s.compute_s).stream if with_compute else None
+    on_main = mask & (cols.streams == main) if main is not None else np.zeros_like(mask)
+    return {
+        "total_s": float(durations[mask].sum()) * US,
+        "on_compute_stream_s": float(durations[on_main].sum()) * US,
+    }
 
 
 def _launch(cols: DeviceColumns, steps: int) -> LaunchStats:

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpuwise.errors import LogFormatError
 from gpuwise.records import Step
+from gpuwise.records.trace import TraceFacts
 from gpuwise.telemetry.readers._json_stream import (
     Corrupt,
     JsonStream,
@@ -29,6 +30,7 @@ from gpuwise.telemetry.readers._json_stream import (
     TextSource,
 )
 from gpuwise.telemetry.readers._kineto_events import EventTally, step_records, union_s
+from gpuwise.telemetry.readers._kineto_facts import trace_facts
 
 US = 1e-6
 """Chrome trace timestamps and durations are microseconds."""
@@ -77,6 +79,8 @@ class TraceRead:
         devices: GPUs from ``deviceProperties`` that ran work, as NVML-style device dicts.
         rank: ``distributedInfo.rank`` when the trace has it.
         steps: One Step per ProfilerStep (data wait, host-to-device copy, compute).
+        facts: Device facts: kernel classes, communication overlap, idle split, launch
+            statistics, top kernels, per-step figures (``records.trace.TraceFacts``).
     """
 
     path: str
@@ -98,6 +102,7 @@ class TraceRead:
     devices: list[dict[str, Any]]
     rank: int | None
     steps: list[Step] = field(default_factory=list)
+    facts: TraceFacts | None = None
 
     def fraction(self, seconds: float) -> float | None:
         """Return ``seconds`` as a share of the window (None for an empty window)."""
@@ -144,6 +149,8 @@ class TraceRead:
             "copies": self.copies,
             "sync": self.sync,
             "rank": self.rank,
+            **(self.facts.to_dict() if self.facts else {}),
+            "busy_fraction": self.gpu_busy_fraction,
         }
 
 
@@ -271,4 +278,5 @@ def _build(path: str, t: EventTally, skipped: list[SkippedEvent], truncated: boo
         devices=t.device_dicts(),
         rank=t.rank,
         steps=step_records(t, w0, rank=t.rank or 0),
+        facts=trace_facts(t),
     )

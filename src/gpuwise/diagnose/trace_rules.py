@@ -1,0 +1,263 @@
+"""Rules over a trace's device facts: communication, launch overhead, idle, no activity.
+
+They read the keys ``records.trace.TraceFacts`` adds to the Run's ``"trace"`` section and
+decide only from what the trace shows. Each fix has a premise (``Premises``) checked
+against the trace: compile advice never for compiled code, uint8 advice only for image
+batches, prefetch only when copies block the compute stream, mixed precision only for
+fp32/tf32 GEMMs. When no fix fits, the finding says what was measured and where to look.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose.context import Context
+from gpuwise.records import Finding, Fix
+
+HOST_WAIT_SHARE = 0.5
+"""The host is behind when half the compute stream's idle has nothing queued..."""
+
+QUEUE_DEPTH_BEHIND = 2.0
+"""...and a launch finds at most two events still waiting to start."""
+
+SHORT_KERNELS = 0.3
+"""30 % of compute kernels under 10 µs: launch cost rivals the work launched."""
+
+SHORT_MEDIAN_S = 20e-6
+COMM_SIGNIFICANT = 0.2
+"""Communication kernels taking a fifth of device time explain idle gaps around them."""
+
+OVERLAPPED = 0.8
+"""Communication 80 % hidden under compute is working as intended: a note, not a fix."""
+
+TINY_WORK_EVENTS = 10
+IDLE_WARN = 0.3
+LOW_PRECISION_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Premises:
+    """What the trace shows about the job, each fix's precondition."""
+
+    compiled: bool
+    images: bool
+    h2d_blocks_compute: bool
+    fp32_gemm: bool
+    layout_conversions: bool
+
+    @classmethod
+    def of(cls, trace: dict[str, Any]) -> Premises:
+        """Read the premises from a trace section with device facts."""
+        compiled = trace.get("compiled") or {}
+        prec = trace.get("gemm_precision_s") or {}
+        total = sum(prec.values())
+        h2d = trace.get("h2d") or {}
+        names = [str(k.get("name", "")) for k in trace.get("top_kernels") or []]
+        return cls(
+            compiled=bool(compiled.get("regions") or compiled.get("triton_kernels")),
+            images=trace.get("image_inputs") is True,
+            h2d_blocks_compute=(h2d.get("on_compute_stream_s") or 0.0) > 0,
+            fp32_gemm=total > 0
+            and (prec.get("fp32", 0.0) + prec.get("tf32", 0.0)) / total >= LOW_PRECISION_SHARE,
+            layout_conversions=any("nchwToNhwc" in n or "nhwcToNchw" in n for n in names),
+        )
+
+
+def has_facts(ctx: Context) -> bool:
+    """True when the Run's trace section carries device facts."""
+    return bool(ctx.trace and "device_events" in ctx.trace)
+
+
+def premises(ctx: Context) -> Premises | None:
+    """The premises of a trace Run (None for Runs without device facts)."""
+    return Premises.of(ctx.trace) if ctx.trace and has_facts(ctx) else None
+
+
+def no_device_activity(ctx: Context) -> Finding | None:
+    """A trace without any kernel, copy or set: nothing to judge, never healthy."""
+    t = ctx.trace
+    if not t or not has_facts(ctx) or t.get("device_events"):
+        return None
+    cpu_only = (t.get("events") or 0) > 0
+    summary = "No device activity recorded: the trace has no kernel, memcpy or memset"
+    if cpu_only:
+        summary += f" ({t.get('events')} events, all on the CPU: a CPU-only trace)"
+    fixes = (
+        Fix(
+            "Record the device's activity with the host's",
+            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
+        ),
+        Fix("Check that the model and batches are on the device", "next(model.parameters()).device"),
+    )
+    evidence = {"trace_events": t.get("events"), "device_events": 0, "cpu_only": cpu_only}
+    return Finding("no_device_activity", "critical", summary, evidence, None, fixes)
+
+
+def comm_bound(ctx: Context) -> Finding | None:
+    """Communication kernels not hidden under compute (or, when hidden, a note)."""
+    t = ctx.trace or {}
+    comm, span = t.get("communication") or {}, float(t.get("device_span_s") or 0.0)
+    total = float(comm.get("total_s") or 0.0)
+    if not has_facts(ctx) or total <= 0 or span <= 0:
+        return None
+    exposed = float(comm["exposed_s"]) / span
+    overlap = comm.get("overlap_fraction") or 0.0
+    evidence = _comm_evidence(t, exposed)
+    if overlap >= OVERLAPPED:
+        summary = (
+            f"Communication runs {total * 1e3:.1f} ms, {overlap:.0%} of it under compute: "
+            "overlapped as intended"
+        )
+        return Finding("comm_overlapped", "info", summary, evidence, None, ())
+    speedup = fx.amdahl(exposed)
+    severity = fx.severity_for(speedup) or "info"
+    share = comm.get("kernel_share") or 0.0
+    summary = (
+        f"Communication takes {share:.0%} of device kernel time and only {overlap:.0%} of it "
+        f"overlaps compute; the exposed rest is {exposed:.1%} of the window"
+    )
+    from gpuwise.diagnose.distributed import comm_fixes
+
+    return Finding("comm_bound", severity, summary, evidence, round(speedup, 3), comm_fixes())
+
+
+def _comm_evidence(t: dict[str, Any], exposed: float) -> dict[str, Any]:
+    comm = t["communication"]
+    dist = t.get("distributed") or {}
+    top = [k for k in t.get("top_kernels") or [] if k.get("kernel_class") == "communication"]
+    return {
+        "comm_total_s": _r(comm["total_s"]),
+        "comm_overlapped_s": _r(comm["overlapped_s"]),
+        "comm_exposed_s": _r(comm["exposed_s"]),
+        "comm_overlap_fraction": _r(comm.get("overlap_fraction")),
+        "comm_kernel_share": _r(comm.get("kernel_share")),
+        "exposed_comm_fraction": round(exposed, 4),
+        "device_idle_fraction": _r((t.get("temporal") or {}).get("idle")),
+        "top_comm_kernel": top[0]["name"][:80] if top else None,
+        "backend": dist.get("backend"),
+        "world_size": dist.get("world_size"),
+    }
+
+
+def device_idle(ctx: Context) -> Finding | None:
+    """Why the device idles in the window: host behind (launch-bound or not), tiny work."""
+    t = ctx.trace or {}
+    busy = t.get("busy_fraction")
+    if not has_facts(ctx) or busy is None or not t.get("device_events"):
+        return None
+    # Time waiting for the DataLoader is input_bound's; what is left is this rule's.
+    idle = max(0.0, 1.0 - float(busy) - float(t.get("dataloader_fraction") or 0.0))
+    speedup = fx.amdahl(idle)
+    severity = fx.severity_for(speedup)
+    if severity is None:
+        return None
+    severity = "info" if idle < IDLE_WARN else severity
+    launch, split = t.get("launch") or {}, (t.get("idle") or {}).get("compute_stream_split") or {}
+    host = split.get("host_wait")
+    depth = launch.get("median_queue_depth")
+    behind = host is not None and host >= HOST_WAIT_SHARE and (depth or 0) <= QUEUE_DEPTH_BEHIND
+    short = (launch.get("short_kernel_fraction") or 0) >= SHORT_KERNELS or (
+        launch.get("median_kernel_s") or 1.0
+    ) < SHORT_MEDIAN_S
+    comm_share = (t.get("communication") or {}).get("kernel_share") or 0.0
+    if comm_share >= COMM_SIGNIFICANT and not behind:
+        return None  # the gaps sit around communication: comm_bound says it
+    p = Premises.of(t)
+    evidence = _idle_evidence(t, idle, split, launch)
+    if host is None or (launch.get("kernels") or 0) < TINY_WORK_EVENTS and not behind:
+        summary = (
+            f"The device is idle {idle:.1%} of the window: only {t.get('device_events')} device "
+            f"event(s) ran; the job does too little work to judge"
+        )
+        return Finding("gpu_idle_between_phases", severity, summary, evidence, None, _look())
+    if behind and short:
+        summary = (
+            f"Launch-bound: the device idles {idle:.1%} of the window with nothing queued "
+            f"({host:.0%} of the compute stream's gaps); "
+            f"{_per_step(launch)}, median {float(launch['median_kernel_s']) * 1e6:.0f} µs"
+        )
+        fixes = _launch_fixes(p, ctx)
+        return Finding("launch_bound", severity, summary, evidence, round(speedup, 3), fixes)
+    if behind and _pageable(t):
+        severity = "info"  # the host stages pageable copies: pageable_h2d names the fix
+    if behind:
+        summary = f"The device idles {idle:.1%} of the window waiting for the host (nothing queued)"
+        fixes = (fx.defer_host_reads(), *_look())
+        return Finding(
+            "gpu_idle_between_phases", severity, summary, evidence, round(speedup, 3), fixes
+        )
+    summary = (
+        f"The device idles {idle:.1%} of the window with work queued: it waits on other "
+        "streams or events"
+    )
+    fixes = (fx.find_syncs(), *_look())
+    return Finding("gpu_idle_between_phases", severity, summary, evidence, round(speedup, 3), fixes)
+
+
+def _pageable(t: dict[str, Any]) -> bool:
+    h2d = (t.get("copies") or {}).get("h2d") or {}
+    total = sum(int(c.get("bytes") or 0) for c in h2d.values())
+    return total > 0 and int((h2d.get("pageable") or {}).get("bytes") or 0) >= total / 2
+
+
+def _per_step(launch: dict[str, Any]) -> str:
+    per = launch.get("per_step")
+    return f"{per:.0f} kernels per step" if per else f"{launch.get('kernels')} kernels"
+
+
+def _idle_evidence(
+    t: dict[str, Any], idle: float, split: dict[str, Any], launch: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "device_idle_fraction": round(idle, 4),
+        "window_s": _r(t.get("window_s")),
+        "window_source": t.get("window_source"),
+        "host_wait_share": _r(split.get("host_wait")),
+        "kernel_wait_share": _r(split.get("kernel_wait")),
+        "cross_stream_wait_share": _r(split.get("cross_stream_wait")),
+        "kernels_per_step": _r(launch.get("per_step")),
+        "median_kernel_s": _r(launch.get("median_kernel_s"), 8),
+        "short_kernel_fraction": _r(launch.get("short_kernel_fraction")),
+        "median_launch_delay_s": _r(launch.get("median_launch_delay_s"), 8),
+        "median_queue_depth": launch.get("median_queue_depth"),
+    }
+
+
+def _launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
+    fixes: list[Fix] = []
+    if not p.compiled:
+        fixes.append(fx.fewer_launches())
+    if p.layout_conversions:
+        fixes.append(
+            Fix(
+                "Keep activations channels_last: the trace converts NCHW<->NHWC every layer",
+                "model = model.to(memory_format=torch.channels_last); "
+                "x = x.to(memory_format=torch.channels_last)",
+            )
+        )
+    fixes.append(
+        Fix(
+            "Launch fewer, larger kernels",
+            "torch.optim.AdamW(params, foreach=True) or fused=True; batch small ops together",
+        )
+    )
+    fixes.append(ctx.bigger_batch_fix())
+    return tuple(fixes)
+
+
+def _look() -> tuple[Fix, ...]:
+    return (
+        Fix(
+            "See what the host does between launches",
+            "open the trace in Perfetto and read the CPU thread above a gap",
+        ),
+    )
+
+
+def _r(v: Any, digits: int = 4) -> Any:
+    return round(v, digits) if isinstance(v, float) else v
+
+
+TRACE_RULES = (no_device_activity, comm_bound, device_idle)
