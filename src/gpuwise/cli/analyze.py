@@ -37,7 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser, "gpuwise.run/1")
     add_run_files(parser)
     parser.add_argument(
-        "--strict", action="store_true", help="fail on the first corrupt record (default: skip)"
+        "--strict",
+        action="store_true",
+        help="fail (exit 2, naming the file and event) on the first corrupt record or "
+        "non-finite/negative trace time (default: skip and count them)",
     )
 
 
@@ -46,8 +49,16 @@ def run(args: argparse.Namespace) -> int:
     """Analyze the files and print the report (or JSON); write HTML/trace when asked."""
     from gpuwise.diagnose.analyze import analyze
 
+    from gpuwise.errors import LogFormatError, UsageError
+
     check_run_files(args)
-    result = analyze(args.files, strict=args.strict)
+    try:
+        result = analyze(args.files, strict=args.strict)
+    except (UsageError, LogFormatError) as err:
+        if isinstance(err, LogFormatError) and not args.strict:
+            raise
+        print(f"gpuwise analyze: error: {err}", file=sys.stderr)
+        return 2  # rank files of different jobs, or --strict met a bad record
     written = write_run_files(args, result)
     if args.json:
         print_json(result.to_dict(include_samples=False))

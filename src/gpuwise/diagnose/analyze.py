@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuwise.diagnose.inputs import Piece, describe, read_piece
 from gpuwise.diagnose.rules import diagnose
+from gpuwise.diagnose.trace_ranks import merge_traces
 from gpuwise.errors import UsageError
 from gpuwise.records import Run, Step, step_stats
 from gpuwise.telemetry.summary import summarize
@@ -132,7 +133,7 @@ def _meta(pieces: list[Piece], interval: float | None) -> dict[str, Any]:
 def _add_trace(run: Run, pieces: list[Piece]) -> None:
     traces = [p.trace for p in pieces if p.trace is not None]
     if traces:
-        run.extra["trace"] = traces[0]
+        run.extra["trace"] = merge_traces(traces)
     if len(traces) > 1:
         run.extra["traces"] = traces
 
@@ -158,4 +159,8 @@ def _add_ranks(run: Run) -> None:
         if err.name != name:
             raise
         return
-    run.extra["ranks"] = module.cross_rank(run.steps)
+    section = module.cross_rank(run.steps)
+    dist = (run.extra.get("trace") or {}).get("distributed") or {}
+    if isinstance(dist.get("world_size"), int):
+        section["world_size"] = dist["world_size"]  # the job's, not the files given
+    run.extra["ranks"] = section

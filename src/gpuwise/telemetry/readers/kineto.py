@@ -79,6 +79,7 @@ class TraceRead:
         devices: GPUs from ``deviceProperties`` that ran work, as NVML-style device dicts.
         rank: ``distributedInfo.rank`` when the trace has it.
         steps: One Step per ProfilerStep (data wait, host-to-device copy, compute).
+        start_us: Timestamp of the first event (the trace's clock, microseconds).
         facts: Device facts: kernel classes, communication overlap, idle split, launch
             statistics, top kernels, per-step figures (``records.trace.TraceFacts``).
     """
@@ -103,6 +104,7 @@ class TraceRead:
     rank: int | None
     steps: list[Step] = field(default_factory=list)
     facts: TraceFacts | None = None
+    start_us: float | None = None
 
     def fraction(self, seconds: float) -> float | None:
         """Return ``seconds`` as a share of the window (None for an empty window)."""
@@ -149,6 +151,7 @@ class TraceRead:
             "copies": self.copies,
             "sync": self.sync,
             "rank": self.rank,
+            "start_us": self.start_us,
             **(self.facts.to_dict() if self.facts else {}),
             "busy_fraction": self.gpu_busy_fraction,
         }
@@ -279,4 +282,5 @@ def _build(path: str, t: EventTally, skipped: list[SkippedEvent], truncated: boo
         rank=t.rank,
         steps=step_records(t, w0, rank=t.rank or 0),
         facts=trace_facts(t),
+        start_us=t.base_us,
     )
