@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuwise.records import PHASES, Finding, Run
+from gpuwise.report.text_trace import render_trace
 from gpuwise.report.units import (
     NA,
     PHASE_COLORS,
@@ -54,6 +55,9 @@ def render_run(run: Run, console: Console) -> None:
     _render_throughput(run, console)
     _render_phases(run, console)
     _render_devices(run, console)
+    trace = run.extra.get("trace")
+    if isinstance(trace, dict):
+        render_trace(trace, console)
     console.print()
     render_findings(run.findings, console)
 
