@@ -48,7 +48,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Analyze the files and print the report (or JSON); write HTML/trace when asked."""
     from gpuwise.diagnose.analyze import analyze
-
     from gpuwise.errors import LogFormatError, UsageError
 
     check_run_files(args)

@@ -139,7 +139,9 @@ def input_bound(ctx: Context) -> Finding | None:
     workers = fx.loader_workers(ctx.cores, ctx.local_ranks, pin=ctx.has_gpu)
     fixes: tuple[Fix, ...]
     if ctx.has_gpu:
-        fixes = _fitting(ctx, (workers, fx.gpuwise_store(), fx.uint8_across(), fx.device_prefetch()))
+        fixes = _fitting(
+            ctx, (workers, fx.gpuwise_store(), fx.uint8_across(), fx.device_prefetch())
+        )
     else:
         fixes = (workers, fx.gpuwise_store(), fx.batched_transforms())
     summary = f"Waiting for input data takes {f:.1%} of each step; compute waits meanwhile"
@@ -155,7 +157,7 @@ def host_to_device(ctx: Context) -> Finding | None:
     evidence = {basis: round(f, 4), **ctx.copy_evidence()}
     if pageable is not None and pageable >= PAGEABLE_SHARE:
         summary = f"Copies from pageable host memory take {f:.1%} of {_basis_words(basis)}"
-        fixes = (fx.pinned_async_copy(), fx.device_prefetch(), fx.uint8_across())
+        fixes: tuple[Fix, ...] = (fx.pinned_async_copy(), fx.device_prefetch(), fx.uint8_across())
         fixes = _fitting(ctx, fixes, pageable=True)
         found = _stage("pageable_h2d", f, summary, evidence, fixes)
         if found is None and f >= PAGEABLE_NOTE_FRACTION:
@@ -164,8 +166,8 @@ def host_to_device(ctx: Context) -> Finding | None:
             )
         return found
     summary = f"Host-to-device copies take {f:.1%} of {_basis_words(basis)}"
-    fixes = _fitting(ctx, (fx.uint8_across(), fx.device_prefetch()))
-    return _stage("h2d_bound", f, summary, evidence, fixes or tuple(_look_at_copies()))
+    fitting = _fitting(ctx, (fx.uint8_across(), fx.device_prefetch()))
+    return _stage("h2d_bound", f, summary, evidence, fitting or tuple(_look_at_copies()))
 
 
 def _fitting(ctx: Context, fixes: tuple[Fix, ...], *, pageable: bool = False) -> tuple[Fix, ...]:

@@ -89,7 +89,9 @@ def no_device_activity(ctx: Context) -> Finding | None:
             "Record the device's activity with the host's",
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         ),
-        Fix("Check that the model and batches are on the device", "next(model.parameters()).device"),
+        Fix(
+            "Check that the model and batches are on the device", "next(model.parameters()).device"
+        ),
     )
     evidence = {"trace_events": t.get("events"), "device_events": 0, "cpu_only": cpu_only}
     return Finding("no_device_activity", "critical", summary, evidence, None, fixes)
@@ -166,7 +168,7 @@ def device_idle(ctx: Context) -> Finding | None:
         return None  # the gaps sit around communication: comm_bound says it
     p = Premises.of(t)
     evidence = _idle_evidence(t, idle, split, launch)
-    if host is None or (launch.get("kernels") or 0) < TINY_WORK_EVENTS and not behind:
+    if host is None or ((launch.get("kernels") or 0) < TINY_WORK_EVENTS and not behind):
         summary = (
             f"The device is idle {idle:.1%} of the window: only {t.get('device_events')} device "
             f"event(s) ran; the job does too little work to judge"

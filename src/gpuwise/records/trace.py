@@ -230,7 +230,6 @@ class TraceFacts:
             "distributed": dict(self.distributed),
         }
 
-
     def compute_stream(self) -> StreamIdle | None:
         """The stream that runs the most compute (HTA's busiest stream); None without one."""
         streams = [s for s in self.idle_by_stream if s.compute_s > 0] or self.idle_by_stream

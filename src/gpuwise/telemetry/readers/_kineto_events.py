@@ -18,7 +18,6 @@ from gpuwise.records import Step
 from gpuwise.telemetry.readers._kineto_device import (
     DEVICE_CATEGORIES,
     HOST_CATEGORIES,
-    LAUNCH_CATEGORIES,
     DeviceEvents,
 )
 
@@ -171,17 +170,20 @@ class EventTally:
             return
         if ev.get("ph") != "X":
             return
-        ts, dur = ev.get("ts"), ev.get("dur", 0)
-        if type(ts) not in (int, float) or type(dur) not in (int, float):
-            self.invalid.append((index, f"complete event without numeric ts/dur: {ts!r}/{dur!r}"))
+        raw_ts, raw_dur = ev.get("ts"), ev.get("dur", 0)
+        if type(raw_ts) not in (int, float) or type(raw_dur) not in (int, float):
+            self.invalid.append(
+                (index, f"complete event without numeric ts/dur: {raw_ts!r}/{raw_dur!r}")
+            )
             return
-        if not (math.isfinite(ts) and math.isfinite(dur)) or dur < 0 or ts < 0:  # type: ignore[arg-type]
+        ts, dur = float(raw_ts), float(raw_dur)  # type: ignore[arg-type]  # checked numeric
+        if not (math.isfinite(ts) and math.isfinite(dur)) or dur < 0 or ts < 0:
             self.nonfinite += 1
-            self.invalid.append((index, f"non-finite or negative ts/dur: {ts!r}/{dur!r}"))
+            self.invalid.append((index, f"non-finite or negative ts/dur: {raw_ts!r}/{raw_dur!r}"))
             return
         if self.base_us is None:
-            self.base_us = float(ts)  # type: ignore[arg-type]  # checked numeric above
-        start = float(ts) - self.base_us  # type: ignore[arg-type]
+            self.base_us = ts
+        start = ts - self.base_us
         self._route(ev, start, start + dur)
 
     def _kind(self, cat: Any) -> str | None:

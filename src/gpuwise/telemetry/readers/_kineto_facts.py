@@ -113,7 +113,7 @@ def _communication(comp: Pair, comm: Pair, lo: float, hi: float) -> Communicatio
     total = union_s(comm, lo, hi)
     if total <= 0:
         return Communication()
-    # |comm ∩ compute| = |comm| + |compute| - |comm ∪ compute|
+    # overlap = |comm| + |compute| - |comm or compute| (inclusion-exclusion)
     overlapped = total + union_s(comp, lo, hi) - union_s(_both(comp, comm), lo, hi)
     overlapped = min(total, max(0.0, overlapped))
     return Communication(total, overlapped, total - overlapped)
