@@ -27,6 +27,7 @@ from gpuwise.report.html_tables import (
     ranks_table,
     utilization_table,
 )
+from gpuwise.report.html_trace import trace_section
 from gpuwise.report.units import (
     DEVICE_COLORS,
     NA,
@@ -89,6 +90,7 @@ def render_html(run: Run) -> str:
         _summary_cards(run),
         _findings_section(run.findings),
         _phases_section(run.steps),
+        trace_section(run.extra.get("trace")),
         _devices_section(run),
         meta_section("meta", "Run metadata", run.meta),
         meta_section("extra", "Other sections", run.extra),

@@ -28,17 +28,23 @@ def render_trace(t: Mapping[str, Any], console: Console) -> None:
         console.print(Text("device      no device activity recorded", style="bold"))
         _unplaced(t, console)
         return
-    _line(console, "device", _device_line(t))
-    _line(console, "kernels", _classes_line(t))
-    comm = t.get("communication") or {}
-    if comm.get("total_s"):
-        _line(console, "comm", _comm_line(comm, t.get("distributed") or {}))
-    _line(console, "idle split", _idle_line(t))
-    _line(console, "launches", _launch_line(t.get("launch") or {}))
+    for label, text in trace_lines(t):
+        _line(console, label, text)
     _unplaced(t, console)
     _top_kernels(t.get("top_kernels") or [], console)
     if len(t.get("ranks") or []) > 1:
         _ranks(t["ranks"], console)
+
+
+def trace_lines(t: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The trace facts as ``(label, sentence)`` rows (shared with the HTML report)."""
+    rows = [("device", _device_line(t)), ("kernels", _classes_line(t))]
+    comm = t.get("communication") or {}
+    if comm.get("total_s"):
+        rows.append(("comm", _comm_line(comm, t.get("distributed") or {})))
+    rows.append(("idle split", _idle_line(t)))
+    rows.append(("launches", _launch_line(t.get("launch") or {})))
+    return rows
 
 
 def _line(console: Console, label: str, text: str) -> None:

@@ -1,0 +1,117 @@
+"""HTML section for an analyzed trace: facts, kernel-class share, per-step timeline, tables.
+
+The per-step chart stacks what the device did in each ProfilerStep: compute, exposed
+communication, memory, idle (the four partition the step; ``records.trace.StepFacts``).
+Every string from the trace (kernel and file names) is escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+import numpy as np
+
+from gpuwise.report import bars
+from gpuwise.report.html_tables import definition_list
+from gpuwise.report.text_trace import trace_lines
+from gpuwise.report.units import format_fraction, format_seconds
+
+STEP_PARTS = ("compute", "communication", "memory", "idle")
+PART_COLORS = {
+    "compute": "#4c78a8",
+    "communication": "#e45756",
+    "memory": "#f58518",
+    "other": "#b279a2",
+    "idle": "#bab0ac",
+}
+
+
+def trace_section(t: Mapping[str, Any] | None) -> str:
+    """Return the ``<section id="trace">`` of a Run's trace facts ("" without them)."""
+    if not t or "device_events" not in t:
+        return ""
+    head = '<section id="trace"><h2>Trace: what the device did</h2>'
+    if not t["device_events"]:
+        return head + "<p>no device activity recorded (no kernel, memcpy or memset)</p></section>"
+    rows = [(label, escape(text)) for label, text in trace_lines(t)]
+    unplaced = t.get("unplaced_categories") or {}
+    if unplaced:
+        rows.append(("unplaced", escape(", ".join(f"{k} ({n})" for k, n in unplaced.items()))))
+    return (
+        head
+        + definition_list(rows)
+        + _class_bar(t.get("kernel_classes_s") or {})
+        + _step_chart(t.get("steps") or [])
+        + _top_table(t.get("top_kernels") or [])
+        + _ranks_table(t.get("ranks") or [])
+        + "</section>"
+    )
+
+
+def _class_bar(classes: Mapping[str, float]) -> str:
+    labels = [k for k, v in classes.items() if v > 0]
+    if not labels:
+        return ""
+    total = sum(classes[k] for k in labels)
+    shares = [classes[k] / total for k in labels]
+    return "<h3>Device time by kernel class</h3>" + bars.share_bar(
+        shares, [PART_COLORS[k] for k in labels], labels
+    )
+
+
+def _step_chart(steps: list[Mapping[str, Any]]) -> str:
+    if not steps:
+        return '<p class="note">no ProfilerStep spans: figures are over the whole window</p>'
+    heights = np.array([[float(s[f"{p}_s"]) for p in STEP_PARTS] for s in steps]) * 1e3
+    chart = bars.stacked_bar_chart(
+        heights,
+        colors=[PART_COLORS[p] for p in STEP_PARTS],
+        labels=list(STEP_PARTS),
+        x_labels=[float(s["index"]) for s in steps],
+        title="device time per profiler step (ms): compute / exposed communication / memory / idle",
+    )
+    odd = [str(s["index"]) for s in steps if s.get("atypical")]
+    note = f'<p class="note">atypical steps: {escape(", ".join(odd))}</p>' if odd else ""
+    return "<h3>Per step</h3>" + chart + note
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _top_table(top: list[Mapping[str, Any]]) -> str:
+    if not top:
+        return ""
+    rows = [
+        [
+            str(k["name"]),
+            str(k["kernel_class"]),
+            format_seconds(k["total_s"]),
+            str(k["count"]),
+            format_fraction(k["share"]),
+        ]
+        for k in top
+    ]
+    return "<h3>Top kernels</h3>" + _table(["kernel", "class", "time", "count", "share"], rows)
+
+
+def _ranks_table(ranks: list[Mapping[str, Any]]) -> str:
+    if len(ranks) < 2:
+        return ""
+    rows = [
+        [
+            str(r["rank"]),
+            format_fraction(r.get("busy_fraction")),
+            format_fraction(r.get("communication_fraction")),
+            format_fraction(r.get("comm_overlap_fraction")),
+            format_seconds(r.get("step_median_s")),
+            str(r.get("file")),
+        ]
+        for r in ranks
+    ]
+    headers = ["rank", "busy", "comm share", "overlapped", "median step", "file"]
+    return "<h3>Ranks</h3>" + _table(headers, rows)
