@@ -220,3 +220,35 @@ def test_unknown_device_categories_are_counted_and_named(tmp_path):
     assert t["unplaced_categories"] == {"xpu_kernel": 2}
     assert t["kernel_classes_s"]["other"] == pytest.approx(20e-6)
     assert t["device_events"] == 3
+
+
+def _x(cat: str, name: str, ts: float, dur: float, **args: int) -> str:
+    import json
+
+    return json.dumps({"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args})
+
+
+def test_an_atypical_step_is_flagged_and_does_not_move_the_headline(tmp_path):
+    events = []
+    for i in range(5):
+        t0 = 1000.0 * i
+        slow = i == 1  # this step's collective takes twice as long
+        events += [
+            _x("cpu_op", f"ProfilerStep#{i}", t0, 1000),
+            _x("kernel", "volta_sgemm_128x64_nn", t0 + 10, 590, stream=7),
+            _x(
+                "kernel",
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+                t0 + 500,
+                400 if slow else 200,
+                stream=20,
+            ),
+        ]
+    run = analyze([_trace(tmp_path, events)])
+    steps = run.extra["trace"]["steps"]
+    assert [s["atypical"] for s in steps] == [False, True, False, False, False]
+    assert steps[0]["communication_s"] == pytest.approx(100e-6)
+    assert steps[1]["communication_s"] == pytest.approx(300e-6)
+    comm = next(f for f in run.findings if f.kind == "comm_bound")
+    assert comm.evidence["exposed_comm_fraction"] == pytest.approx(0.1)
+    assert comm.evidence["basis"] == "median of 4 typical steps"

@@ -9,6 +9,7 @@ fp32/tf32 GEMMs. When no fix fits, the finding says what was measured and where 
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,9 +105,9 @@ def comm_bound(ctx: Context) -> Finding | None:
     total = float(comm.get("total_s") or 0.0)
     if not has_facts(ctx) or total <= 0 or span <= 0:
         return None
-    exposed = float(comm["exposed_s"]) / span
+    exposed, basis = _exposed_share(t, float(comm["exposed_s"]) / span)
     overlap = comm.get("overlap_fraction") or 0.0
-    evidence = _comm_evidence(t, exposed)
+    evidence = {**_comm_evidence(t, exposed), "basis": basis}
     if overlap >= OVERLAPPED:
         summary = (
             f"Communication runs {total * 1e3:.1f} ms, {overlap:.0%} of it under compute: "
@@ -123,6 +124,21 @@ def comm_bound(ctx: Context) -> Finding | None:
     from gpuwise.diagnose.distributed import comm_fixes
 
     return Finding("comm_bound", severity, summary, evidence, round(speedup, 3), comm_fixes())
+
+
+MEDIAN_STEPS = 3
+"""With three or more typical steps, the median step describes the steady state."""
+
+
+def _exposed_share(t: dict[str, Any], window_share: float) -> tuple[float, str]:
+    """Exposed communication share: median over typical steps, else over the device span."""
+    steps = [
+        s for s in t.get("steps") or [] if not s.get("atypical") and s.get("duration_s", 0) > 0
+    ]
+    if len(steps) < MEDIAN_STEPS:
+        return window_share, "device span"
+    shares = sorted(float(s["communication_s"]) / float(s["duration_s"]) for s in steps)
+    return statistics.median(shares), f"median of {len(steps)} typical steps"
 
 
 def _comm_evidence(t: dict[str, Any], exposed: float) -> dict[str, Any]:

@@ -44,7 +44,10 @@ SHORT_KERNEL_US = 10.0
 
 TOP_KERNELS = 10
 ATYPICAL_FACTOR = 2.0
-"""A step whose communication or duration is twice the median is atypical."""
+"""A step twice as long as the median step is atypical..."""
+
+ATYPICAL_COMM_FACTOR = 1.5
+"""...and so is one whose communication takes 1.5x the median (a slow collective)."""
 
 Pair = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
@@ -271,7 +274,7 @@ def _flag_atypical(rows: list[StepFacts]) -> list[StepFacts]:
     out = []
     for r in rows:
         odd = r.duration_s > ATYPICAL_FACTOR * med_dur or (
-            med_comm > 0 and r.comm_total_s > ATYPICAL_FACTOR * med_comm
+            med_comm > 0 and r.comm_total_s > ATYPICAL_COMM_FACTOR * med_comm
         )
         out.append(StepFacts(**{**_fields(r), "atypical": odd}))
     return out
