@@ -83,7 +83,9 @@ WHY = {
     "idle": "HTA drops device events without a CPU launch flow and rounds ns times down to µs",
     "compute": "HTA counts a cpu_op carrying args.stream as a kernel; gpuwise counts device events",
     "non_compute": "see idle/compute",
-    "comm": "HTA's kernel-type percentages divide by a different total than all device time",
+    "comm": "HTA's kernel-type rows split off time where types overlap ('COMPUTATION "
+    "overlapping COMMUNICATION'): its COMMUNICATION row is the unoverlapped part; gpuwise's "
+    "share is communication kernels' summed time over all device-event time",
     "overlap": "HTA's overlap drops the last profiler step's kernels",
 }
 

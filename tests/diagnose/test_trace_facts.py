@@ -252,3 +252,33 @@ def test_an_atypical_step_is_flagged_and_does_not_move_the_headline(tmp_path):
     comm = next(f for f in run.findings if f.kind == "comm_bound")
     assert comm.evidence["exposed_comm_fraction"] == pytest.approx(0.1)
     assert comm.evidence["basis"] == "median of 4 typical steps"
+
+
+def _rank_file(tmp_path: Path, rank: int, start_us: float) -> Path:
+    import json
+
+    doc = {
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+        "traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "gemm", "ts": start_us, "dur": 10, "args": {}}
+        ],
+    }
+    path = tmp_path / f"rank{rank}_{int(start_us)}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_rank_files_started_an_hour_apart_are_refused(tmp_path):
+    a = _rank_file(tmp_path, 0, 1.0e12)
+    b = _rank_file(tmp_path, 1, 1.0e12 + 3600e6)
+    with pytest.raises(UsageError, match=r"rank0_.*rank1_.*3600 s apart"):
+        analyze([b, a])
+    same = _rank_file(tmp_path, 1, 1.0e12 + 5e6)
+    assert analyze([same, a]).extra["trace"]["distributed"]["ranks_read"] == 2
+
+
+def test_the_same_rank_twice_is_refused(tmp_path):
+    a = _rank_file(tmp_path, 0, 1.0e12)
+    b = _rank_file(tmp_path, 0, 1.0e12 + 1e6)
+    with pytest.raises(UsageError, match="both rank 0"):
+        analyze([a, b])
