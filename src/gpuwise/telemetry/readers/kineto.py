@@ -5,7 +5,10 @@ few numbers the diagnosis needs (intervals of GPU work, profiler steps, data-loa
 host-to-device copies, synchronisations) and dropped. Both generations of category names
 are read: the old ``Operator``/``Runtime``/``Kernel``/``Memcpy``/``Memset`` and the new
 ``cpu_op``/``cuda_runtime``/``kernel``/``gpu_memcpy``/``gpu_memset``/``cuda_sync``/
-``user_annotation``. Timestamps are microseconds, as Chrome traces define them.
+``user_annotation``, and MTIA's ``mtia_ccp_events``/``mtia_runtime``. Every device event is
+also kept by name, class and stream for the device facts (``_kineto_facts``); categories
+the reader does not know are counted and named, never silently dropped. Timestamps are
+microseconds, as Chrome traces define them.
 
 Example:
     >>> tr = read_trace("worker0.pt.trace.json.gz")  # doctest: +SKIP
