@@ -159,6 +159,30 @@ def _comm_evidence(t: dict[str, Any], exposed: float) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class IdleSignals:
+    """What the launch statistics and the compute stream's idle split say."""
+
+    idle: float
+    host_wait: float | None
+    behind: bool
+    short: bool
+    tiny: bool
+
+    @classmethod
+    def of(cls, t: dict[str, Any], idle: float) -> IdleSignals:
+        """Read the signals from a trace section with device facts."""
+        launch = t.get("launch") or {}
+        host = ((t.get("idle") or {}).get("compute_stream_split") or {}).get("host_wait")
+        depth = launch.get("median_queue_depth") or 0
+        behind = host is not None and host >= HOST_WAIT_SHARE and depth <= QUEUE_DEPTH_BEHIND
+        short = (launch.get("short_kernel_fraction") or 0) >= SHORT_KERNELS or (
+            launch.get("median_kernel_s") or 1.0
+        ) < SHORT_MEDIAN_S
+        tiny = (launch.get("kernels") or 0) < TINY_WORK_EVENTS
+        return cls(idle, host, behind, short, tiny)
+
+
 def device_idle(ctx: Context) -> Finding | None:
     """Why the device idles in the window: host behind (launch-bound or not), tiny work."""
     t = ctx.trace or {}
@@ -166,52 +190,46 @@ def device_idle(ctx: Context) -> Finding | None:
     if not has_facts(ctx) or busy is None or not t.get("device_events"):
         return None
     # Time waiting for the DataLoader is input_bound's; what is left is this rule's.
-    idle = max(0.0, 1.0 - float(busy) - float(t.get("dataloader_fraction") or 0.0))
-    speedup = fx.amdahl(idle)
-    severity = fx.severity_for(speedup)
-    if severity is None:
-        return None
-    severity = "info" if idle < IDLE_WARN else severity
-    launch, split = t.get("launch") or {}, (t.get("idle") or {}).get("compute_stream_split") or {}
-    host = split.get("host_wait")
-    depth = launch.get("median_queue_depth")
-    behind = host is not None and host >= HOST_WAIT_SHARE and (depth or 0) <= QUEUE_DEPTH_BEHIND
-    short = (launch.get("short_kernel_fraction") or 0) >= SHORT_KERNELS or (
-        launch.get("median_kernel_s") or 1.0
-    ) < SHORT_MEDIAN_S
+    sig = IdleSignals.of(t, max(0.0, 1.0 - float(busy) - float(t.get("dataloader_fraction") or 0)))
+    severity = fx.severity_for(fx.amdahl(sig.idle))
     comm_share = (t.get("communication") or {}).get("kernel_share") or 0.0
-    if comm_share >= COMM_SIGNIFICANT and not behind:
-        return None  # the gaps sit around communication: comm_bound says it
-    p = Premises.of(t)
-    evidence = _idle_evidence(t, idle, split, launch)
-    if host is None or ((launch.get("kernels") or 0) < TINY_WORK_EVENTS and not behind):
+    if severity is None or (comm_share >= COMM_SIGNIFICANT and not sig.behind):
+        return None  # nothing to report, or the gaps sit around communication: comm_bound
+    kind, summary, fixes, bounded = _idle_verdict(sig, t, ctx)
+    if sig.idle < IDLE_WARN or (sig.behind and not sig.short and _pageable(t)):
+        severity = "info"  # small, or the host stages pageable copies: pageable_h2d fixes it
+    evidence = _idle_evidence(t, sig.idle)
+    speedup = round(fx.amdahl(sig.idle), 3) if bounded else None
+    return Finding(kind, severity, summary, evidence, speedup, fixes)
+
+
+def _idle_verdict(
+    sig: IdleSignals, t: dict[str, Any], ctx: Context
+) -> tuple[str, str, tuple[Fix, ...], bool]:
+    """Return ``(kind, summary, fixes, has_speedup_bound)`` for the idle signals."""
+    idle = sig.idle
+    if sig.host_wait is None or (sig.tiny and not sig.behind):
         summary = (
             f"The device is idle {idle:.1%} of the window: only {t.get('device_events')} device "
-            f"event(s) ran; the job does too little work to judge"
+            "event(s) ran; the job does too little work to judge"
         )
-        return Finding("gpu_idle_between_phases", severity, summary, evidence, None, _look())
-    if behind and short:
+        return "gpu_idle_between_phases", summary, _look(), False
+    if sig.behind and sig.short:
+        launch = t.get("launch") or {}
         summary = (
             f"Launch-bound: the device idles {idle:.1%} of the window with nothing queued "
-            f"({host:.0%} of the compute stream's gaps); "
+            f"({sig.host_wait:.0%} of the compute stream's gaps); "
             f"{_per_step(launch)}, median {float(launch['median_kernel_s']) * 1e6:.0f} µs"
         )
-        fixes = _launch_fixes(p, ctx)
-        return Finding("launch_bound", severity, summary, evidence, round(speedup, 3), fixes)
-    if behind and _pageable(t):
-        severity = "info"  # the host stages pageable copies: pageable_h2d names the fix
-    if behind:
+        return "launch_bound", summary, _launch_fixes(Premises.of(t), ctx), True
+    if sig.behind:
         summary = f"The device idles {idle:.1%} of the window waiting for the host (nothing queued)"
-        fixes = (fx.defer_host_reads(), *_look())
-        return Finding(
-            "gpu_idle_between_phases", severity, summary, evidence, round(speedup, 3), fixes
-        )
+        return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
     summary = (
         f"The device idles {idle:.1%} of the window with work queued: it waits on other "
         "streams or events"
     )
-    fixes = (fx.find_syncs(), *_look())
-    return Finding("gpu_idle_between_phases", severity, summary, evidence, round(speedup, 3), fixes)
+    return "gpu_idle_between_phases", summary, (fx.find_syncs(), *_look()), True
 
 
 def _pageable(t: dict[str, Any]) -> bool:
@@ -225,9 +243,9 @@ def _per_step(launch: dict[str, Any]) -> str:
     return f"{per:.0f} kernels per step" if per else f"{launch.get('kernels')} kernels"
 
 
-def _idle_evidence(
-    t: dict[str, Any], idle: float, split: dict[str, Any], launch: dict[str, Any]
-) -> dict[str, Any]:
+def _idle_evidence(t: dict[str, Any], idle: float) -> dict[str, Any]:
+    launch = t.get("launch") or {}
+    split = (t.get("idle") or {}).get("compute_stream_split") or {}
     return {
         "device_idle_fraction": round(idle, 4),
         "window_s": _r(t.get("window_s")),
