@@ -282,3 +282,17 @@ def test_the_same_rank_twice_is_refused(tmp_path):
     b = _rank_file(tmp_path, 0, 1.0e12 + 1e6)
     with pytest.raises(UsageError, match="both rank 0"):
         analyze([a, b])
+
+
+def test_an_idle_device_with_overlapped_communication_is_not_healthy(tmp_path):
+    events = [
+        _x("cpu_op", "ProfilerStep#0", 0, 100_000),
+        _x("kernel", "volta_sgemm_128x64_nn", 0, 1000, stream=7),
+        _x("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 100, 800, stream=20),
+    ]
+    run = analyze([_trace(tmp_path, events)])
+    kinds = [f.kind for f in run.findings]
+    assert kinds[0] == "gpu_idle_between_phases"
+    assert run.findings[0].severity == "critical"
+    assert "comm_overlapped" in kinds
+    assert "healthy" not in kinds
