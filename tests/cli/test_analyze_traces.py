@@ -76,3 +76,13 @@ def test_strict_nonfinite_time_exits_2_with_file_and_event(tmp_path, capsys):
     assert "event #1" in err
     assert main(["analyze", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["trace"]["nonfinite_events"] == 1
+
+
+def test_text_report_gives_step_medians_and_names_the_atypical_step(capsys):
+    assert main(["analyze", str(HTA / "cnn_ddp_a100_nccl.trace.json.gz")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("per step"))
+    assert "median of 2" in line
+    assert "atypical (left out): step 2" in line
+    assert "launch_bound" in out
+    assert "channels_last" in out

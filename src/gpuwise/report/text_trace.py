@@ -6,6 +6,7 @@ Shown by ``text.render_run`` when the Run's ``"trace"`` section carries device f
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,6 +43,8 @@ def trace_lines(t: Mapping[str, Any]) -> list[tuple[str, str]]:
     comm = t.get("communication") or {}
     if comm.get("total_s"):
         rows.append(("comm", _comm_line(comm, t.get("distributed") or {})))
+    if t.get("steps"):
+        rows.append(("per step", _steps_line(t["steps"])))
     rows.append(("idle split", _idle_line(t)))
     rows.append(("launches", _launch_line(t.get("launch") or {})))
     return rows
@@ -77,6 +80,21 @@ def _comm_line(comm: Mapping[str, Any], dist: Mapping[str, Any]) -> str:
         f"{format_seconds(comm.get('total_s'))} of communication{who}: "
         f"{format_fraction(comm.get('overlap_fraction'))} overlapped with compute, "
         f"{format_seconds(comm.get('exposed_s'))} exposed"
+    )
+
+
+def _steps_line(steps: list[Mapping[str, Any]]) -> str:
+    typical = [s for s in steps if not s.get("atypical")] or steps
+
+    def med(key: str) -> str:
+        return format_seconds(statistics.median(float(s[key]) for s in typical))
+
+    odd = [str(s["index"]) for s in steps if s.get("atypical")]
+    odd_text = f"; atypical (left out): step {', '.join(odd)}" if odd else ""
+    return (
+        f"median of {len(typical)}: {med('duration_s')} = compute {med('compute_s')} + exposed "
+        f"comm {med('communication_s')} + memory {med('memory_s')} + idle {med('idle_s')}"
+        f"{odd_text}"
     )
 
 
