@@ -69,7 +69,9 @@ def _classes_line(t: Mapping[str, Any]) -> str:
     classes = t.get("kernel_classes_s") or {}
     total = sum(classes.values()) or 1.0
     parts = [f"{k} {format_fraction(v / total)}" for k, v in classes.items() if v > 0]
-    return f"{t['device_events']} device events: " + ", ".join(parts)
+    steady = t.get("steady_events", t["device_events"])
+    counted = f" ({steady} before the last step)" if steady != t["device_events"] else ""
+    return f"{t['device_events']} device events{counted}: " + ", ".join(parts)
 
 
 def _comm_line(comm: Mapping[str, Any], dist: Mapping[str, Any]) -> str:
