@@ -28,7 +28,9 @@ EXAMPLES = """\
   gpuwise analyze gpu_usage.csv                     nvidia-smi --query-gpu log (or dmon)
   gpuwise analyze run.json --json                   a Run saved by `gpuwise profile --out run.json`
   gpuwise analyze trace.json.gz --html report.html --trace perfetto.json
-  gpuwise analyze base.json scaled.json             a 1-rank baseline and a scaled run"""
+  gpuwise analyze base.json scaled.json             a 1-rank baseline and a scaled run
+  gpuwise analyze rank0.json.gz rank1.json.gz       one job's rank traces: cross-rank view
+  gpuwise analyze trace.json.gz --strict            exit 2 on a corrupt event or NaN time"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
