@@ -41,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict",
         action="store_true",
-        help="fail (exit 2, naming the file and event) on the first corrupt record or "
-        "non-finite/negative trace time (default: skip and count them)",
+        help="fail on the first corrupt record (default: skip and count it); a trace event "
+        "with a non-numeric, non-finite or negative time exits 2, naming the file and event",
     )
 
 
@@ -50,14 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Analyze the files and print the report (or JSON); write HTML/trace when asked."""
     from gpuwise.diagnose.analyze import analyze
-    from gpuwise.errors import LogFormatError, UsageError
+    from gpuwise.errors import UsageError
+    from gpuwise.telemetry.readers.kineto import UnusableEventError
 
     check_run_files(args)
     try:
         result = analyze(args.files, strict=args.strict)
-    except (UsageError, LogFormatError) as err:
-        if isinstance(err, LogFormatError) and not args.strict:
-            raise
+    except (UsageError, UnusableEventError) as err:
         print(f"gpuwise analyze: error: {err}", file=sys.stderr)
         return 2  # rank files of different jobs, or --strict met a bad record
     written = write_run_files(args, result)

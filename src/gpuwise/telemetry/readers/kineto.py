@@ -39,6 +39,10 @@ US = 1e-6
 """Chrome trace timestamps and durations are microseconds."""
 
 
+class UnusableEventError(LogFormatError):
+    """A strict read met an unusable event (non-numeric, non-finite or negative time)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SkippedEvent:
     """A trace event that could not be used.
@@ -220,7 +224,7 @@ def _parse(path: str, tally: EventTally, skipped: list[SkippedEvent], strict: bo
             skipped.append(SkippedEvent(tally.events, err.offset, f"document ends: {err}"))
     if strict and tally.invalid:
         index, reason = tally.invalid[0]
-        raise LogFormatError(
+        raise UnusableEventError(
             f"trace {path!r} event #{index} is unusable: {reason}; "
             f"pass strict=False to skip such events ({len(tally.invalid)} in this file)"
         )
