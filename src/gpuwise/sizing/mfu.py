@@ -1,0 +1,112 @@
+"""Achieved FLOP/s and model FLOPs utilization (MFU) of a profiled Run.
+
+MFU is the model's useful FLOPs per second over the device's peak at the run's precision:
+``flops_per_sample * samples_per_step / step_time / peak``. The peak is the catalog's
+dense datasheet rate for a GPU (``sizing/gpus.csv``) and, on the CPU, the FLOP/s of a
+large matrix multiply measured on this machine (``sizing.host.matmul_flops_s``). Like
+Lightning's ThroughputMonitor, but also per phase: ``compute_mfu`` divides by the compute
+phase alone, so a job starved by its input shows a low MFU and a high compute MFU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwise.errors import UsageError
+from gpuwise.records import Run
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+
+
+def _cpu_peak_flops_s(precision: str) -> float:
+    import torch
+
+    from gpuwise.sizing.host import matmul_flops_s
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    return matmul_flops_s(dtype)
+
+
+def device_peak_flops_s(devices: list[dict[str, Any]], precision: str) -> tuple[float | None, str]:
+    """Peak FLOP/s of one of the Run's devices at ``precision``, and where it came from.
+
+    Args:
+        devices: The Run's device descriptions (``{"id", "name", ...}``).
+        precision: ``fp32``, ``tf32``, ``bf16`` or ``fp16``.
+
+    Returns:
+        ``(peak, source)``: source is the catalog row's name, ``"measured on this CPU"``,
+        or why there is no peak (then peak is ``None``).
+    """
+    from gpuwise.sizing.catalog import find_gpus
+
+    gpus = [d for d in devices if str(d.get("id", "")).startswith("gpu")]
+    if not gpus:
+        return _cpu_peak_flops_s(precision), "measured on this CPU"
+    name = str(gpus[0].get("name") or "")
+    try:
+        spec = find_gpus([name])[0]
+    except UsageError:
+        return None, f"{name or 'the GPU'} is not in the catalog"
+    return spec.peak_flops(precision), f"catalog: {spec.name}"
+
+
+def mfu_section(
+    run: Run,
+    *,
+    flops_per_sample: float,
+    precision: str = "fp32",
+    peak_flops_s: float | None = None,
+    peak_source: str | None = None,
+) -> dict[str, Any]:
+    """The Run's ``mfu`` section.
+
+    Args:
+        run: A Run whose steps record ``batch_size``.
+        flops_per_sample: Model FLOPs of one sample's training step (forward + backward),
+            e.g. from ``gpuwise estimate``.
+        precision: The run's precision, for the peak (default ``fp32``).
+        peak_flops_s: Peak FLOP/s of one device; default: from the catalog or measured.
+        peak_source: Where ``peak_flops_s`` came from, when given.
+
+    Returns:
+        ``{"flops_per_sample", "samples_per_step", "precision", "achieved_tflops_s",
+        "peak_tflops_s", "peak_source", "mfu", "compute_mfu", "devices"}``; ``None`` where
+        unknown (no batch size, no peak).
+
+    Raises:
+        UsageError: ``precision`` is unknown or ``flops_per_sample`` is not positive.
+
+    Example:
+        >>> mfu_section(run, flops_per_sample=3 * 2 * 25e6)["mfu"]  # doctest: +SKIP
+        0.31
+    """
+    if precision not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
+    if not flops_per_sample > 0:
+        raise UsageError(f"FLOPs per sample must be positive; got {flops_per_sample}")
+    if peak_flops_s is None:
+        peak_flops_s, peak_source = device_peak_flops_s(run.devices, precision)
+    stats = run.step_stats()
+    ranks = max(1, len({s.rank for s in run.steps}))
+    per_rank = stats["samples_per_s"] / ranks if stats["samples_per_s"] else None
+    samples_per_step = per_rank * stats["mean_s"] if per_rank else None
+    achieved = flops_per_sample * stats["samples_per_s"] if stats["samples_per_s"] else None
+    compute_s = (stats["phases_s"] or {}).get("compute")
+    compute_rate = (
+        flops_per_sample * samples_per_step * ranks / compute_s
+        if samples_per_step and compute_s
+        else None
+    )
+    total_peak = peak_flops_s * ranks if peak_flops_s else None
+    return {
+        "flops_per_sample": flops_per_sample,
+        "samples_per_step": samples_per_step,
+        "precision": precision,
+        "achieved_tflops_s": achieved / 1e12 if achieved else None,
+        "peak_tflops_s": peak_flops_s / 1e12 if peak_flops_s else None,
+        "peak_source": peak_source,
+        "devices": ranks,
+        "mfu": achieved / total_peak if achieved and total_peak else None,
+        "compute_mfu": compute_rate / total_peak if compute_rate and total_peak else None,
+    }
