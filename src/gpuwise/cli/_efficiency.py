@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from gpuwise.cli._common import number
 
 if TYPE_CHECKING:
+    from gpuwise.integrations.prometheus import MetricsServer
     from gpuwise.records import Run
+    from gpuwise.telemetry.sampler import Sampler
 
 
 def add_efficiency_flags(parser: argparse.ArgumentParser) -> None:
@@ -28,12 +31,34 @@ def add_efficiency_flags(parser: argparse.ArgumentParser) -> None:
         default="fp32",
         help="the run's precision, for the device's peak FLOP/s in MFU (default fp32)",
     )
+    add_prometheus_flag(parser)
+
+
+def add_prometheus_flag(parser: argparse.ArgumentParser) -> None:
+    """Declare ``--prometheus HOST:PORT``."""
     parser.add_argument(
         "--prometheus",
         metavar="HOST:PORT",
-        help="serve live device metrics for Prometheus while the job runs "
-        "(e.g. 127.0.0.1:9400; needs gpuwise[prometheus])",
+        help="serve live device metrics for Prometheus at http://HOST:PORT/metrics, "
+        "dcgm-exporter names (e.g. 127.0.0.1:9400; needs gpuwise[prometheus])",
     )
+
+
+def open_prometheus(address: str | None, sampler: Sampler) -> MetricsServer | None:
+    """Serve the readings of ``sampler``'s devices at ``address`` (``None``: no endpoint).
+
+    The caller feeds each sample to ``server.metrics.update``.
+    """
+    if not address:
+        return None
+    from gpuwise.integrations.prometheus import DeviceMetrics, MetricsServer
+
+    server = MetricsServer(DeviceMetrics(sampler.devices()), address)
+    print(
+        f"gpuwise: serving Prometheus metrics at http://{server.host}:{server.port}/metrics",
+        file=sys.stderr,
+    )
+    return server
 
 
 @contextlib.contextmanager
