@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuwise.records import PHASES, Finding, Run
+from gpuwise.report.efficiency_text import render_efficiency
 from gpuwise.report.units import (
     NA,
     PHASE_COLORS,
@@ -54,6 +55,7 @@ def render_run(run: Run, console: Console) -> None:
     _render_throughput(run, console)
     _render_phases(run, console)
     _render_devices(run, console)
+    render_efficiency(run, console)
     console.print()
     render_findings(run.findings, console)
 

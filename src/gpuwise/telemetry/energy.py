@@ -25,6 +25,9 @@ COUNTER_PERIOD_S = 0.1
 """Update period of NVML's energy counter assumed when flagging short windows."""
 
 
+NO_DEVICE_ENERGY = "no GPU energy counter or power readings in the samples"
+
+
 @dataclass(frozen=True)
 class EnergySeries:
     """Cumulative energy of one device over time (joules from the first sample).
@@ -131,7 +134,7 @@ def energy_section(
         counter_period_s: The device counter's update period (default 0.1 s).
 
     Returns:
-        ``{"source", "per_step_j", "per_sample_j", "per_epoch_j", "epoch_steps",
+        ``{"source", "reason", "per_step_j", "per_sample_j", "per_epoch_j", "epoch_steps",
         "steps_measured", "approximate", "approximate_steps", "counter_period_s",
         "host": {"per_step_j", "total_j", "source"}}``; values are ``None`` when unknown.
     """
@@ -150,6 +153,7 @@ def energy_section(
     )
     return {
         "source": series[0].source if series else None,
+        "reason": None if series else NO_DEVICE_ENERGY,
         "devices": [s.device for s in series],
         "per_step_j": per_step,
         "per_sample_j": per_step / per_sample_count if per_step and per_sample_count else None,
