@@ -46,9 +46,7 @@ def _sampled(times_s: list[float]) -> list[Sample]:
 
 
 def _steps(starts_s: list[float], duration_s: float) -> list[Step]:
-    return [
-        Step(i, s, 0.0, 0.0, duration_s, 0.0, batch_size=10) for i, s in enumerate(starts_s)
-    ]
+    return [Step(i, s, 0.0, 0.0, duration_s, 0.0, batch_size=10) for i, s in enumerate(starts_s)]
 
 
 def test_counter_read_at_step_boundaries_gives_exact_joules() -> None:

@@ -10,10 +10,12 @@ phase alone, so a job starved by its input shows a low MFU and a high compute MF
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.records import Run
+from gpuwise.sizing.catalog import GpuSpec, load_catalog
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
@@ -27,6 +29,35 @@ def _cpu_peak_flops_s(precision: str) -> float:
     return matmul_flops_s(dtype)
 
 
+_MODEL = re.compile(r"\b(h200|h100|a100|l40s|l4|a10|t4|v100|rtx\d{4}|mi300x)\b")
+
+
+def _plain(name: str) -> str:
+    return name.lower().replace("-", " ").replace("rtx ", "rtx")
+
+
+def catalog_row(nvml_name: str) -> GpuSpec | None:
+    """The catalog row of a GPU as NVML names it (``NVIDIA A100-SXM4-80GB``), else ``None``.
+
+    The model (``a100``) must match; then the form factor (``PCIe`` in the name, else SXM)
+    and the memory size (``80GB``) pick among that model's rows.
+    """
+    name = _plain(nvml_name)
+    model = _MODEL.search(name)
+    if model is None:
+        return None
+    rows = [g for g in load_catalog() if re.search(rf"\b{model.group(1)}\b", _plain(g.name))]
+
+    def score(g: GpuSpec) -> tuple[bool, bool]:
+        row = g.name.lower()
+        form = ("pcie" in row) == ("pcie" in name)
+        memory = re.search(r"(\d+)\s?gb", name)
+        size = memory is not None and f"{memory.group(1)}gb" in row.replace(" ", "")
+        return form, size
+
+    return max(rows, key=score, default=None)
+
+
 def device_peak_flops_s(devices: list[dict[str, Any]], precision: str) -> tuple[float | None, str]:
     """Peak FLOP/s of one of the Run's devices at ``precision``, and where it came from.
 
@@ -38,15 +69,12 @@ def device_peak_flops_s(devices: list[dict[str, Any]], precision: str) -> tuple[
         ``(peak, source)``: source is the catalog row's name, ``"measured on this CPU"``,
         or why there is no peak (then peak is ``None``).
     """
-    from gpuwise.sizing.catalog import find_gpus
-
     gpus = [d for d in devices if str(d.get("id", "")).startswith("gpu")]
     if not gpus:
         return _cpu_peak_flops_s(precision), "measured on this CPU"
     name = str(gpus[0].get("name") or "")
-    try:
-        spec = find_gpus([name])[0]
-    except UsageError:
+    spec = catalog_row(name)
+    if spec is None:
         return None, f"{name or 'the GPU'} is not in the catalog"
     return spec.peak_flops(precision), f"catalog: {spec.name}"
 
