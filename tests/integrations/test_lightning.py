@@ -78,7 +78,8 @@ def test_fit_gives_a_diagnosed_run_and_logs_to_the_loggers(tmp_path: Path) -> No
     assert run.extra["mfu"]["samples_per_step"] == BATCH
     assert run.extra["mfu"]["peak_source"] == "measured on this CPU"
     assert json.loads((tmp_path / "run.json").read_text())["source"] == "lightning"
-    rows = list(csv.DictReader(open(next(tmp_path.rglob("metrics.csv")), encoding="utf-8")))
+    text = next(tmp_path.rglob("metrics.csv")).read_text(encoding="utf-8")
+    rows = list(csv.DictReader(text.splitlines()))
     logged = {k: float(v) for row in rows for k, v in row.items() if k.startswith("gpuwise/") and v}
     assert logged["gpuwise/data_wait_fraction"] == pytest.approx(stats["fractions"]["data_wait"])
     assert logged["gpuwise/mfu"] == pytest.approx(run.extra["mfu"]["mfu"])
