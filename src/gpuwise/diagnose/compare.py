@@ -8,8 +8,10 @@ workload is the same, and for each finding of BEFORE the speedup it promised (it
 bound) against the speedup AFTER achieved, with a verdict:
 
 - ``fixed``: the finding is gone from AFTER;
-- ``partly``: it is still there, with a smaller bound, or AFTER is faster beyond the noise;
-- ``not fixed``: it is still there and AFTER is not faster beyond the noise.
+- ``partly``: it is still there with a smaller bound (or, for a finding without a bound,
+  AFTER is faster beyond the noise);
+- ``not fixed``: it is still there with the same or a larger bound (or, without a bound,
+  AFTER is not faster beyond the noise).
 """
 
 from __future__ import annotations
@@ -266,19 +268,13 @@ def _outcomes(before: Run, after: Run, interval: RatioInterval | None) -> list[F
 def _outcome(
     finding: Finding, still: Finding | None, interval: RatioInterval | None
 ) -> FindingOutcome:
-    faster = interval is not None and interval.high < 1.0  # faster beyond the noise
-    smaller = (
-        still is not None
-        and still.max_speedup is not None
-        and finding.max_speedup is not None
-        and still.max_speedup < finding.max_speedup
-    )
     if still is None:
         verdict = "fixed"
-    elif smaller or faster:
-        verdict = "partly"
-    else:
-        verdict = "not fixed"
+    elif still.max_speedup is not None and finding.max_speedup is not None:
+        verdict = "partly" if still.max_speedup < finding.max_speedup else "not fixed"
+    else:  # no bounds to compare: faster beyond the noise counts as partly
+        faster = interval is not None and interval.high < 1.0
+        verdict = "partly" if faster else "not fixed"
     return FindingOutcome(
         kind=finding.kind,
         summary=finding.summary,

@@ -44,6 +44,7 @@ def mfu_line(mfu: Mapping[str, Any]) -> str:
         f"MFU         {pct(mfu.get('mfu'))} (compute phase {pct(mfu.get('compute_mfu'))}) · "
         f"{tf(mfu.get('achieved_tflops_s'))} of {tf(mfu.get('peak_tflops_s'))} TFLOP/s "
         f"{mfu.get('precision')}, peak {mfu.get('peak_source') or NA}"
+        + (f" ({mfu['note']})" if mfu.get("note") else "")
     )
 
 
