@@ -97,14 +97,16 @@ def _render_trace(doc: Mapping[str, Any], console: Console) -> None:
 def _render_extras(doc: Mapping[str, Any], console: Console) -> None:
     lines = []
     energy = doc.get("energy")
-    if energy:
+    if energy and (
+        energy["per_step_j"]["before"] is not None or energy["per_step_j"]["after"] is not None
+    ):
         e = energy["per_step_j"]
         lines.append(
             f"energy   {_num(e['before'], '{:.3g}')} J → {_num(e['after'], '{:.3g}')} J per step"
             f" ({_ratio_pct(e['ratio'])})"
         )
     mfu = doc.get("mfu")
-    if mfu:
+    if mfu and (mfu["mfu"]["before"] is not None or mfu["mfu"]["after"] is not None):
         m = mfu["mfu"]
         before = _num(None if m["before"] is None else m["before"] * 100, "{:.1f}")
         after = _num(None if m["after"] is None else m["after"] * 100, "{:.1f}")
