@@ -11,6 +11,7 @@ phase alone, so a job starved by its input shows a low MFU and a high compute MF
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from gpuwise.errors import UsageError
@@ -20,8 +21,11 @@ from gpuwise.sizing.catalog import GpuSpec, load_catalog
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 CPU_PEAK_REPEATS = 7
-"""The CPU peak is the fastest of this many 1024x1024 multiplies: other processes only
-slow a multiply down, so the fastest is the closest to the CPU's own rate."""
+"""The CPU peak is the fastest of up to this many 1024x1024 multiplies: other processes
+only slow a multiply down, so the fastest is the closest to the CPU's own rate."""
+
+CPU_PEAK_BUDGET_S = 1.5
+"""Stop measuring the CPU peak after this long (a loaded machine makes each multiply slow)."""
 
 PEAK_UNDER_LOAD = (
     "MFU above 1: the CPU's peak was measured while other processes loaded it; "
@@ -29,13 +33,21 @@ PEAK_UNDER_LOAD = (
 )
 
 
-def _cpu_peak_flops_s(precision: str) -> float:
+def _cpu_peak_flops_s(precision: str, n: int = 1024) -> float:
+    """The fastest n x n multiply of up to ``CPU_PEAK_REPEATS``, in ``CPU_PEAK_BUDGET_S``."""
     import torch
 
-    from gpuwise.sizing.host import matmul_flops_s
-
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
-    return matmul_flops_s(dtype, repeats=CPU_PEAK_REPEATS)
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    torch.mm(a, b)  # warm up
+    best_s, started = float("inf"), time.perf_counter()
+    for _ in range(CPU_PEAK_REPEATS):
+        begin = time.perf_counter()
+        torch.mm(a, b)
+        best_s = min(best_s, time.perf_counter() - begin)
+        if time.perf_counter() - started > CPU_PEAK_BUDGET_S:
+            break
+    return 2.0 * n**3 / best_s
 
 
 _MODEL = re.compile(r"\b(h200|h100|a100|l40s|l4|a10|t4|v100|rtx\d{4}|mi300x)\b")
