@@ -25,6 +25,15 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+def _fastest_s(fn, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def _gemm_model() -> nn.Module:
     return nn.Sequential(nn.Linear(N, N, bias=False), nn.Linear(N, N, bias=False))
 
@@ -40,9 +49,10 @@ def test_estimate_counts_the_gemm_flops_analytically() -> None:
 def test_gemm_only_mfu_matches_its_analytic_value(one_thread) -> None:
     """Each step is two N x N x N multiplies, the CPU peak's own shape: MFU 1 on compute.
 
-    A data wait as long as the compute halves the step's MFU: analytic 0.5 and 1.0. The
-    tolerance is 10 %, widened by the spread of a plain ``torch.mm`` timed between the
-    steps (the machine is shared: the spread is what other processes add).
+    A data wait as long as the compute halves the step's MFU: analytic 0.5 and 1.0. Like
+    the peak (the fastest of several multiplies), each step's compute is the fastest of 3
+    runs; the tolerance is 10 %, widened by the spread of a plain ``torch.mm`` timed
+    between the steps (the machine is shared: the spread is what other processes add).
     """
     model = _gemm_model().eval()
     x = torch.randn(N, N)
@@ -54,9 +64,7 @@ def test_gemm_only_mfu_matches_its_analytic_value(one_thread) -> None:
             t0 = time.perf_counter()
             torch.mm(x, x)
             plain_s.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            model(x)
-            compute_s = time.perf_counter() - t0
+            compute_s = _fastest_s(lambda: model(x))
             steps.append(Step(i, start, compute_s, 0.0, compute_s, 0.0, batch_size=N))
             start += 2 * compute_s
     run = Run(source="api", steps=steps, devices=[{"id": "cpu", "name": "this CPU"}])

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from gpuwise.errors import UsageError
-from gpuwise.records import Run
+from gpuwise.records import Run, steady_steps
 from gpuwise.sizing.catalog import GpuSpec, load_catalog
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -138,8 +138,9 @@ def mfu_section(
         peak_flops_s, peak_source = device_peak_flops_s(run.devices, precision)
     stats = run.step_stats()
     ranks = max(1, len({s.rank for s in run.steps}))
-    per_rank = stats["samples_per_s"] / ranks if stats["samples_per_s"] else None
-    samples_per_step = per_rank * stats["mean_s"] if per_rank else None
+    steady = steady_steps(run.steps, int(run.meta.get("warmup_steps", 0)))
+    sizes = [s.batch_size for s in steady if s.batch_size is not None]
+    samples_per_step = sum(sizes) / len(sizes) if sizes and len(sizes) == len(steady) else None
     achieved = flops_per_sample * stats["samples_per_s"] if stats["samples_per_s"] else None
     compute_s = (stats["phases_s"] or {}).get("compute")
     compute_rate = (
