@@ -59,7 +59,9 @@ def test_train_gives_a_diagnosed_run_in_the_log_history(tmp_path: Path) -> None:
     assert len(run.steps) == STEPS
     assert {s.batch_size for s in run.steps} == {BATCH}
     stats = run.step_stats()
-    assert stats["phases_s"]["data_wait"] >= BATCH * WAIT_S
+    # accelerate's loader fetches one batch ahead, inside the previous step, so the wait
+    # seen between steps can fall a little short of the whole batch's loading time
+    assert stats["phases_s"]["data_wait"] >= 0.75 * BATCH * WAIT_S
     assert run.extra["mfu"]["samples_per_step"] == BATCH
     last = trainer.state.log_history[-1]
     assert last["gpuwise/data_wait_fraction"] == pytest.approx(stats["fractions"]["data_wait"])

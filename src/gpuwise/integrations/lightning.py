@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import MissingExtraError
-from gpuwise.integrations.recorder import RecorderConfig, StepRecorder, run_metrics
+from gpuwise.integrations.recorder import (
+    RecorderConfig,
+    StepRecorder,
+    run_metrics,
+    write_reports,
+)
 from gpuwise.records import Run
 
 
@@ -93,18 +98,6 @@ class _GpuwiseCallbackMixin:
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.global_step)
         write_reports(self.run, self.json_path, self.html_path)
-
-
-def write_reports(run: Run, json_path: str | Path | None, html_path: str | Path | None) -> None:
-    """Write the Run as JSON and as an HTML report where asked."""
-    if json_path is not None:
-        import json
-
-        Path(json_path).write_text(json.dumps(run.to_dict(), default=str), encoding="utf-8")
-    if html_path is not None:
-        from gpuwise.report.html import write_html
-
-        write_html(run, html_path)
 
 
 def __getattr__(name: str) -> Any:

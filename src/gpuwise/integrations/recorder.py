@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpuwise.records import Run, Step
@@ -156,3 +157,15 @@ def run_metrics(run: Run, prefix: str = "gpuwise/") -> dict[str, float]:
         if value is not None:
             out[f"{prefix}{key}"] = float(value)
     return out
+
+
+def write_reports(run: Run, json_path: str | Path | None, html_path: str | Path | None) -> None:
+    """Write the Run as JSON and as an HTML report where asked."""
+    if json_path is not None:
+        import json
+
+        Path(json_path).write_text(json.dumps(run.to_dict(), default=str), encoding="utf-8")
+    if html_path is not None:
+        from gpuwise.report.html import write_html
+
+        write_html(run, html_path)

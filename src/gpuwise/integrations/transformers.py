@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import MissingExtraError
-from gpuwise.integrations.lightning import write_reports
-from gpuwise.integrations.recorder import RecorderConfig, StepRecorder, run_metrics
+from gpuwise.integrations.recorder import (
+    RecorderConfig,
+    StepRecorder,
+    run_metrics,
+    write_reports,
+)
 from gpuwise.records import Run
 
 
