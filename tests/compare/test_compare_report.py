@@ -34,6 +34,17 @@ def test_report_shows_energy_and_mfu_change_and_the_guard() -> None:
     assert headline(doc).startswith("AFTER's step time is 20.0 % faster (1.25x throughput)")
 
 
+def test_report_lists_kernel_class_deltas_when_both_are_traces() -> None:
+    a, b = _run(1.0), _run(1.0)
+    a.extra["trace"] = {"kernel_classes_s": {"compute": 2.0, "communication": 1.0}}
+    b.extra["trace"] = {"kernel_classes_s": {"compute": 2.0, "communication": 0.25}}
+    console = Console(record=True, width=100)
+    render_comparison(compare_runs(a, b).to_dict(), console)
+    lines = console.export_text().splitlines()
+    row = next(line for line in lines if line.startswith("communication"))
+    assert row.split() == ["communication", "1.00", "s", "250.0", "ms", "-750.0", "ms"]
+
+
 def test_headline_without_steps_says_so() -> None:
     doc = compare_runs(Run(source="analyze"), Run(source="analyze")).to_dict()
     assert headline(doc) == "no step times on both sides: no speedup to measure"
