@@ -22,6 +22,7 @@ COMMANDS = (
     ("monitor", "gpuwise.cli.monitor"),
     ("profile", "gpuwise.cli.profile"),
     ("analyze", "gpuwise.cli.analyze"),
+    ("compare", "gpuwise.cli.compare"),
     ("pack", "gpuwise.cli.pack"),
     ("store", "gpuwise.cli.store"),
     ("estimate", "gpuwise.cli.estimate"),
@@ -34,6 +35,7 @@ Keep deep-learning jobs' GPUs busy, and prove it.
 
   measure    gpuwise doctor · gpuwise monitor
   diagnose   gpuwise profile -- python train.py · gpuwise analyze trace.json.gz
+  verify     gpuwise compare before.json after.json --max-regression 5
   fix        gpuwise pack images/ store/ · gpuwise store info store/
   size       gpuwise estimate resnet50 · gpuwise tune resnet18 · gpuwise advise resnet50
 

@@ -22,6 +22,7 @@ from gpuwise.cli._common import (
     seconds,
     usage_error,
 )
+from gpuwise.cli._efficiency import add_prometheus_flag, open_prometheus
 from gpuwise.report.units import format_bytes
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pcie", action="store_true", help="read PCIe throughput (20 ms/GPU)")
     parser.add_argument("--host", action="store_true", help="sample the host CPU beside GPUs")
     add_fake(parser, "simulate N GPUs (demo and tests; no GPU needed)")
+    add_prometheus_flag(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: record while it runs")
 
 
@@ -80,11 +82,14 @@ def run(args: argparse.Namespace) -> int:
     sampler = Sampler(config, _fake_backends(args, config, tree), tree=tree)
     try:
         csv = CsvWriter(args.csv, sampler.devices()) if args.csv else None
+        server = open_prometheus(args.prometheus, sampler)
     except Exception:
         sampler.stop()
         raise
 
     def write(sample: Sample) -> None:
+        if server is not None:
+            server.metrics.update(sample)
         if log is not None:
             log.write(sample)
         if csv is not None:
@@ -99,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         exit_code, samples = _record(args, cmd, sampler, console)
     finally:
         sampler.stop()
-        for writer in (log, csv):
+        for writer in (log, csv, server):
             if writer is not None:
                 writer.close()
     _print_result(args, cmd, sampler, samples, exit_code, console)

@@ -17,6 +17,7 @@ from gpuwise.cli._common import (
     print_json,
     write_run_files,
 )
+from gpuwise.cli._efficiency import add_efficiency_flags, efficiency_around
 
 HELP = "run a script unmodified, time every step's phases, and diagnose the bottleneck"
 EXAMPLES = """\
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep-steps", metavar="DIR", help="keep the per-process step files (JSONL) in DIR"
     )
+    add_efficiency_flags(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS (default: the example)")
 
 
@@ -63,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     config = ProfileConfig(
         interval_s=args.interval, steps_dir=args.keep_steps, stdout_to_stderr=args.json
     )
-    result = profile_command(cmd, config)
+    with efficiency_around(args) as finish:
+        result = finish(profile_command(cmd, config))
     result.findings = diagnose(result)
     if not result.steps:
         print(NO_STEPS_HINT, file=sys.stderr)

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuwise.records import PHASES, Finding, Run
+from gpuwise.report.efficiency_text import render_efficiency
 from gpuwise.report.text_trace import render_trace
 from gpuwise.report.units import (
     NA,
@@ -58,6 +59,7 @@ def render_run(run: Run, console: Console) -> None:
     trace = run.extra.get("trace")
     if isinstance(trace, dict):
         render_trace(trace, console)
+    render_efficiency(run, console)
     console.print()
     render_findings(run.findings, console)
 

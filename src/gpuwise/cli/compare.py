@@ -1,0 +1,61 @@
+"""``gpuwise compare BEFORE AFTER``: did the fix deliver the speedup the diagnosis promised?"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpuwise.cli._common import add_json, check_writable, guard, make_console, number, print_json
+
+HELP = "compare two runs (before/after a fix): speedup with its interval, phases, verdicts"
+EXAMPLES = """\
+  gpuwise compare naive.json fixed.json             Runs saved by `gpuwise profile --out`
+  gpuwise compare before.pt.trace.json.gz after.pt.trace.json.gz
+  gpuwise compare base.json new.json --max-regression 5
+                                                    CI guard: exit 1 when NEW is more than
+                                                    5 % slower beyond the step-time noise
+  gpuwise compare a.json b.json --json              the gpuwise.compare/1 object
+  gpuwise compare a.json b.json --html compare.html before/after bars per phase
+Exit codes: 0 ok, 1 regression (with --max-regression) or error, 2 usage error."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags of ``gpuwise compare``."""
+    parser.add_argument("before", metavar="BEFORE", help="run, trace or log before the change")
+    parser.add_argument("after", metavar="AFTER", help="run, trace or log after the change")
+    parser.add_argument(
+        "--max-regression",
+        type=number("regression percent", 0.0, 1000.0),
+        metavar="PCT",
+        help="exit 1 when AFTER's steps are more than PCT %% slower and the 95 %% interval "
+        "of the slowdown excludes 0 (noise passes)",
+    )
+    add_json(parser, "gpuwise.compare/1")
+    parser.add_argument("--html", metavar="FILE", help="also write an HTML report")
+    parser.add_argument(
+        "--strict", action="store_true", help="fail on the first corrupt record (default: skip)"
+    )
+
+
+@guard
+def run(args: argparse.Namespace) -> int:
+    """Compare the two inputs, print the report (or JSON), exit 1 on a regression."""
+    from gpuwise.diagnose.compare import compare_files
+
+    check_writable(args.html, "HTML report")
+    result = compare_files(
+        args.before, args.after, max_regression_pct=args.max_regression, strict=args.strict
+    )
+    doc = result.to_dict()
+    if args.json:
+        print_json(doc)
+    else:
+        from gpuwise.report.compare_text import render_comparison
+
+        render_comparison(doc, make_console())
+    if args.html:
+        from gpuwise.report.compare_html import write_compare_html
+
+        write_compare_html(doc, args.html)
+        print(f"gpuwise compare: wrote {args.html}", file=sys.stderr)
+    return 1 if result.regressed else 0

@@ -1,0 +1,286 @@
+"""``gpuwise compare``: did the fix deliver what the diagnosis promised?
+
+Two diagnosed Runs, BEFORE and AFTER, become one Comparison (JSON ``gpuwise.compare/1``):
+the step-time ratio with a confidence interval from the per-step spread (warm-up left
+out), per-phase deltas, per-kernel-class and communication deltas when both are traces
+with a ``trace`` section, the energy and MFU change when both have them, whether the
+workload is the same, and for each finding of BEFORE the speedup it promised (its Amdahl
+bound) against the speedup AFTER achieved, with a verdict:
+
+- ``fixed``: the finding is gone from AFTER;
+- ``partly``: it is still there with a smaller bound (or, for a finding without a bound,
+  AFTER is faster beyond the noise);
+- ``not fixed``: it is still there with the same or a larger bound (or, without a bound,
+  AFTER is not faster beyond the noise).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuwise.diagnose.compare_stats import RatioInterval, is_regression, ratio_interval
+from gpuwise.diagnose.compare_workload import workload_differences
+from gpuwise.records import PHASES, Finding, Run, steady_steps
+
+COMPARE_SCHEMA = "gpuwise.compare/1"
+
+KERNEL_CLASSES = ("compute", "communication", "memory", "other")
+COMMUNICATION_KEYS = ("total_s", "overlapped_s", "exposed_s")
+
+
+@dataclass(frozen=True)
+class FindingOutcome:
+    """What became of one finding of BEFORE.
+
+    Attributes:
+        kind: The finding's id (``input_bound``, ...).
+        summary: BEFORE's one-line summary of it.
+        promised_speedup: BEFORE's bound on the speedup if fixed (``None``: not about speed).
+        achieved_speedup: BEFORE's mean step time over AFTER's (``None`` without steps).
+        still_present: AFTER reports the same kind.
+        remaining_speedup: AFTER's bound for the same kind, when still present.
+        verdict: ``"fixed"``, ``"partly"`` or ``"not fixed"``.
+    """
+
+    kind: str
+    summary: str
+    promised_speedup: float | None
+    achieved_speedup: float | None
+    still_present: bool
+    remaining_speedup: float | None
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """BEFORE against AFTER (see the module docstring for the verdicts).
+
+    Attributes:
+        before: Summary of BEFORE (``file``, ``source``, ``steps``, ``mean_s``, ...).
+        after: Summary of AFTER, the same keys.
+        step_time: The step-time ratio AFTER / BEFORE with its interval, or ``None``.
+        phases: Per phase: BEFORE's and AFTER's mean seconds per step and their delta.
+        kernel_classes: Per kernel class: seconds in BEFORE, AFTER and the delta, or ``None``.
+        communication: Communication total/overlapped/exposed seconds, or ``None``.
+        energy: Joules per step and per sample, before and after, or ``None``.
+        mfu: Achieved TFLOP/s and MFU, before and after, or ``None``.
+        differences: How the workloads differ (empty: the same workload).
+        outcomes: One per finding of BEFORE that is not ``healthy``.
+        max_regression_pct: The allowed slowdown, when a guard was asked for.
+        regressed: AFTER is slower beyond the allowance and the noise (guard only).
+    """
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    step_time: RatioInterval | None
+    phases: dict[str, dict[str, float | None]]
+    kernel_classes: dict[str, dict[str, float | None]] | None
+    communication: dict[str, dict[str, float | None]] | None
+    energy: dict[str, Any] | None
+    mfu: dict[str, Any] | None
+    differences: list[str] = field(default_factory=list)
+    outcomes: list[FindingOutcome] = field(default_factory=list)
+    max_regression_pct: float | None = None
+    regressed: bool = False
+
+    @property
+    def speedup(self) -> float | None:
+        """BEFORE's mean step time over AFTER's (above 1: AFTER is faster)."""
+        return None if self.step_time is None else 1 / self.step_time.ratio
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the ``gpuwise.compare/1`` JSON document."""
+        st = self.step_time
+        return {
+            "schema": COMPARE_SCHEMA,
+            "before": self.before,
+            "after": self.after,
+            "same_workload": not self.differences,
+            "differences": self.differences,
+            "step_time": None if st is None else asdict(st),
+            "speedup": self.speedup,
+            "speedup_interval": None if st is None else [1 / st.high, 1 / st.low],
+            "phases": self.phases,
+            "kernel_classes": self.kernel_classes,
+            "communication": self.communication,
+            "energy": self.energy,
+            "mfu": self.mfu,
+            "findings": [asdict(o) for o in self.outcomes],
+            "max_regression_pct": self.max_regression_pct,
+            "regressed": self.regressed,
+        }
+
+
+def compare_files(
+    before: str | os.PathLike[str],
+    after: str | os.PathLike[str],
+    *,
+    max_regression_pct: float | None = None,
+    strict: bool = False,
+) -> Comparison:
+    """Read and diagnose two inputs (anything ``gpuwise analyze`` reads), then compare them.
+
+    Args:
+        before: The run before the change: a Run JSON, a trace or a log.
+        after: The run after the change.
+        max_regression_pct: Allowed slowdown in percent for the CI guard; ``None``: no guard.
+        strict: Fail on the first corrupt record instead of skipping it.
+
+    Returns:
+        The Comparison.
+
+    Raises:
+        LogFormatError: A file is missing or of an unknown format.
+        UsageError: A guard was asked for and a side has fewer than 2 steps.
+
+    Example:
+        >>> c = compare_files("naive.json", "fixed.json")  # doctest: +SKIP
+        >>> c.outcomes[0].verdict  # doctest: +SKIP
+        'fixed'
+    """
+    from gpuwise.diagnose.analyze import analyze
+
+    runs = [analyze([path], strict=strict) for path in (before, after)]
+    return compare_runs(
+        runs[0],
+        runs[1],
+        names=(os.fspath(before), os.fspath(after)),
+        max_regression_pct=max_regression_pct,
+    )
+
+
+def step_series_s(run: Run) -> list[float]:
+    """Steady step times of the lowest rank, in step order (warm-up left out)."""
+    steps = steady_steps(run.steps, int(run.meta.get("warmup_steps", 0)))
+    if not steps:
+        return []
+    rank = min(s.rank for s in steps)
+    return [s.total_s for s in sorted(steps, key=lambda s: s.index) if s.rank == rank]
+
+
+def compare_runs(
+    before: Run,
+    after: Run,
+    *,
+    names: tuple[str, str] = ("BEFORE", "AFTER"),
+    max_regression_pct: float | None = None,
+) -> Comparison:
+    """Compare two diagnosed Runs (see ``compare_files``).
+
+    Args:
+        before: The diagnosed Run before the change.
+        after: The diagnosed Run after the change.
+        names: How to name the two sides in the summary (file names).
+        max_regression_pct: Allowed slowdown in percent for the CI guard; ``None``: no guard.
+
+    Raises:
+        UsageError: A guard was asked for and a side has fewer than 2 steps.
+    """
+    a, b = step_series_s(before), step_series_s(after)
+    interval = ratio_interval(a, b) if len(a) >= 2 and len(b) >= 2 else None
+    if max_regression_pct is not None and interval is None:
+        ratio_interval(a, b)  # raises the UsageError that explains what is missing
+    regressed = bool(
+        interval is not None
+        and max_regression_pct is not None
+        and is_regression(interval, max_regression_pct)
+    )
+    return Comparison(
+        before=_side(before, names[0]),
+        after=_side(after, names[1]),
+        step_time=interval,
+        phases=_phases(before, after),
+        kernel_classes=_trace_deltas(before, after, "kernel_classes_s", KERNEL_CLASSES),
+        communication=_trace_deltas(before, after, "communication", COMMUNICATION_KEYS),
+        energy=_paired(before, after, "energy", ("per_step_j", "per_sample_j")),
+        mfu=_paired(before, after, "mfu", ("achieved_tflops_s", "mfu")),
+        differences=workload_differences(before, after),
+        outcomes=_outcomes(before, after, interval),
+        max_regression_pct=max_regression_pct,
+        regressed=regressed,
+    )
+
+
+def _side(run: Run, name: str) -> dict[str, Any]:
+    stats = run.step_stats()
+    main = run.findings[0].kind if run.findings else None
+    return {
+        "file": name,
+        "source": run.meta.get("analyzed_source", run.source),
+        "steps": stats["count"],
+        "warmup_excluded": stats["warmup_excluded"],
+        "mean_s": stats["mean_s"],
+        "samples_per_s": stats["samples_per_s"],
+        "main_finding": main,
+    }
+
+
+def _delta(before: float | None, after: float | None) -> dict[str, float | None]:
+    both = before is not None and after is not None
+    return {
+        "before_s": before,
+        "after_s": after,
+        "delta_s": after - before if both else None,  # type: ignore[operator]
+    }
+
+
+def _phases(before: Run, after: Run) -> dict[str, dict[str, float | None]]:
+    pa = before.step_stats()["phases_s"] or {}
+    pb = after.step_stats()["phases_s"] or {}
+    return {p: _delta(pa.get(p), pb.get(p)) for p in PHASES}
+
+
+def _trace_deltas(
+    before: Run, after: Run, key: str, names: tuple[str, ...]
+) -> dict[str, dict[str, float | None]] | None:
+    """Deltas of one ``trace`` sub-object present on both sides, else ``None``."""
+    sections = [r.extra.get("trace") for r in (before, after)]
+    values = [s.get(key) if isinstance(s, dict) else None for s in sections]
+    if not all(isinstance(v, dict) for v in values):
+        return None
+    va: dict[str, Any] = values[0]  # type: ignore[assignment]  # checked above
+    vb: dict[str, Any] = values[1]  # type: ignore[assignment]
+    return {n: _delta(va.get(n), vb.get(n)) for n in names}
+
+
+def _paired(before: Run, after: Run, key: str, fields: tuple[str, ...]) -> dict[str, Any] | None:
+    """BEFORE's and AFTER's values of ``fields`` in section ``key``, with their ratio."""
+    sa, sb = before.extra.get(key), after.extra.get(key)
+    if not isinstance(sa, dict) or not isinstance(sb, dict):
+        return None
+    out: dict[str, Any] = {}
+    for name in fields:
+        x, y = sa.get(name), sb.get(name)
+        ratio = y / x if isinstance(x, int | float) and isinstance(y, int | float) and x else None
+        out[name] = {"before": x, "after": y, "ratio": ratio}
+    return out
+
+
+def _outcomes(before: Run, after: Run, interval: RatioInterval | None) -> list[FindingOutcome]:
+    remaining = {f.kind: f for f in after.findings}
+    return [
+        _outcome(f, remaining.get(f.kind), interval) for f in before.findings if f.kind != "healthy"
+    ]
+
+
+def _outcome(
+    finding: Finding, still: Finding | None, interval: RatioInterval | None
+) -> FindingOutcome:
+    if still is None:
+        verdict = "fixed"
+    elif still.max_speedup is not None and finding.max_speedup is not None:
+        verdict = "partly" if still.max_speedup < finding.max_speedup else "not fixed"
+    else:  # no bounds to compare: faster beyond the noise counts as partly
+        faster = interval is not None and interval.high < 1.0
+        verdict = "partly" if faster else "not fixed"
+    return FindingOutcome(
+        kind=finding.kind,
+        summary=finding.summary,
+        promised_speedup=finding.max_speedup,
+        achieved_speedup=None if interval is None else 1 / interval.ratio,
+        still_present=still is not None,
+        remaining_speedup=None if still is None else still.max_speedup,
+        verdict=verdict,
+    )

@@ -1,0 +1,115 @@
+"""gpuwise inside the Hugging Face ``Trainer``: ``callbacks=[GpuwiseCallback()]``.
+
+Needs ``gpuwise[transformers]``. The Trainer's ``on_step_begin`` (the step's batches have
+been fetched) and ``on_step_end`` (the optimizer stepped) mark each optimizer step; the
+time between one step's end and the next one's begin is the data wait, and includes the
+Trainer's own logging, saving and evaluation between steps. Samples per step are
+``per_device_train_batch_size * gradient_accumulation_steps``. At the end of training the
+callback holds a diagnosed Run (``callback.run``), writes the asked-for report files, and
+appends the gpuwise numbers to ``state.log_history``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpuwise.errors import MissingExtraError
+from gpuwise.integrations.recorder import (
+    RecorderConfig,
+    StepRecorder,
+    run_metrics,
+    write_reports,
+)
+from gpuwise.records import Run
+
+
+def _callback_base() -> type:
+    try:
+        from transformers import TrainerCallback
+    except ImportError as err:
+        raise MissingExtraError(
+            "transformers", "transformers", "The Hugging Face Trainer callback"
+        ) from err
+    return TrainerCallback  # type: ignore[no-any-return]
+
+
+class _GpuwiseCallbackMixin:
+    """The callback's behaviour; mixed with ``TrainerCallback`` when first built."""
+
+    def __init__(
+        self,
+        *,
+        interval_s: float = 0.5,
+        flops_per_sample: float | None = None,
+        precision: str = "fp32",
+        json_path: str | Path | None = None,
+        html_path: str | Path | None = None,
+        backends: Any = None,
+    ) -> None:
+        super().__init__()
+        self.config = RecorderConfig(interval_s, flops_per_sample, precision)
+        self.json_path, self.html_path = json_path, html_path
+        self._backends = backends
+        self._recorder: StepRecorder | None = None
+        self.run: Run | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Start sampling."""
+        self._recorder = StepRecorder("transformers", self.config, backends=self._backends)
+        self._recorder.start()
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """The step's batches are here: compute starts."""
+        if self._recorder is not None:
+            self._recorder.begin()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """The optimizer stepped."""
+        if self._recorder is not None:
+            samples = args.per_device_train_batch_size * args.gradient_accumulation_steps
+            self._recorder.end(samples, rank=int(args.process_index))
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Build the Run, write the reports, add the numbers to the log history."""
+        if self._recorder is None:
+            return
+        self.run = self._recorder.finish()
+        self._recorder = None
+        state.log_history.append({**run_metrics(self.run), "step": state.global_step})
+        write_reports(self.run, self.json_path, self.html_path)
+
+
+def __getattr__(name: str) -> Any:
+    """Build ``GpuwiseCallback`` on first use: importing this module needs no transformers."""
+    if name != "GpuwiseCallback":
+        raise AttributeError(name)
+    cls = type("GpuwiseCallback", (_GpuwiseCallbackMixin, _callback_base()), {})
+    cls.__doc__ = _DOC
+    cls.__module__ = __name__
+    globals()["GpuwiseCallback"] = cls
+    return cls
+
+
+_DOC = """A Hugging Face Trainer callback: steps and device metrics become a gpuwise Run.
+
+Args:
+    interval_s: Seconds between device samples (default 0.5).
+    flops_per_sample: Training FLOPs of one sample (``gpuwise estimate``), for MFU.
+    precision: The run's precision, for the peak FLOP/s (default ``fp32``).
+    json_path: Also write the Run as JSON here at the end of training.
+    html_path: Also write the HTML report here.
+    backends: Telemetry backends (default: NVML, else the host CPU).
+
+Attributes:
+    run: The diagnosed Run, after training.
+
+Raises:
+    MissingExtraError: transformers is not installed (``pip install 'gpuwise[transformers]'``).
+
+Example:
+    >>> from gpuwise.integrations.transformers import GpuwiseCallback
+    >>> callback = GpuwiseCallback()
+    >>> Trainer(model, args, train_dataset=data, callbacks=[callback]).train()  # doctest: +SKIP
+    >>> callback.run.step_stats()["fractions"]  # doctest: +SKIP
+"""

@@ -1,0 +1,147 @@
+"""The terminal report of ``gpuwise compare``: verdict, step-time ratio, phases, findings.
+
+Renders the ``gpuwise.compare/1`` document (``Comparison.to_dict()``) onto a ``rich``
+console the caller owns; tests record it with ``Console(record=True, width=100)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gpuwise.report.units import NA, format_seconds, format_speedup
+
+VERDICT_STYLES = {"fixed": "green", "partly": "yellow", "not fixed": "red"}
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return NA if value is None else fmt.format(value)
+
+
+def headline(doc: Mapping[str, Any]) -> str:
+    """One sentence: faster or slower by how much, with the interval, or why there is none."""
+    st = doc.get("step_time")
+    if not st:
+        return "no step times on both sides: no speedup to measure"
+    change = (st["ratio"] - 1) * 100
+    low, high = (st["low"] - 1) * 100, (st["high"] - 1) * 100
+    word = "faster" if change < 0 else "slower"
+    noise = low <= 0 <= high
+    return (
+        f"AFTER's step time is {abs(change):.1f} % {word} ({doc['speedup']:.2f}x throughput); "
+        f"{st['confidence'] * 100:.0f} % interval {low:+.1f} % to {high:+.1f} %"
+        + (" — within the noise" if noise else "")
+    )
+
+
+def render_comparison(doc: Mapping[str, Any], console: Console) -> None:
+    """Render a comparison document as the terminal report.
+
+    Args:
+        doc: The ``gpuwise.compare/1`` document.
+        console: Where to render; the caller owns it.
+
+    Example:
+        >>> doc = compare_files("a.json", "b.json").to_dict()  # doctest: +SKIP
+        >>> render_comparison(doc, Console())  # doctest: +SKIP
+    """
+    console.print(Text("gpuwise compare", style="bold"))
+    for side in ("before", "after"):
+        s = doc[side]
+        console.print(
+            f"{side:<7} {s['file']}: {s['steps']} steps, mean {format_seconds(s['mean_s'])}, "
+            f"main finding {s['main_finding'] or NA}",
+            markup=False,
+            highlight=False,
+        )
+    for line in doc.get("differences") or []:
+        console.print(Text(f"warning: not the same workload: {line}", style="yellow"))
+    console.print()
+    console.print(Text(headline(doc), style="bold"))
+    _render_phases(doc, console)
+    _render_trace(doc, console)
+    _render_extras(doc, console)
+    _render_findings(doc, console)
+    _render_guard(doc, console)
+
+
+def _delta_table(title: str, rows: Mapping[str, Mapping[str, float | None]]) -> Table:
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for name in ("", "before", "after", "change"):
+        table.add_column(name, justify="left" if not name else "right")
+    for name, row in rows.items():
+        delta = row.get("delta_s")
+        change = NA if delta is None else ("+" if delta >= 0 else "-") + format_seconds(abs(delta))
+        table.add_row(
+            name, format_seconds(row.get("before_s")), format_seconds(row.get("after_s")), change
+        )
+    return table
+
+
+def _render_phases(doc: Mapping[str, Any], console: Console) -> None:
+    console.print()
+    console.print(_delta_table("per step", doc["phases"]))
+
+
+def _render_trace(doc: Mapping[str, Any], console: Console) -> None:
+    for key, title in (("kernel_classes", "kernel classes"), ("communication", "communication")):
+        if doc.get(key):
+            console.print()
+            console.print(_delta_table(title, doc[key]))
+
+
+def _render_extras(doc: Mapping[str, Any], console: Console) -> None:
+    lines = []
+    energy = doc.get("energy")
+    if energy and (
+        energy["per_step_j"]["before"] is not None or energy["per_step_j"]["after"] is not None
+    ):
+        e = energy["per_step_j"]
+        lines.append(
+            f"energy   {_num(e['before'], '{:.3g}')} J → {_num(e['after'], '{:.3g}')} J per step"
+            f" ({_ratio_pct(e['ratio'])})"
+        )
+    mfu = doc.get("mfu")
+    if mfu and (mfu["mfu"]["before"] is not None or mfu["mfu"]["after"] is not None):
+        m = mfu["mfu"]
+        before = _num(None if m["before"] is None else m["before"] * 100, "{:.1f}")
+        after = _num(None if m["after"] is None else m["after"] * 100, "{:.1f}")
+        lines.append(f"MFU      {before} % → {after} %")
+    if lines:
+        console.print()
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+def _ratio_pct(ratio: float | None) -> str:
+    return NA if ratio is None else f"{(ratio - 1) * 100:+.1f} %"
+
+
+def _render_findings(doc: Mapping[str, Any], console: Console) -> None:
+    outcomes = doc.get("findings") or []
+    if not outcomes:
+        return
+    console.print()
+    table = Table(title="findings of BEFORE", title_justify="left", box=None, pad_edge=False)
+    for name in ("finding", "promised", "achieved", "verdict"):
+        table.add_column(name, justify="left" if name in ("finding", "verdict") else "right")
+    for o in outcomes:
+        verdict = Text(o["verdict"], style=VERDICT_STYLES.get(o["verdict"], ""))
+        achieved = _num(o["achieved_speedup"], "{:.2f}x")
+        table.add_row(o["kind"], format_speedup(o["promised_speedup"]), achieved, verdict)
+    console.print(table)
+
+
+def _render_guard(doc: Mapping[str, Any], console: Console) -> None:
+    limit = doc.get("max_regression_pct")
+    if limit is None:
+        return
+    console.print()
+    if doc["regressed"]:
+        console.print(Text(f"REGRESSION: slower by more than {limit:g} % beyond noise", "red"))
+    else:
+        console.print(Text(f"ok: no slowdown beyond {limit:g} % and the noise", "green"))
