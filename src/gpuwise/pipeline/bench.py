@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.pipeline.core import Pipeline
+from gpuwise.pipeline.example import ServingApp
 from gpuwise.pipeline.load import LoadResult, LoadSpec, run_load
 from gpuwise.records.serving import ServingResult, SweepPoint
 
@@ -136,3 +137,68 @@ def best_point(points: Sequence[SweepPoint]) -> int:
     if meeting:
         return max(meeting, key=lambda i: (points[i].throughput_per_s, -(points[i].p99_s or 0.0)))
     return min(range(len(points)), key=lambda i: points[i].p99_s or float("inf"))
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """Pipeline settings of a run that is not a sweep (and the fixed ones of a sweep).
+
+    Attributes:
+        max_batch: Largest batch.
+        max_delay_ms: Longest wait of a batch's oldest request.
+        pre_workers: Pre threads (``None``: planned).
+        post_workers: Post threads (``None``: one).
+        model_threads: Intra-op threads on the CPU device (``None``: planned).
+        buckets: Padded batch sizes (empty: no padding).
+    """
+
+    max_batch: int = 16
+    max_delay_ms: float = 5.0
+    pre_workers: int | None = None
+    post_workers: int | None = None
+    model_threads: int | None = None
+    buckets: tuple[int, ...] = ()
+
+
+def serve_bench(
+    app: ServingApp,
+    load: LoadSpec,
+    config: BenchConfig,
+    grid: SweepSpec | None = None,
+    label: Callable[[ServingResult], str] | None = None,
+) -> ServingResult:
+    """Serve ``app`` under ``load``: one setting, or a sweep when ``grid`` is given.
+
+    Args:
+        app: The stages and the inputs (``gpuwise.pipeline.example.image_classifier()``).
+        load: How to offer load.
+        config: Pipeline settings (a sweep varies batch, delay and pre workers).
+        grid: Settings to sweep and the p99 target, or ``None``.
+        label: Names each sweep point's bottleneck.
+
+    Returns:
+        The measured (or best) setting's result.
+    """
+
+    def build(max_batch: int, delay_ms: float, workers: int | None) -> Pipeline:
+        clients = load.concurrency or 2 * max_batch
+        return Pipeline(
+            app.pre,
+            app.model,
+            app.post,
+            app.device,
+            max_batch,
+            delay_ms,
+            pre_workers=workers or config.pre_workers,
+            post_workers=config.post_workers,
+            model_threads=config.model_threads,
+            max_queue=max(4 * max_batch, clients),
+            buckets=config.buckets,
+            transform=app.transform,
+        )
+
+    if grid is not None:
+        return sweep(build, app.make_input, load, grid, label)
+    with build(config.max_batch, config.max_delay_ms, config.pre_workers) as pipe:
+        result, _ = measure(pipe, app.make_input, load)
+    return result

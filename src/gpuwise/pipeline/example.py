@@ -12,6 +12,7 @@ fields with noise, 240-400 px, quality 90), so the example needs no files and no
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 from gpuwise.data.transforms import as_nchw, normalize
+from gpuwise.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``B x classes`` of a normalised ``B x 3 x H x W`` batch."""
-        return self.head(self.features(x).mean(dim=(2, 3)))
+        logits: torch.Tensor = self.head(self.features(x).mean(dim=(2, 3)))
+        return logits
 
 
 def synthetic_jpegs(count: int, seed: int = 0) -> list[bytes]:
@@ -105,6 +108,38 @@ def top5_json(logits: torch.Tensor) -> str:
     )
 
 
+def load_app(spec: str | None) -> ServingApp:
+    """Return the app a ``module:factory`` names (the built-in example for ``None``).
+
+    Raises:
+        UsageError: The module cannot be imported, or the factory is missing or returns
+            something other than a ``ServingApp``.
+    """
+    if spec is None:
+        return image_classifier()
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:
+        raise UsageError(
+            f"cannot import {module_name!r} for factory {spec!r}: {type(err).__name__}: {err}; "
+            "check that it is on PYTHONPATH"
+        ) from err
+    factory = getattr(module, attr or "app", None)
+    if not callable(factory):
+        raise UsageError(
+            f"{module_name!r} has no callable {attr or 'app'!r}; name a function that returns "
+            "a gpuwise.pipeline.example.ServingApp (module:function)"
+        )
+    app = factory()
+    if not isinstance(app, ServingApp):
+        raise UsageError(
+            f"{spec} returned a {type(app).__name__}; it must return a "
+            "gpuwise.pipeline.example.ServingApp(name, pre, model, post, make_input)"
+        )
+    return app
+
+
 def image_classifier(size: int = 128, images: int = 64, seed: int = 0) -> ServingApp:
     """The built-in example (see the module docstring).
 
@@ -126,7 +161,8 @@ def image_classifier(size: int = 128, images: int = 64, seed: int = 0) -> Servin
 
     jpegs = synthetic_jpegs(images, seed)
     torch.manual_seed(seed)
-    net = SmallCNN().eval().to(memory_format=torch.channels_last)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    net = SmallCNN().eval().to(device)
 
     def pre(data: bytes) -> np.ndarray:
         return decode_resize(data, size)  # size x size x 3 uint8: 1 byte per value crosses
@@ -141,4 +177,5 @@ def image_classifier(size: int = 128, images: int = 64, seed: int = 0) -> Servin
         post=top5_json,
         make_input=lambda i: jpegs[i % len(jpegs)],
         transform=to_model_input,
+        device=device,
     )
