@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.diagnose import findings as fx
-from gpuwise.records import Finding, Fix
+from gpuwise.records import Finding, Fix, Run
 from gpuwise.records.serving import ServingResult
 
 SATURATED = 0.7
@@ -60,7 +60,9 @@ def diagnose_serving(result: ServingResult) -> list[Finding]:
         return [Finding("no_measurements", "warning", summary, {"completed": 0}, None, (fix,))]
     found = [f for rule in RULES if (f := rule(stats)) is not None]
     found.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), -(f.max_speedup or 1.0)))
-    if not found or found[0].severity == "info":
+    if stats.utilization(stats.bottleneck()) < SATURATED and (
+        not found or found[0].severity == "info"
+    ):
         found.insert(0, _healthy(stats))
     return found
 
@@ -103,7 +105,7 @@ class _Stats:
     def evidence(self, stage: str) -> dict[str, Any]:
         return {
             "throughput_per_s": round(self.throughput, 2),
-            f"{stage}_utilization": round(self.utilization(stage), 3),
+            f"{stage}_busy_fraction": round(self.utilization(stage), 3),
             **{f"{s}_capacity_per_s": round(c, 1) for s, c in self.capacity.items()},
         }
 
@@ -203,7 +205,7 @@ def model_bound(stats: _Stats) -> Finding | None:
         return None
     fill = stats.batches["mean_fill"] or 0.0
     evidence = stats.evidence("model")
-    evidence["mean_fill"] = round(fill, 3)
+    evidence["mean_fill_fraction"] = round(fill, 3)
     fit = stats.fit()
     speedup = None
     fixes: list[Fix] = []
@@ -238,7 +240,7 @@ def underfilled_batches(stats: _Stats) -> Finding | None:
     speedup = (full / (a_s + b_s * full)) / (size / (a_s + b_s * size))
     delay_ms = max(1.0, 1e3 * full / max(stats.throughput, 1e-9))
     evidence = {
-        "mean_fill": round(fill, 3),
+        "mean_fill_fraction": round(fill, 3),
         "mean_batch_size": round(size, 2),
         "device_busy_fraction": round(busy, 3),
         "fixed_ms_per_batch": round(a_s * 1e3, 3),
@@ -301,3 +303,26 @@ def _healthy(stats: _Stats) -> Finding:
 
 
 RULES = (pre_bound, post_bound, transfer_bound, model_bound, underfilled_batches, queueing)
+
+
+def serving_run(result: ServingResult, command: list[str] | None, app: str) -> Run:
+    """Wrap a serving result as a diagnosed ``gpuwise.run/1`` Run (section ``serving``).
+
+    Args:
+        result: What the pipeline measured.
+        command: The command line that produced it, if any.
+        app: Name of the served app, for the report.
+    """
+    import torch
+
+    from gpuwise import __version__
+
+    meta = {"app": app, "gpuwise_version": __version__, "torch_version": torch.__version__}
+    return Run(
+        source="serve-bench",
+        command=command,
+        devices=[{"id": result.settings.device}],
+        findings=diagnose_serving(result),
+        meta=meta,
+        extra={"serving": result.to_dict()},
+    )
