@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print(_progress(app.name, grid), file=sys.stderr)
     result = serve_bench(app, load, config, grid, main_kind)
-    report = serving_run(result, ["gpuwise", *sys.argv[1:]], app.name)
+    report = serving_run(result, _command(), app.name)
     _write_files(args, report)
     if args.json:
         print_json(report.to_dict())
@@ -176,6 +176,13 @@ def run(args: argparse.Namespace) -> int:
 
         render_serving(report, make_console())
     return 0
+
+
+def _command() -> list[str]:
+    """The command line as typed, when this process is the ``gpuwise`` command."""
+    if Path(sys.argv[0]).name == "gpuwise":
+        return ["gpuwise", *sys.argv[1:]]
+    return ["gpuwise", "serve-bench"]
 
 
 def _progress(name: str, grid: object) -> str:

@@ -45,13 +45,14 @@ SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 def diagnose_serving(result: ServingResult) -> list[Finding]:
-    """Diagnose one serving run; the first finding is the main one (or ``healthy``).
+    """Diagnose one serving run; the first finding is the stage bounding it (or ``healthy``).
 
     Args:
         result: What a pipeline measured.
 
     Returns:
-        Findings, most severe first, then by ``max_speedup``.
+        Findings on throughput first (most severe, then by ``max_speedup``), then
+        ``queueing``, which is about latency.
     """
     stats = _Stats(result)
     if stats.throughput <= 0:
@@ -59,7 +60,14 @@ def diagnose_serving(result: ServingResult) -> list[Finding]:
         fix = Fix("Offer load for longer, or look at the failed requests' errors", "")
         return [Finding("no_measurements", "warning", summary, {"completed": 0}, None, (fix,))]
     found = [f for rule in RULES if (f := rule(stats)) is not None]
-    found.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), -(f.max_speedup or 1.0)))
+    # what bounds throughput first; queueing (latency) is its consequence under load
+    found.sort(
+        key=lambda f: (
+            f.kind == "queueing",
+            SEVERITY_ORDER.get(f.severity, 3),
+            -(f.max_speedup or 1.0),
+        )
+    )
     if stats.utilization(stats.bottleneck()) < SATURATED and (
         not found or found[0].severity == "info"
     ):
@@ -174,11 +182,10 @@ def post_bound(stats: _Stats) -> Finding | None:
 
 def transfer_bound(stats: _Stats) -> Finding | None:
     """The device is the bottleneck and copies take a large share of its time."""
-    device_s = stats.batches["mean_device_s"] or 0.0
+    device_s = sum(b.device_s for b in stats.result.batches)
     if stats.bottleneck() != "model" or device_s <= 0 or stats.utilization("model") < SATURATED:
         return None
-    copies_s = stats.stage["h2d"] + stats.stage["d2h"]
-    share = copies_s / device_s
+    share = sum(b.h2d_s + b.d2h_s for b in stats.result.batches) / device_s
     if share < TRANSFER_SHARE:
         return None
     speedup = fx.amdahl(share)
