@@ -11,8 +11,9 @@ four ways on this machine, each given closed-loop load by the same client code:
 - (c) Ray Serve's ``@serve.batch`` with the same stages, when ``ray[serve]`` is installed;
 - gpuwise's ``Pipeline``: pre pool ∥ dynamic batcher + model ∥ post pool.
 
-Every system is first tuned: its settings (B; for the pipeline max_batch x max_delay x
-pre workers; concurrency levels for the loop) are tried and the one with the most
+Every system is first tuned: its settings (B and torch's intra-op threads for the loop
+and static batching, concurrency levels for the loop; for the pipeline max_batch x
+max_delay x pre workers) are tried and the one with the most
 throughput whose p99 meets the target is kept. Then the tuned systems run in
 interleaved rounds (>= 5) and the medians and the ratios against the pipeline are printed.
 
@@ -49,8 +50,10 @@ GOAL_VS_LOOP, GOAL_VS_STATIC, GOAL_OVERHEAD_US = 2.0, 1.3, 50.0
 class _OneThreadServer:
     """A server thread taking requests from a queue (the plain way; no rejections)."""
 
-    def __init__(self, app: ServingApp, batch: int) -> None:
+    def __init__(self, app: ServingApp, batch: int, threads: int) -> None:
         self.app, self.batch = app, batch
+        self.torch_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)  # process-wide; restored by close()
         self.q: queue.Queue[tuple[Any, Future[Any]]] = queue.Queue()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="bench-server", daemon=True)
@@ -90,6 +93,7 @@ class _OneThreadServer:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(timeout=5)
+        torch.set_num_threads(self.torch_threads)
 
 
 def _measure(make: Callable[[], Any], app: ServingApp, clients: int, seconds: float) -> dict:
@@ -119,9 +123,18 @@ def _pipeline(app: ServingApp, batch: int, delay_ms: float, workers: int) -> Cal
 def candidates(app: ServingApp, quick: bool, ray_ok: bool) -> dict[str, list[tuple[str, Any, int]]]:
     """Each system's settings to tune over: (label, server factory, clients)."""
     batches = (8, 16) if quick else (4, 8, 16, 32)
+    threads = sorted({1, torch.get_num_threads()})  # torch's default, and one
     systems: dict[str, list[tuple[str, Any, int]]] = {
-        "per-request loop": [(f"{c} clients", lambda: _OneThreadServer(app, 1), c) for c in (1, 4)],
-        "static batching": [(f"B={b}", lambda b=b: _OneThreadServer(app, b), b) for b in batches],
+        "per-request loop": [
+            (f"{c} clients, {t} intra-op threads", lambda t=t: _OneThreadServer(app, 1, t), c)
+            for t in threads
+            for c in (1, 4)
+        ],
+        "static batching": [
+            (f"B={b}, {t} intra-op threads", lambda b=b, t=t: _OneThreadServer(app, b, t), b)
+            for b in batches
+            for t in threads
+        ],
         "gpuwise Pipeline": [
             (f"max_batch={b} delay={d}ms pre_workers={w}", _pipeline(app, b, d, w), 2 * b)
             for b in batches
