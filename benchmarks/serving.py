@@ -12,10 +12,11 @@ four ways on this machine, each given closed-loop load by the same client code:
 - gpuwise's ``Pipeline``: pre pool ∥ dynamic batcher + model ∥ post pool.
 
 Every system is first tuned: its settings (B and torch's intra-op threads for the loop
-and static batching, concurrency levels for the loop; for the pipeline max_batch x
-max_delay x pre workers) are tried and the one with the most
-throughput whose p99 meets the target is kept. Then the tuned systems run in
-interleaved rounds (>= 5) and the medians and the ratios against the pipeline are printed.
+and static batching; for the pipeline max_batch x max_delay x pre workers; for Ray,
+max_batch_size) and the load (1 or 4 clients for the loop, B or 2B for the others) are
+tried, and the one with the most throughput whose p99 meets the target is kept. Then the
+tuned systems run in interleaved rounds (>= 5); the medians and the ratios against the
+pipeline are printed.
 
 Batcher overhead: no-op stages (a 3-element tensor, identity model and post), 20,000
 requests through ``Pipeline.map`` against the same calls made directly in batches of the
@@ -131,19 +132,21 @@ def candidates(app: ServingApp, quick: bool, ray_ok: bool) -> dict[str, list[tup
             for c in (1, 4)
         ],
         "static batching": [
-            (f"B={b}, {t} intra-op threads", lambda b=b, t=t: _OneThreadServer(app, b, t), b)
+            (f"B={b}, {t} intra-op threads", lambda b=b, t=t: _OneThreadServer(app, b, t), c)
             for b in batches
             for t in threads
+            for c in (b, 2 * b)
         ],
         "gpuwise Pipeline": [
-            (f"max_batch={b} delay={d}ms pre_workers={w}", _pipeline(app, b, d, w), 2 * b)
+            (f"max_batch={b} delay={d}ms pre_workers={w}", _pipeline(app, b, d, w), c)
             for b in batches
             for d in ((5.0,) if quick else (2.0, 10.0))
             for w in (1, 2)
+            for c in (b, 2 * b)
         ],
     }
     if ray_ok:
-        from benchmarks._ray_serving import ray_candidates
+        from _ray_serving import ray_candidates
 
         systems["Ray Serve @serve.batch"] = ray_candidates(app, batches)
     return systems
@@ -233,7 +236,7 @@ def main() -> None:
         runs = rounds(best, app, count, round_s)
     finally:
         if ray_ok:
-            from benchmarks._ray_serving import shutdown
+            from _ray_serving import shutdown
 
             shutdown()
     overhead = batcher_overhead_us(5_000 if args.quick else 20_000)
