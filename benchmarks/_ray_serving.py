@@ -3,8 +3,8 @@
 One replica (Serve's default), whose batched handler runs pre for each request, the
 model on the batch and post for each, as Serve's batching guide shows. Clients call
 the deployment handle from a thread pool (one thread per closed-loop client), so the
-load generator measures it like the other systems. Each setting is deployed once and
-kept for the interleaved rounds; ``shutdown()`` stops Serve and Ray.
+load generator measures it like the other systems. Each measurement deploys its setting
+(not timed) and deletes it after; ``shutdown()`` stops Serve and Ray.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from ray import serve
 from gpuwise.pipeline.example import ServingApp
 
 WAIT_S = 0.005
-_handles: dict[int, Any] = {}
 
 
 @serve.deployment(max_ongoing_requests=512)
@@ -50,11 +49,11 @@ class RayServer:
     def __init__(self, max_batch: int, clients: int) -> None:
         if not ray.is_initialized():
             ray.init(include_dashboard=False, log_to_driver=False)
-        if max_batch not in _handles:
-            _handles[max_batch] = serve.run(
-                BatchedClassifier.bind(max_batch), name=f"b{max_batch}", route_prefix=None
-            )
-        self.handle = _handles[max_batch]
+        # one replica takes one of Ray's CPUs: deploy per measurement, delete after
+        self.name = f"b{max_batch}"
+        self.handle = serve.run(
+            BatchedClassifier.bind(max_batch), name=self.name, route_prefix=None
+        )
         self.pool = ThreadPoolExecutor(max_workers=clients, thread_name_prefix="ray-client")
 
     def submit(self, x: Any, deadline_ms: float | None = None) -> Future[Any]:
@@ -62,6 +61,7 @@ class RayServer:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
+        serve.delete(self.name)
 
 
 def ray_candidates(app: ServingApp, batches: tuple[int, ...]) -> list[tuple[str, Any, int]]:
