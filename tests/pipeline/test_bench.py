@@ -42,9 +42,9 @@ def test_open_loop_offers_poisson_arrivals_at_the_rate():
 
 
 def test_sweep_finds_the_analytically_best_setting():
-    # Latency at saturation is about two steps: 2 (a + b B) <= 130 ms allows B <= 27,
-    # so among 1, 4, 16, 32 the best meeting the target is 16 (32 needs 168 ms).
-    slo_s = 0.130
+    # Latency at saturation is about two steps: 2 (a + b B) <= 140 ms allows B <= 30,
+    # so among 1, 4, 16, 32 the best meeting the target is 16 (104 ms; 32 needs 168 ms).
+    slo_s = 0.140
     grid = SweepSpec(max_batches=(1, 4, 16, 32), max_delays_ms=(5.0,), slo_p99_s=slo_s)
     best = sweep(_build, pre_input, LoadSpec(duration_s=1.2, warmup_s=0.3), grid, lambda r: "x")
     assert best.settings.max_batch == 16

@@ -81,7 +81,7 @@ def test_transfer_bound_uses_the_copy_share_of_device_time():
     kinds = [f.kind for f in diagnose_serving(result)]
     transfer = next(f for f in diagnose_serving(result) if f.kind == "transfer_bound")
     assert transfer.max_speedup == pytest.approx(1 / (1 - 0.6), rel=0.01)
-    assert transfer.evidence["copy_fraction_of_device"] == pytest.approx(0.6, abs=0.001)
+    assert transfer.evidence["copy_device_fraction"] == pytest.approx(0.6, abs=0.001)
     assert "model_bound" in kinds
 
 
@@ -113,7 +113,7 @@ def test_underfilled_batches_while_the_device_is_busy():
 def test_queueing_names_the_wait_share_of_latency():
     result = _result(pre_s=0.001, post_s=0.001, sizes=[4] * 10, a_s=0.002, b_s=0.0, wait_s=0.030)
     finding = next(f for f in diagnose_serving(result) if f.kind == "queueing")
-    assert finding.evidence["wait_fraction_of_latency"] == pytest.approx(30 / 34, abs=0.001)
+    assert finding.evidence["wait_latency_fraction"] == pytest.approx(30 / 34, abs=0.001)
     assert finding.max_speedup == pytest.approx(1 / (1 - 30 / 34), rel=0.01)
 
 

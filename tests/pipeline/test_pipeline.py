@@ -52,12 +52,17 @@ def test_stage_times_add_up_to_the_latency_the_client_sees():
         assert pipe.drain(30)
         records = {r.index: r for r in pipe.result().requests}
     assert len(records) == 40
+    within = 0
     for i, (t0, t1) in seen.items():
         r = records[i]
         client_s = t1 - t0
         assert r.total_s == pytest.approx(sum(r.stage_s(s) for s in SERVING_STAGES))
-        assert abs(r.total_s - client_s) <= 0.01 * client_s, (i, r.total_s, client_s)
         assert r.compute_s >= 0.004 + 0.001 * 1 - 1e-4  # at least one row's model time
+        # the client's clock starts just before submit(): a preemption of this thread
+        # between the two (other jobs share these cores) may add a few ms to one request
+        assert abs(r.total_s - client_s) <= max(0.01 * client_s, 0.003), (i, r, client_s)
+        within += abs(r.total_s - client_s) <= 0.01 * client_s
+    assert within >= 0.9 * len(seen)
 
 
 def test_a_full_batch_closes_at_max_batch_and_a_lone_request_after_the_delay():

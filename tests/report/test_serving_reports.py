@@ -64,7 +64,7 @@ def test_text_report_shows_latency_stages_and_the_best_sweep_row():
     assert "batches     8 · mean size 8.0 (fill 100%) · closed: 8 full" in out
     assert "batch_wait" in out
     assert "sweep · p99 target 25.0 ms" in out
-    assert "best setting (bold): max_batch 8, max_delay 5 ms, 1 pre workers" in out
+    assert "best setting (bold): max_batch 8, max_delay 5 ms, pre workers 1" in out
 
 
 def test_html_report_draws_histograms_and_the_sweep_curve_and_escapes():

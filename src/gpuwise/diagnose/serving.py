@@ -190,7 +190,7 @@ def transfer_bound(stats: _Stats) -> Finding | None:
         return None
     speedup = fx.amdahl(share)
     evidence = {
-        "copy_fraction_of_device": round(share, 3),
+        "copy_device_fraction": round(share, 3),
         "h2d_bytes_per_batch": stats.batches.get("mean_h2d_bytes"),
         **stats.evidence("model"),
     }
@@ -277,7 +277,7 @@ def queueing(stats: _Stats) -> Finding | None:
     share = wait_s / mean_s
     speedup = fx.amdahl(share)
     evidence = {
-        "wait_fraction_of_latency": round(share, 3),
+        "wait_latency_fraction": round(share, 3),
         "queue_ms": round(stats.stage["queue"] * 1e3, 3),
         "batch_wait_ms": round(stats.stage["batch_wait"] * 1e3, 3),
         "post_wait_ms": round(stats.stage["post_wait"] * 1e3, 3),

@@ -146,5 +146,5 @@ def _render_sweep(result: ServingResult, console: Console) -> None:
     s = result.settings
     console.print(
         f"  {verdict}: max_batch {s.max_batch}, max_delay {s.max_delay_ms:g} ms, "
-        f"{s.pre_workers} pre workers"
+        f"pre workers {s.pre_workers}"
     )
