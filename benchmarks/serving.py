@@ -127,7 +127,7 @@ def candidates(app: ServingApp, quick: bool, ray_ok: bool) -> dict[str, list[tup
     threads = sorted({1, torch.get_num_threads()})  # torch's default, and one
     systems: dict[str, list[tuple[str, Any, int]]] = {
         "per-request loop": [
-            (f"{c} clients, {t} intra-op threads", lambda t=t: _OneThreadServer(app, 1, t), c)
+            (f"{t} intra-op threads", lambda t=t: _OneThreadServer(app, 1, t), c)
             for t in threads
             for c in (1, 4)
         ],

@@ -93,8 +93,8 @@ def test_model_bound_predicts_a_bigger_batch_from_the_fitted_step_time():
     busy_s = sum(0.008 + 0.001 * s for s in sizes)
     result = ServingResult(result.settings, busy_s, result.requests, result.batches)
     model = next(f for f in diagnose_serving(result) if f.kind == "model_bound")
-    assert model.evidence["fixed_ms_per_batch"] == pytest.approx(8.0, abs=0.01)
-    assert model.evidence["ms_per_row"] == pytest.approx(1.0, abs=0.01)
+    assert model.evidence["batch_fixed_ms"] == pytest.approx(8.0, abs=0.01)
+    assert model.evidence["per_row_ms"] == pytest.approx(1.0, abs=0.01)
     assert model.max_speedup == pytest.approx((32 / 0.040) / (16 / 0.024), rel=0.01)
     assert "max_batch=32" in model.fixes[0].how
 

@@ -139,7 +139,7 @@ def _stage_finding(
     speedup = min(stats.bound(stage), 100.0)
     severity = fx.severity_for(speedup) or "info"
     evidence = stats.evidence(stage)
-    evidence[f"{stage}_ms_per_request"] = round(stats.stage[stage] * 1e3, 3)
+    evidence[f"{stage}_per_request_ms"] = round(stats.stage[stage] * 1e3, 3)
     return Finding(f"{stage}_bound", severity, summary, evidence, round(speedup, 3), fixes)
 
 
@@ -221,7 +221,7 @@ def model_bound(stats: _Stats) -> Finding | None:
         big = 2 * stats.settings.max_batch
         now = stats.settings.max_batch / (a_s + b_s * stats.settings.max_batch)
         speedup = round((big / (a_s + b_s * big)) / now, 3)
-        evidence.update(fixed_ms_per_batch=round(a_s * 1e3, 3), ms_per_row=round(b_s * 1e3, 4))
+        evidence.update(batch_fixed_ms=round(a_s * 1e3, 3), per_row_ms=round(b_s * 1e3, 4))
         fixes.append(
             Fix(
                 f"Raise max_batch to {big} (measured {a_s * 1e3:.2f} ms per batch + "
@@ -250,8 +250,8 @@ def underfilled_batches(stats: _Stats) -> Finding | None:
         "mean_fill_fraction": round(fill, 3),
         "mean_batch_size": round(size, 2),
         "device_busy_fraction": round(busy, 3),
-        "fixed_ms_per_batch": round(a_s * 1e3, 3),
-        "ms_per_row": round(b_s * 1e3, 4),
+        "batch_fixed_ms": round(a_s * 1e3, 3),
+        "per_row_ms": round(b_s * 1e3, 4),
     }
     summary = f"Batches leave {fill:.0%} full while the device is busy {busy:.0%} of the time"
     fixes = (
