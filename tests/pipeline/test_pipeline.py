@@ -142,6 +142,11 @@ def test_model_that_raises_fails_its_batch_and_the_pipeline_keeps_serving():
                 f.result(timeout=5)
         good = [pipe.submit(i) for i in range(10, 14)]
         assert [f.result(timeout=5) for f in good] == [20.0, 22.0, 24.0, 26.0]
+        records = pipe.result().requests
+    failed = {r.batch for r in records if r.outcome == "error"}
+    served = {r.batch for r in records if r.outcome == "ok"}
+    assert len(failed) == 1
+    assert not failed & served  # the failed batch keeps its own number
 
 
 def test_outputs_without_the_batch_dimension_name_the_model_stage():

@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuwise.cli._common import (
     add_json,
@@ -17,6 +18,9 @@ from gpuwise.cli._common import (
     positive_int,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from gpuwise.records import Run
 
 HELP = "load-test a serving pipeline (pre ∥ batched model ∥ post); sweep it under a p99 target"
 EXAMPLES = """\
@@ -191,10 +195,7 @@ def _progress(name: str, grid: object) -> str:
     return f"gpuwise serve-bench: sweeping {name} (one measurement per setting) ..."
 
 
-def _write_files(args: argparse.Namespace, report: object) -> None:
-    from gpuwise.records import Run
-
-    assert isinstance(report, Run)
+def _write_files(args: argparse.Namespace, report: Run) -> None:
     if args.out:
         Path(args.out).write_text(json.dumps(report.to_dict(), default=str), encoding="utf-8")
     if args.html:

@@ -31,7 +31,7 @@ from gpuwise.pipeline.batcher import Batcher
 from gpuwise.pipeline.checks import check_settings, deadline_error, shape_error, torch_device
 from gpuwise.pipeline.errors import Overloaded, PipelineClosed
 from gpuwise.pipeline.request import Request
-from gpuwise.pipeline.staging import Stager, Transform, as_tensor, bucket_for
+from gpuwise.pipeline.staging import Stager, Transform, as_tensor, bucket_for, output_row
 from gpuwise.pipeline.threads import ThreadPlan, plan_threads
 from gpuwise.records.serving import BatchRecord, RequestTiming, ServingResult, ServingSettings
 
@@ -116,7 +116,7 @@ class Pipeline:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._inflight = self._submitted = 0
+        self._inflight = self._submitted = self._batch_count = 0
         self._closing = self._closed = False
         self._records: list[RequestTiming] = []
         self._batches: list[BatchRecord] = []
@@ -308,23 +308,32 @@ class Pipeline:
         if not reqs:
             return
         batch_t = time.perf_counter()
-        index = len(self._batches)
+        index, self._batch_count = self._batch_count, self._batch_count + 1
         rows = bucket_for(len(reqs), self.settings.buckets)
         for r in reqs:
             r.batch_t, r.batch = batch_t, index
         try:
-            staged = self._stager.run(self.model, [r.sample for r in reqs], rows)  # type: ignore[misc]
+            samples = [r.sample for r in reqs if r.sample is not None]  # all, see _admit
+            staged = self._stager.run(self.model, samples, rows)
         except Exception as err:
             end_t = time.perf_counter()
             for r in reqs:
                 self._finish(r, "error", end_t, err)
             return
         end_t = time.perf_counter()
+        d2h_s = end_t - batch_t - staged.h2d_s - staged.compute_s
         record = BatchRecord(
-            index, batch_t - self.origin_t, len(reqs), rows, self.settings.max_batch,
-            closed_by, staged.h2d_s, staged.compute_s, end_t - batch_t - staged.h2d_s
-            - staged.compute_s, staged.h2d_bytes,
-        )  # fmt: skip
+            index,
+            batch_t - self.origin_t,
+            len(reqs),
+            rows,
+            self.settings.max_batch,
+            closed_by,
+            staged.h2d_s,
+            staged.compute_s,
+            d2h_s,
+            staged.h2d_bytes,
+        )
         with self._lock:
             self._batches.append(record)
         for i, r in enumerate(reqs):
@@ -334,7 +343,7 @@ class Pipeline:
                 end_t,
                 None,
             )
-            r.output = _row(staged.outputs, i)
+            r.output = output_row(staged.outputs, i)
             self._post_q.put(r)
 
     def _admit(self, reqs: list[Request]) -> list[Request]:
@@ -398,9 +407,3 @@ class Pipeline:
                     break
                 closed = PipelineClosed("the pipeline closed before this request ran")
                 self._finish(req, "error", time.perf_counter(), closed)
-
-
-def _row(outputs: torch.Tensor | tuple[torch.Tensor, ...], i: int) -> Any:
-    if isinstance(outputs, tuple):
-        return tuple(o[i] for o in outputs)
-    return outputs[i]

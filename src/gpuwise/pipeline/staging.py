@@ -122,6 +122,13 @@ class Stager:
         return view
 
 
+def output_row(outputs: torch.Tensor | tuple[torch.Tensor, ...], i: int) -> Any:
+    """Row ``i`` of a batch's outputs (a tuple of rows for a tuple of outputs)."""
+    if isinstance(outputs, tuple):
+        return tuple(o[i] for o in outputs)
+    return outputs[i]
+
+
 def _check_rows(out: Any, rows: int) -> None:
     tensors = out if isinstance(out, tuple | list) else (out,)
     for t in tensors:
