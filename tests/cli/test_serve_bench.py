@@ -24,7 +24,12 @@ def test_json_run_has_the_serving_section_and_a_diagnosis(capsys, tmp_path: Path
     # 16 clients keep 8-row batches full: 8 / (2 ms + 8 * 0.5 ms) = 1333 req/s at most
     assert 300 < serving["throughput_per_s"] <= 1333 * 1.05
     assert serving["batches"]["mean_fill"] > 0.8
-    assert doc["findings"][0]["kind"] == "model_bound"
+    # the fake model's step: 2 ms + 8 x 0.5 ms; the device is the busiest stage, so no
+    # finding blames pre or post (whether it reaches 70 % busy depends on this shared CPU)
+    assert serving["batches"]["mean_device_s"] == pytest.approx(0.006, rel=0.3)
+    kinds = [f["kind"] for f in doc["findings"]]
+    assert kinds[0] in ("model_bound", "healthy", "queueing")
+    assert not {"pre_bound", "post_bound"} & set(kinds)
     page = html.read_text()
     assert "end-to-end latency" in page
     assert page.count("<svg") == 2

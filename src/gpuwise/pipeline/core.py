@@ -16,6 +16,7 @@ Note [pipeline threads]
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -28,10 +29,12 @@ from typing import Any
 import torch
 
 from gpuwise.pipeline.batcher import Batcher
-from gpuwise.pipeline.checks import check_settings, deadline_error, shape_error, torch_device
+from gpuwise.pipeline.checks import check_settings, deadline_error, torch_device
+from gpuwise.pipeline.device_stage import DeviceStage
 from gpuwise.pipeline.errors import Overloaded, PipelineClosed
+from gpuwise.pipeline.procs import ProcessPre
 from gpuwise.pipeline.request import Request
-from gpuwise.pipeline.staging import Stager, Transform, as_tensor, bucket_for, output_row
+from gpuwise.pipeline.staging import Stager, Transform, as_tensor
 from gpuwise.pipeline.threads import ThreadPlan, plan_threads
 from gpuwise.records.serving import BatchRecord, RequestTiming, ServingResult, ServingSettings
 
@@ -60,6 +63,9 @@ class Pipeline:
         transform: Runs on the device on each batch before the model (e.g. uint8 NHWC ->
             normalised float NCHW).
         filter: Input -> keep? A dropped input never crosses; its future gets ``None``.
+        pre_processes: Run ``pre`` in this many worker processes instead of threads, for
+            GIL-bound Python (``pre`` must be a module-level function; samples come back
+            through shared memory, see Note [process pre]); 0: threads.
         poll_s: Longest single blocking wait of a worker before it checks for stop.
 
     Raises:
@@ -88,6 +94,7 @@ class Pipeline:
         buckets: Sequence[int] = (),
         transform: Transform | None = None,
         filter: Callable[[Any], bool] | None = None,
+        pre_processes: int = 0,
         poll_s: float = 0.05,
     ) -> None:
         self.device = torch_device(device)
@@ -95,10 +102,14 @@ class Pipeline:
         self.pre, self.model, self.post, self.filter = pre, model, post, filter
         self.plan: ThreadPlan = plan_threads(
             self.device.type,
-            pre_workers=pre_workers,
+            pre_workers=pre_processes or pre_workers,
             post_workers=post_workers,
             model_threads=model_threads,
         )
+        if pre_processes:
+            why = self.plan.explanation.replace("pre workers", "pre processes")
+            why = why.replace("pre worker", "pre process")
+            self.plan = dataclasses.replace(self.plan, explanation=why)
         self.settings = ServingSettings(
             max_batch,
             float(max_delay_ms),
@@ -116,21 +127,33 @@ class Pipeline:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._inflight = self._submitted = self._batch_count = 0
+        self._inflight = self._submitted = 0
         self._closing = self._closed = False
         self._records: list[RequestTiming] = []
-        self._batches: list[BatchRecord] = []
         rows = max(self.settings.buckets or (max_batch,))
-        self._stager = Stager(self.device, max(rows, max_batch), transform)
-        self._batcher = Batcher(self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s)
+        self._device = DeviceStage(
+            Batcher(self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s),
+            Stager(self.device, max(rows, max_batch), transform),
+            model,
+            self.settings,
+            self._finish,
+            self._post_q,
+            self._lock,
+        )
         self._torch_threads = torch.get_num_threads()
         if self.plan.model_threads is not None:
             torch.set_num_threads(self.plan.model_threads)
         self.origin_t = time.perf_counter()
+        self._procs: ProcessPre | None = None
+        if pre_processes:
+            slots = depth + pre_processes
+            self._procs = ProcessPre(pre, pre_processes, slots, self._pre_done, self._pre_failed)
         self._threads = self._start_threads()
 
     def _start_threads(self) -> list[threading.Thread]:
         targets = [(f"gpuwise-pre-{i}", self._pre_loop) for i in range(self.plan.pre_workers)]
+        if self._procs is not None:
+            targets = [("gpuwise-pre-dispatch", self._dispatch_loop)]
         targets.append(("gpuwise-model", self._model_loop))
         targets += [(f"gpuwise-post-{i}", self._post_loop) for i in range(self.plan.post_workers)]
         threads = [threading.Thread(target=fn, name=name, daemon=True) for name, fn in targets]
@@ -232,6 +255,9 @@ class Pipeline:
         self._stop.set()
         for t in self._threads:
             t.join(timeout=max(1.0, 10 * self.poll_s))
+        if self._procs is not None:
+            for req in self._procs.close():
+                self._finish(req, "error", time.perf_counter(), PipelineClosed("closed"))
         self._fail_queued()
         if self.plan.model_threads is not None:
             torch.set_num_threads(self._torch_threads)
@@ -250,7 +276,7 @@ class Pipeline:
     def records(self) -> tuple[list[RequestTiming], list[BatchRecord]]:
         """Copies of the finished requests' timings and the batch records so far."""
         with self._lock:
-            return list(self._records), list(self._batches)
+            return list(self._records), list(self._device.batches)
 
     def result(self, load: dict[str, Any] | None = None) -> ServingResult:
         """Everything measured so far as a ``ServingResult`` (first submit to last finish)."""
@@ -276,19 +302,44 @@ class Pipeline:
                 self._pre_one(req)
 
     def _pre_one(self, req: Request) -> None:
+        if not self._pre_admit(req):
+            return
+        try:
+            sample = as_tensor(self.pre(req.payload))
+        except Exception as err:
+            self._pre_failed(req, err)
+            return
+        self._pre_done(req, sample)
+
+    def _dispatch_loop(self) -> None:
+        """Process pre: admit each request here, run ``pre`` in a worker process."""
+        assert self._procs is not None
+        while not self._stop.is_set():
+            req = self._get(self._pre_q)
+            if req is not None and self._pre_admit(req) and not self._procs.send(req):
+                self._finish(req, "error", time.perf_counter(), PipelineClosed("closed"))
+
+    def _pre_admit(self, req: Request) -> bool:
+        """Stamp the start of pre; drop an expired or filtered request (``False``)."""
         req.pre_start_t = now = time.perf_counter()
         if req.expired(now):
             self._finish(req, "deadline", now, deadline_error(req, now, "a pre worker"))
-            return
+            return False
         try:
-            if self.filter is not None and not self.filter(req.payload):
-                self._finish(req, "filtered", time.perf_counter())
-                return
-            req.sample = as_tensor(self.pre(req.payload))
+            keep = self.filter is None or self.filter(req.payload)
         except Exception as err:
-            self._finish(req, "error", time.perf_counter(), err)
-            return
-        req.pre_end_t = time.perf_counter()
+            self._pre_failed(req, err)
+            return False
+        if not keep:
+            self._finish(req, "filtered", time.perf_counter())
+        return bool(keep)
+
+    def _pre_failed(self, req: Request, err: BaseException) -> None:
+        self._finish(req, "error", time.perf_counter(), err)
+
+    def _pre_done(self, req: Request, sample: torch.Tensor) -> None:
+        """Hand a preprocessed sample to the batcher (waits while the batch queue is full)."""
+        req.sample, req.pre_end_t = sample, time.perf_counter()
         while not self._stop.is_set():
             try:
                 self._batch_q.put(req, timeout=self.poll_s)
@@ -299,69 +350,7 @@ class Pipeline:
 
     def _model_loop(self) -> None:
         while not self._stop.is_set():
-            formed = self._batcher.next_batch()
-            if formed is not None:
-                self._run_batch(*formed)
-
-    def _run_batch(self, reqs: list[Request], closed_by: str) -> None:
-        reqs = self._admit(reqs)
-        if not reqs:
-            return
-        batch_t = time.perf_counter()
-        index, self._batch_count = self._batch_count, self._batch_count + 1
-        rows = bucket_for(len(reqs), self.settings.buckets)
-        for r in reqs:
-            r.batch_t, r.batch = batch_t, index
-        try:
-            samples = [r.sample for r in reqs if r.sample is not None]  # all, see _admit
-            staged = self._stager.run(self.model, samples, rows)
-        except Exception as err:
-            end_t = time.perf_counter()
-            for r in reqs:
-                self._finish(r, "error", end_t, err)
-            return
-        end_t = time.perf_counter()
-        d2h_s = end_t - batch_t - staged.h2d_s - staged.compute_s
-        record = BatchRecord(
-            index,
-            batch_t - self.origin_t,
-            len(reqs),
-            rows,
-            self.settings.max_batch,
-            closed_by,
-            staged.h2d_s,
-            staged.compute_s,
-            d2h_s,
-            staged.h2d_bytes,
-        )
-        with self._lock:
-            self._batches.append(record)
-        for i, r in enumerate(reqs):
-            r.h2d_s, r.compute_s, r.d2h_end_t, r.sample = (
-                staged.h2d_s,
-                staged.compute_s,
-                end_t,
-                None,
-            )
-            r.output = output_row(staged.outputs, i)
-            self._post_q.put(r)
-
-    def _admit(self, reqs: list[Request]) -> list[Request]:
-        """Drop expired requests and samples whose shape does not fit the batch."""
-        now = time.perf_counter()
-        spec = self._stager.sample_spec()
-        kept = []
-        for r in reqs:
-            assert r.sample is not None
-            if spec is None:
-                spec = (tuple(r.sample.shape), r.sample.dtype)
-            if r.expired(now):
-                self._finish(r, "deadline", now, deadline_error(r, now, "the device"))
-            elif (tuple(r.sample.shape), r.sample.dtype) != spec:
-                self._finish(r, "error", now, shape_error(r.sample, spec))
-            else:
-                kept.append(r)
-        return kept
+            self._device.step(self.origin_t)
 
     def _post_loop(self) -> None:
         while not self._stop.is_set():
