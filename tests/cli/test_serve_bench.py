@@ -77,3 +77,13 @@ def test_a_bad_factory_is_a_one_line_error(capsys):
     assert "returned a int; it must return a gpuwise.pipeline.example.ServingApp" in err
     assert main(["serve-bench", "no_such_module_xyz:app"]) == 1
     assert "cannot import 'no_such_module_xyz'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_pre_in_processes_from_the_command_line(capsys):
+    argv = ["serve-bench", FAKE, *QUICK, "--max-batch", "4", "--pre-processes", "2", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["serving"]["settings"]["pre_workers"] == 2
+    assert "2 pre processes" in doc["serving"]["thread_plan"]["explanation"]
+    assert doc["serving"]["requests"]["ok"] > 50

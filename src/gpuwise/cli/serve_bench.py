@@ -106,6 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="pre threads (default: planned from the cores)",
     )
     parser.add_argument(
+        "--pre-processes",
+        type=positive_int("process count"),
+        metavar="N",
+        help="run pre in N processes instead of threads (GIL-bound Python pre; "
+        "--workers then counts processes)",
+    )
+    parser.add_argument(
         "--post-workers",
         type=positive_int("worker count"),
         metavar="N",
@@ -162,11 +169,16 @@ def run(args: argparse.Namespace) -> int:
     mode = "open" if args.rate else "closed"
     load = LoadSpec(mode, args.rate, args.concurrency, args.duration, args.warmup)
     config = BenchConfig(
-        args.max_batch, args.max_delay_ms, args.pre_workers, args.post_workers, args.model_threads
+        args.max_batch,
+        args.max_delay_ms,
+        args.pre_workers,
+        args.post_workers,
+        args.model_threads,
+        pre_processes=args.pre_processes or 0,
     )
     grid = None
     if args.slo_p99_ms is not None:
-        workers = args.workers or [args.pre_workers]
+        workers = args.workers or [args.pre_processes or args.pre_workers]
         grid = SweepSpec(args.batches, args.delays, args.slo_p99_ms / 1e3, workers)
     if not args.json:
         print(_progress(app.name, grid), file=sys.stderr)

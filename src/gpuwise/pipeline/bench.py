@@ -150,6 +150,8 @@ class BenchConfig:
         post_workers: Post threads (``None``: one).
         model_threads: Intra-op threads on the CPU device (``None``: planned).
         buckets: Padded batch sizes (empty: no padding).
+        pre_processes: Run pre in this many processes instead of threads (0: threads);
+            a sweep's worker counts then count processes.
     """
 
     max_batch: int = 16
@@ -158,6 +160,7 @@ class BenchConfig:
     post_workers: int | None = None
     model_threads: int | None = None
     buckets: tuple[int, ...] = ()
+    pre_processes: int = 0
 
 
 def serve_bench(
@@ -189,7 +192,8 @@ def serve_bench(
             app.device,
             max_batch,
             delay_ms,
-            pre_workers=workers or config.pre_workers,
+            pre_workers=None if config.pre_processes else workers or config.pre_workers,
+            pre_processes=(workers or config.pre_processes) if config.pre_processes else 0,
             post_workers=config.post_workers,
             model_threads=config.model_threads,
             max_queue=max(4 * max_batch, clients),

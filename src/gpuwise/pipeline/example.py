@@ -12,6 +12,7 @@ fields with noise, 240-400 px, quality 90), so the example needs no files and no
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 from collections.abc import Callable
@@ -164,8 +165,9 @@ def image_classifier(size: int = 128, images: int = 64, seed: int = 0) -> Servin
     device = "cuda" if torch.cuda.is_available() else "cpu"
     net = SmallCNN().eval().to(device)
 
-    def pre(data: bytes) -> np.ndarray:
-        return decode_resize(data, size)  # size x size x 3 uint8: 1 byte per value crosses
+    # size x size x 3 uint8 (1 byte per value crosses); a partial of a module-level
+    # function, so that worker processes can receive it
+    pre = functools.partial(decode_resize, size=size)
 
     def to_model_input(batch: torch.Tensor) -> torch.Tensor:
         return normalize(as_nchw(batch, "NHWC"))

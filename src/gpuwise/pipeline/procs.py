@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing import shared_memory
 from typing import Any, cast
@@ -25,6 +26,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from gpuwise.errors import GpuwiseError
 from gpuwise.pipeline.errors import StageError
 from gpuwise.pipeline.request import Request
 
@@ -35,6 +37,7 @@ SampleFailed = Callable[[Request, BaseException], None]
 def _worker(pre: Callable[[Any], Any], tasks: Any, results: Any) -> None:
     """Worker process: run ``pre`` on each task until the stop message (``None``)."""
     blocks: dict[str, shared_memory.SharedMemory] = {}
+    results.put((-1, "ready", None))
     try:
         while (task := tasks.get()) is not None:
             index, payload, slot = task
@@ -93,6 +96,10 @@ class ProcessPre:
         on_done: Called with each request and its sample (a tensor the pipeline owns).
         on_error: Called with each request whose ``pre`` raised.
         poll_s: Longest single blocking wait.
+        startup_timeout_s: Longest wait for the workers to start.
+
+    Raises:
+        GpuwiseError: A worker did not start in time (all are stopped again).
     """
 
     def __init__(
@@ -103,6 +110,7 @@ class ProcessPre:
         on_done: SampleDone,
         on_error: SampleFailed,
         poll_s: float = 0.05,
+        startup_timeout_s: float = 120.0,
     ) -> None:
         ctx = mp.get_context("spawn")
         self.tasks: Any = ctx.Queue()
@@ -120,11 +128,29 @@ class ProcessPre:
             ctx.Process(target=_worker, args=(pre, self.tasks, self.results), daemon=True)
             for _ in range(processes)
         ]
+        self.collector: threading.Thread | None = None
         for p in self.procs:
             p.start()
+        self._wait_ready(startup_timeout_s)
         self.collector = threading.Thread(target=self._collect, name="gpuwise-pre-collect")
         self.collector.daemon = True
         self.collector.start()
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        """Wait until every worker has started (imports done), so that no request waits."""
+        end = time.monotonic() + timeout_s
+        ready = 0
+        while ready < len(self.procs):
+            try:
+                self.results.get(timeout=max(0.01, end - time.monotonic()))
+                ready += 1
+            except queue.Empty:
+                self.close()
+                raise GpuwiseError(
+                    f"{len(self.procs) - ready} of {len(self.procs)} pre processes did not start "
+                    f"within {timeout_s:.0f} s; check that pre's module imports on its own, "
+                    "or use threads (pre_processes=0)"
+                ) from None
 
     def send(self, req: Request) -> bool:
         """Send an admitted request to a worker; ``False`` if the pool stopped first."""
@@ -196,7 +222,8 @@ class ProcessPre:
                 p.terminate()
                 p.join(timeout=timeout_s)
         self.stop.set()
-        self.collector.join(timeout=timeout_s)
+        if self.collector is not None:
+            self.collector.join(timeout=timeout_s)
         for q in (self.tasks, self.results):
             q.close()
             q.join_thread()
