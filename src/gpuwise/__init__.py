@@ -29,6 +29,7 @@ _EXPORTS = {
     "MemoryEstimate": "gpuwise.sizing.estimate_types",
     "MonitorConfig": "gpuwise.telemetry.sampler",
     "PackConfig": "gpuwise.data.pack",
+    "Pipeline": "gpuwise.pipeline.core",
     "Run": "gpuwise.records",
     "Sample": "gpuwise.records",
     "Sampler": "gpuwise.telemetry.sampler",

@@ -18,6 +18,7 @@ SCHEMAS = {
     "profile": "gpuwise.run/1",
     "analyze": "gpuwise.run/1",
     "store": "gpuwise.store_info/1 or gpuwise.store_verify/1",
+    "serve-bench": "gpuwise.run/1",
 }
 
 

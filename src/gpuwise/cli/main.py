@@ -28,6 +28,7 @@ COMMANDS = (
     ("estimate", "gpuwise.cli.estimate"),
     ("tune", "gpuwise.cli.tune"),
     ("advise", "gpuwise.cli.advise"),
+    ("serve-bench", "gpuwise.cli.serve_bench"),
 )
 
 DESCRIPTION = """\

@@ -1,0 +1,398 @@
+"""``Pipeline``: CPU ``pre`` pool ∥ dynamic batcher + device model ∥ CPU ``post`` pool.
+
+Note [pipeline threads]
+    ``submit`` puts a request on the bounded pre queue (full: ``Overloaded`` at once).
+    ``pre_workers`` threads run ``filter`` and ``pre`` and put the sample on the bounded
+    batch queue. One model thread forms batches (``Batcher``), stages each into a reused
+    host buffer, copies it to the device, runs ``transform`` and the model under
+    ``torch.inference_mode()``, and copies the outputs back once per batch; while it
+    does, the pre threads prepare the next batch and the post threads finish the last.
+    ``post_workers`` threads run ``post`` on each request's row and resolve its future.
+    Every wait is a queue ``get``/``put`` with a timeout of ``poll_s`` that then checks
+    the stop event; ``close()`` waits for in-flight requests, sets the event and joins
+    every thread. A request's future is resolved before the in-flight count drops, so a
+    callback that submits more work keeps ``drain()`` waiting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+import torch
+
+from gpuwise.pipeline.batcher import Batcher
+from gpuwise.pipeline.checks import check_settings, deadline_error, torch_device
+from gpuwise.pipeline.device_stage import DeviceStage
+from gpuwise.pipeline.errors import Overloaded, PipelineClosed
+from gpuwise.pipeline.procs import ProcessPre
+from gpuwise.pipeline.request import Request
+from gpuwise.pipeline.staging import Stager, Transform, as_tensor
+from gpuwise.pipeline.threads import ThreadPlan, plan_threads
+from gpuwise.records.serving import BatchRecord, RequestTiming, ServingResult, ServingSettings
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    """Serve a model: CPU preprocessing ∥ batched device model ∥ CPU postprocessing.
+
+    Args:
+        pre: One input -> one sample (tensor or numpy array, same shape for every input;
+            uint8 images cross to the device as uint8).
+        model: Batch -> outputs whose first dimension is the batch.
+        post: One row of the outputs -> the request's result.
+        device: Where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``).
+        max_batch: Largest batch (default 16).
+        max_delay_ms: Longest wait of a batch's oldest request before the batch closes.
+        pre_workers: Pre threads (default: planned, see ``plan_threads``).
+        post_workers: Post threads (default 1).
+        model_threads: ``torch.set_num_threads`` while the pipeline runs, CPU device only
+            (default: planned); restored by ``close()``.
+        max_queue: Requests the pre queue (and the batch queue) hold before ``submit``
+            raises ``Overloaded`` (default ``4 * max_batch``).
+        buckets: Padded batch sizes (e.g. ``(1, 2, 4, 8, 16)``) so the model sees few
+            shapes; empty: no padding.
+        transform: Runs on the device on each batch before the model (e.g. uint8 NHWC ->
+            normalised float NCHW).
+        filter: Input -> keep? A dropped input never crosses; its future gets ``None``.
+        pre_processes: Run ``pre`` in this many worker processes instead of threads, for
+            GIL-bound Python (``pre`` must be a module-level function; samples come back
+            through shared memory, see Note [process pre]); 0: threads.
+        poll_s: Longest single blocking wait of a worker before it checks for stop.
+
+    Raises:
+        UsageError: A setting is out of range.
+        NoDeviceError: ``device`` is CUDA and no CUDA device is available.
+
+    Example:
+        >>> with Pipeline(pre, model, post, max_batch=8, max_delay_ms=2) as pipe:
+        ...     results = list(pipe.map(inputs))     # in input order
+        ...     result = pipe.submit(x).result(timeout=1)
+    """
+
+    def __init__(
+        self,
+        pre: Callable[[Any], Any],
+        model: Callable[[torch.Tensor], Any],
+        post: Callable[[Any], Any],
+        device: str | torch.device = "cpu",
+        max_batch: int = 16,
+        max_delay_ms: float = 5.0,
+        *,
+        pre_workers: int | None = None,
+        post_workers: int | None = None,
+        model_threads: int | None = None,
+        max_queue: int | None = None,
+        buckets: Sequence[int] = (),
+        transform: Transform | None = None,
+        filter: Callable[[Any], bool] | None = None,
+        pre_processes: int = 0,
+        poll_s: float = 0.05,
+    ) -> None:
+        self.device = torch_device(device)
+        check_settings(max_batch, max_delay_ms, max_queue, buckets)
+        self.pre, self.model, self.post, self.filter = pre, model, post, filter
+        self.plan: ThreadPlan = plan_threads(
+            self.device.type,
+            pre_workers=pre_processes or pre_workers,
+            post_workers=post_workers,
+            model_threads=model_threads,
+        )
+        if pre_processes:
+            why = self.plan.explanation.replace("pre workers", "pre processes")
+            why = why.replace("pre worker", "pre process")
+            self.plan = dataclasses.replace(self.plan, explanation=why)
+        self.settings = ServingSettings(
+            max_batch,
+            float(max_delay_ms),
+            self.plan.pre_workers,
+            self.plan.post_workers,
+            self.plan.model_threads,
+            str(self.device),
+            tuple(sorted(buckets)),
+        )
+        self.poll_s = poll_s
+        depth = max_queue or 4 * max_batch
+        self._pre_q: queue.Queue[Request] = queue.Queue(maxsize=depth)
+        self._batch_q: queue.Queue[Request] = queue.Queue(maxsize=depth)
+        self._post_q: queue.Queue[Request] = queue.Queue()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._inflight = self._submitted = 0
+        self._closing = self._closed = False
+        self._records: list[RequestTiming] = []
+        rows = max(self.settings.buckets or (max_batch,))
+        self._device = DeviceStage(
+            Batcher(self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s),
+            Stager(self.device, max(rows, max_batch), transform),
+            model,
+            self.settings,
+            self._finish,
+            self._post_q,
+            self._lock,
+        )
+        self._torch_threads = torch.get_num_threads()
+        if self.plan.model_threads is not None:
+            torch.set_num_threads(self.plan.model_threads)
+        self.origin_t = time.perf_counter()
+        self._procs: ProcessPre | None = None
+        if pre_processes:
+            slots = depth + pre_processes
+            self._procs = ProcessPre(pre, pre_processes, slots, self._pre_done, self._pre_failed)
+        self._threads = self._start_threads()
+
+    def _start_threads(self) -> list[threading.Thread]:
+        targets = [(f"gpuwise-pre-{i}", self._pre_loop) for i in range(self.plan.pre_workers)]
+        if self._procs is not None:
+            targets = [("gpuwise-pre-dispatch", self._dispatch_loop)]
+        targets.append(("gpuwise-model", self._model_loop))
+        targets += [(f"gpuwise-post-{i}", self._post_loop) for i in range(self.plan.post_workers)]
+        threads = [threading.Thread(target=fn, name=name, daemon=True) for name, fn in targets]
+        for t in threads:
+            t.start()
+        return threads
+
+    # -- callers -------------------------------------------------------------------------
+
+    def submit(self, x: Any, deadline_ms: float | None = None) -> Future[Any]:
+        """Submit one input; return a future for its result.
+
+        Args:
+            x: The input ``pre`` takes.
+            deadline_ms: Drop the request (``DeadlineExceeded``) if it has not reached the
+                device this many milliseconds after submission.
+
+        Raises:
+            Overloaded: The queue is full; nothing was queued (backpressure).
+            PipelineClosed: ``close()`` was called.
+        """
+        req = self._new_request(x, deadline_ms)
+        try:
+            self._pre_q.put_nowait(req)
+        except queue.Full:
+            self._finish(req, "overloaded", time.perf_counter())
+            raise Overloaded(
+                f"the pipeline's queue is full ({self._pre_q.maxsize} requests waiting for "
+                "a pre worker); the request was rejected; retry later, lower the load, or "
+                "raise max_queue / pre_workers"
+            ) from None
+        return req.future
+
+    def map(self, inputs: Iterable[Any], timeout_s: float = 300.0) -> Iterator[Any]:
+        """Run every input through the pipeline; yield the results in input order.
+
+        All stages overlap; at most ``max_queue + 2 * max_batch`` inputs are in flight,
+        so memory stays bounded however long ``inputs`` is.
+
+        Args:
+            inputs: Inputs ``pre`` takes.
+            timeout_s: Longest wait for any one result.
+
+        Raises:
+            Exception: The first failed request's exception, in input order.
+        """
+        window = self._pre_q.maxsize + 2 * self.settings.max_batch
+        pending: deque[Future[Any]] = deque()
+        for x in inputs:
+            pending.append(self._submit_waiting(x))
+            if len(pending) >= window:
+                yield pending.popleft().result(timeout=timeout_s)
+        while pending:
+            yield pending.popleft().result(timeout=timeout_s)
+
+    def _submit_waiting(self, x: Any) -> Future[Any]:
+        req = self._new_request(x, None)
+        while not self._stop.is_set():
+            try:
+                self._pre_q.put(req, timeout=self.poll_s)
+                return req.future
+            except queue.Full:
+                continue
+        self._finish(req, "error", time.perf_counter(), PipelineClosed("the pipeline stopped"))
+        return req.future
+
+    def _new_request(self, x: Any, deadline_ms: float | None) -> Request:
+        now = time.perf_counter()
+        with self._lock:
+            if self._closing:
+                raise PipelineClosed("the pipeline is closed; build a new Pipeline to serve")
+            index, self._submitted = self._submitted, self._submitted + 1
+            self._inflight += 1
+        deadline_t = None if deadline_ms is None else now + deadline_ms / 1e3
+        return Request(index, x, now, deadline_t)
+
+    def drain(self, timeout_s: float = 60.0) -> bool:
+        """Wait until no request is in flight; return whether that happened in time."""
+        end = time.monotonic() + timeout_s
+        with self._idle:
+            while self._inflight > 0:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(timeout=min(left, self.poll_s))
+        return True
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Finish in-flight requests, stop and join every thread, restore torch's threads.
+
+        Requests still queued after ``timeout_s`` fail with ``PipelineClosed``.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closing = True
+        if not self.drain(timeout_s):
+            log.warning("pipeline closed with requests in flight after %.1f s", timeout_s)
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=max(1.0, 10 * self.poll_s))
+        if self._procs is not None:
+            for req in self._procs.close():
+                self._finish(req, "error", time.perf_counter(), PipelineClosed("closed"))
+        self._fail_queued()
+        if self.plan.model_threads is not None:
+            torch.set_num_threads(self._torch_threads)
+        self._closed = True
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def alive_threads(self) -> list[str]:
+        """Names of the pipeline's threads still running (empty after ``close()``)."""
+        return [t.name for t in self._threads if t.is_alive()]
+
+    def records(self) -> tuple[list[RequestTiming], list[BatchRecord]]:
+        """Copies of the finished requests' timings and the batch records so far."""
+        with self._lock:
+            return list(self._records), list(self._device.batches)
+
+    def result(self, load: dict[str, Any] | None = None) -> ServingResult:
+        """Everything measured so far as a ``ServingResult`` (first submit to last finish)."""
+        requests, batches = self.records()
+        ends = [r.submit_s + r.total_s for r in requests]
+        duration_s = max(ends) - min(r.submit_s for r in requests) if requests else 0.0
+        return ServingResult(
+            self.settings, duration_s, requests, batches, load or {}, None, self.plan.to_dict()
+        )
+
+    # -- workers (Note [pipeline threads]) ----------------------------------------------
+
+    def _get(self, q: queue.Queue[Request]) -> Request | None:
+        try:
+            return q.get(timeout=self.poll_s)
+        except queue.Empty:
+            return None
+
+    def _pre_loop(self) -> None:
+        while not self._stop.is_set():
+            req = self._get(self._pre_q)
+            if req is not None:
+                self._pre_one(req)
+
+    def _pre_one(self, req: Request) -> None:
+        if not self._pre_admit(req):
+            return
+        try:
+            sample = as_tensor(self.pre(req.payload))
+        except Exception as err:
+            self._pre_failed(req, err)
+            return
+        self._pre_done(req, sample)
+
+    def _dispatch_loop(self) -> None:
+        """Process pre: admit each request here, run ``pre`` in a worker process."""
+        assert self._procs is not None
+        while not self._stop.is_set():
+            req = self._get(self._pre_q)
+            if req is not None and self._pre_admit(req) and not self._procs.send(req):
+                self._finish(req, "error", time.perf_counter(), PipelineClosed("closed"))
+
+    def _pre_admit(self, req: Request) -> bool:
+        """Stamp the start of pre; drop an expired or filtered request (``False``)."""
+        req.pre_start_t = now = time.perf_counter()
+        if req.expired(now):
+            self._finish(req, "deadline", now, deadline_error(req, now, "a pre worker"))
+            return False
+        try:
+            keep = self.filter is None or self.filter(req.payload)
+        except Exception as err:
+            self._pre_failed(req, err)
+            return False
+        if not keep:
+            self._finish(req, "filtered", time.perf_counter())
+        return bool(keep)
+
+    def _pre_failed(self, req: Request, err: BaseException) -> None:
+        self._finish(req, "error", time.perf_counter(), err)
+
+    def _pre_done(self, req: Request, sample: torch.Tensor) -> None:
+        """Hand a preprocessed sample to the batcher (waits while the batch queue is full)."""
+        req.sample, req.pre_end_t = sample, time.perf_counter()
+        while not self._stop.is_set():
+            try:
+                self._batch_q.put(req, timeout=self.poll_s)
+                return
+            except queue.Full:
+                continue
+        self._finish(req, "error", time.perf_counter(), PipelineClosed("the pipeline stopped"))
+
+    def _model_loop(self) -> None:
+        while not self._stop.is_set():
+            self._device.step(self.origin_t)
+
+    def _post_loop(self) -> None:
+        while not self._stop.is_set():
+            req = self._get(self._post_q)
+            if req is None:
+                continue
+            req.post_start_t = time.perf_counter()
+            try:
+                result = self.post(req.output)
+            except Exception as err:
+                self._finish(req, "error", time.perf_counter(), err)
+                continue
+            req.output = None
+            self._finish(req, "ok", time.perf_counter(), result=result)
+
+    def _finish(
+        self,
+        req: Request,
+        outcome: str,
+        end_t: float,
+        error: BaseException | None = None,
+        result: Any = None,
+    ) -> None:
+        timing = req.timing(outcome, end_t, self.origin_t)
+        try:
+            if error is not None:
+                req.future.set_exception(error)
+            else:
+                req.future.set_result(result)
+        except InvalidStateError:  # the caller cancelled it
+            pass
+        with self._idle:
+            self._records.append(timing)
+            self._inflight -= 1
+            self._idle.notify_all()
+
+    def _fail_queued(self) -> None:
+        for q in (self._pre_q, self._batch_q, self._post_q):
+            while True:
+                try:
+                    req = q.get_nowait()
+                except queue.Empty:
+                    break
+                closed = PipelineClosed("the pipeline closed before this request ran")
+                self._finish(req, "error", time.perf_counter(), closed)
