@@ -33,6 +33,9 @@ COMM_SIGNIFICANT = 0.2
 OVERLAPPED = 0.8
 """Communication 80 % hidden under compute is working as intended: a note, not a fix."""
 
+COMM_EXPLAINS = 1 / 3
+"""Exposed communication explains idle gaps when it is at least a third of the idle time."""
+
 TINY_WORK_EVENTS = 10
 IDLE_WARN = 0.3
 LOW_PRECISION_SHARE = 0.5
@@ -166,6 +169,7 @@ class IdleSignals:
     idle: float
     host_wait: float | None
     behind: bool
+    queued: bool
     short: bool
     tiny: bool
 
@@ -180,7 +184,10 @@ class IdleSignals:
             launch.get("median_kernel_s") or 1.0
         ) < SHORT_MEDIAN_S
         tiny = (launch.get("kernels") or 0) < TINY_WORK_EVENTS
-        return cls(idle, host, behind, short, tiny)
+        split = (t.get("idle") or {}).get("compute_stream_split") or {}
+        waits = (split.get("kernel_wait") or 0.0) + (split.get("cross_stream_wait") or 0.0)
+        queued = depth > QUEUE_DEPTH_BEHIND or waits >= HOST_WAIT_SHARE
+        return cls(idle, host, behind, queued, short, tiny)
 
 
 def device_idle(ctx: Context) -> Finding | None:
@@ -192,7 +199,7 @@ def device_idle(ctx: Context) -> Finding | None:
     # Time waiting for the DataLoader is input_bound's; what is left is this rule's.
     sig = IdleSignals.of(t, max(0.0, 1.0 - float(busy) - float(t.get("dataloader_fraction") or 0)))
     severity = fx.severity_for(fx.amdahl(sig.idle))
-    if severity is None or (_comm_explains_gaps(t) and not sig.behind):
+    if severity is None or (_comm_explains_gaps(t, sig.idle) and not sig.behind):
         return None  # nothing to report, or the gaps sit around communication: comm_bound
     kind, summary, fixes, bounded = _idle_verdict(sig, t, ctx)
     if sig.idle < IDLE_WARN or (sig.behind and not sig.short and _pageable(t)):
@@ -202,11 +209,18 @@ def device_idle(ctx: Context) -> Finding | None:
     return Finding(kind, severity, summary, evidence, speedup, fixes)
 
 
-def _comm_explains_gaps(t: dict[str, Any]) -> bool:
-    """Communication is a fifth of device time and mostly exposed: compute waits for it."""
+def _comm_explains_gaps(t: dict[str, Any], idle: float) -> bool:
+    """Communication is a fifth of device time, mostly exposed, and as large as the gaps.
+
+    Exposed collectives stall the ranks that wait for their peers, so idle time around
+    them is comm_bound's to report; but when the idle time is several times the exposed
+    communication, the gaps have another cause and are reported on their own.
+    """
     comm = t.get("communication") or {}
     share, overlap = comm.get("kernel_share") or 0.0, comm.get("overlap_fraction") or 0.0
-    return share >= COMM_SIGNIFICANT and overlap < OVERLAPPED
+    span = float(t.get("device_span_s") or 0.0)
+    exposed = float(comm.get("exposed_s") or 0.0) / span if span > 0 else 0.0
+    return share >= COMM_SIGNIFICANT and overlap < OVERLAPPED and exposed >= COMM_EXPLAINS * idle
 
 
 def _idle_verdict(
@@ -214,7 +228,7 @@ def _idle_verdict(
 ) -> tuple[str, str, tuple[Fix, ...], bool]:
     """Return ``(kind, summary, fixes, has_speedup_bound)`` for the idle signals."""
     idle = sig.idle
-    if sig.host_wait is None or (sig.tiny and not sig.behind):
+    if sig.host_wait is None or sig.tiny:
         summary = (
             f"The device is idle {idle:.1%} of the window: only {t.get('device_events')} device "
             "event(s) ran; the job does too little work to judge"
@@ -231,11 +245,18 @@ def _idle_verdict(
     if sig.behind:
         summary = f"The device idles {idle:.1%} of the window waiting for the host (nothing queued)"
         return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
+    if sig.queued:
+        summary = (
+            f"The device idles {idle:.1%} of the window with work queued: it waits on other "
+            "streams or events"
+        )
+        return "gpu_idle_between_phases", summary, (fx.find_syncs(), *_look()), True
     summary = (
-        f"The device idles {idle:.1%} of the window with work queued: it waits on other "
-        "streams or events"
+        f"The device idles {idle:.1%} of the window; the trace does not show why: the host "
+        f"is not behind ({sig.host_wait:.0%} of the compute stream's gaps wait for it) and "
+        "no work is seen queued"
     )
-    return "gpu_idle_between_phases", summary, (fx.find_syncs(), *_look()), True
+    return "gpu_idle_between_phases", summary, _look(), True
 
 
 def _pageable(t: dict[str, Any]) -> bool:
