@@ -184,10 +184,22 @@ class IdleSignals:
             launch.get("median_kernel_s") or 1.0
         ) < SHORT_MEDIAN_S
         tiny = (launch.get("kernels") or 0) < TINY_WORK_EVENTS
-        split = (t.get("idle") or {}).get("compute_stream_split") or {}
-        waits = (split.get("kernel_wait") or 0.0) + (split.get("cross_stream_wait") or 0.0)
-        queued = depth > QUEUE_DEPTH_BEHIND or waits >= HOST_WAIT_SHARE
+        queued = depth > QUEUE_DEPTH_BEHIND or _queued_share(t) >= HOST_WAIT_SHARE
         return cls(idle, host, behind, queued, short, tiny)
+
+
+def _queued_share(t: dict[str, Any]) -> float:
+    """Share of the compute stream's idle time whose next event was launched before it.
+
+    Gaps before an event with no launch record count as unknown, not as queued work.
+    """
+    idle = t.get("idle") or {}
+    main = [s for s in idle.get("streams") or [] if s.get("stream") == idle.get("compute_stream")]
+    if not main or not main[0].get("idle_s"):
+        return 0.0
+    s = main[0]
+    known = float(s["idle_s"]) - float(s["host_wait_s"]) - float(s.get("unlinked_s") or 0.0)
+    return max(0.0, known) / float(s["idle_s"])
 
 
 def device_idle(ctx: Context) -> Finding | None:

@@ -55,6 +55,8 @@ class StreamIdle:
         cross_stream_wait_s: Longer gaps with the next event queued while another stream
             ran: waiting on a kernel or event there.
         other_s: The remaining gaps (queued, nothing else running).
+        unlinked_s: The part of those gaps (of any category but host wait) whose next
+            event has no host launch record: whether work was queued is not known.
     """
 
     stream: int
@@ -64,6 +66,7 @@ class StreamIdle:
     kernel_wait_s: float
     cross_stream_wait_s: float
     other_s: float
+    unlinked_s: float = 0.0
 
     @property
     def idle_s(self) -> float:

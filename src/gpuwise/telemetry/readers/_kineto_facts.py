@@ -169,6 +169,7 @@ def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
                 kernel_wait_s=float(gap[short].sum()) * US,
                 cross_stream_wait_s=float(cross.sum()) * US,
                 other_s=float((gap[rest] - cross[rest]).sum()) * US,
+                unlinked_s=float(gap[np.isnan(nxt_launch)].sum()) * US,
             )
         )
     return sorted(out, key=lambda x: -x.busy_s)
