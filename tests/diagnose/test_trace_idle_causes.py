@@ -138,3 +138,26 @@ def test_rank_files_missing_a_distributed_field_join_their_job(tmp_path):
     ranks = run.extra["trace"]["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1]
     assert run.extra["trace"]["distributed"]["backend"] == "nccl"
+
+
+def test_launches_without_device_events_are_not_called_a_cpu_only_trace(tmp_path):
+    # The host launched two kernels; the profiler recorded CUPTI counter ranges for them
+    # instead of kernel events (range-profiler mode), and queried attributes 5 times.
+    events = [_x("cpu_op", "aten::add", 0, 50)]
+    events += [_x("cuda_runtime", "cudaFuncSetAttribute", 1 + i, 1) for i in range(5)]
+    events += [_launch(10, 1), _launch(30, 2)]
+    events += [_x("cuda_profiler_range", "add_kernel", 100 + 50 * i, 20) for i in range(2)]
+    found = analyze([_write(tmp_path, events)]).findings[0]
+    assert found.kind == "no_device_activity"
+    assert found.evidence["cpu_only"] is False
+    assert (found.evidence["launch_calls"], found.evidence["profiler_ranges"]) == (2, 2)
+    assert "CPU-only" not in found.summary
+    assert "range profiler" in found.summary
+
+
+def test_a_trace_with_only_cpu_ops_is_cpu_only(tmp_path):
+    events = [_x("cpu_op", "aten::add", 0, 50), _x("user_annotation", "step", 0, 60)]
+    found = analyze([_write(tmp_path, events)]).findings[0]
+    assert found.kind == "no_device_activity"
+    assert found.evidence["cpu_only"] is True
+    assert found.evidence["launch_calls"] == 0

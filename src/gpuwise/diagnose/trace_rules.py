@@ -80,25 +80,58 @@ def premises(ctx: Context) -> Premises | None:
 
 
 def no_device_activity(ctx: Context) -> Finding | None:
-    """A trace without any kernel, copy or set: nothing to judge, never healthy."""
+    """A trace without any kernel, copy or set: nothing to judge, never healthy.
+
+    A CPU-only trace and one whose host launched device work the profiler did not record
+    (CUDA activity off, or CUPTI's range profiler recording counters instead of the
+    timeline) are told apart by the host's launch calls.
+    """
     t = ctx.trace
     if not t or not has_facts(ctx) or t.get("device_events"):
         return None
-    cpu_only = (t.get("events") or 0) > 0
+    launches, ranges = int(t.get("launch_calls") or 0), int(t.get("profiler_ranges") or 0)
+    cpu_only = (t.get("events") or 0) > 0 and launches == 0 and ranges == 0
     summary = "No device activity recorded: the trace has no kernel, memcpy or memset"
     if cpu_only:
         summary += f" ({t.get('events')} events, all on the CPU: a CPU-only trace)"
-    fixes = (
+    elif ranges:
+        summary += (
+            f"; the host launched device work ({launches} launch calls) and CUPTI's range "
+            f"profiler recorded {ranges} counter ranges instead of the device timeline"
+        )
+    elif launches:
+        summary += (
+            f", though the host made {launches} launch calls: the profiler did not record "
+            "the device side"
+        )
+    fixes = [
         Fix(
             "Record the device's activity with the host's",
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
-        ),
-        Fix(
-            "Check that the model and batches are on the device", "next(model.parameters()).device"
-        ),
-    )
-    evidence = {"trace_events": t.get("events"), "device_events": 0, "cpu_only": cpu_only}
-    return Finding("no_device_activity", "critical", summary, evidence, None, fixes)
+        )
+    ]
+    if cpu_only:
+        fixes.append(
+            Fix(
+                "Check that the model and batches are on the device",
+                "next(model.parameters()).device",
+            )
+        )
+    elif ranges:
+        fixes.append(
+            Fix(
+                "Profile the timeline without per-kernel counter collection",
+                "drop experimental_config=_ExperimentalConfig(profiler_metrics=...) for this run",
+            )
+        )
+    evidence = {
+        "trace_events": t.get("events"),
+        "device_events": 0,
+        "cpu_only": cpu_only,
+        "launch_calls": launches,
+        "profiler_ranges": ranges,
+    }
+    return Finding("no_device_activity", "critical", summary, evidence, None, tuple(fixes))
 
 
 def comm_bound(ctx: Context) -> Finding | None:

@@ -170,6 +170,10 @@ class TraceFacts:
         image_inputs: A convolution's input was a 4-D image batch (None: no shapes seen).
         unplaced_categories: Event categories no rule placed, with their counts.
         nonfinite_events: Events skipped for non-finite or negative ts/dur.
+        launch_calls: Host calls that launch device work (kernel launches, graph launches,
+            copies and sets), whether or not the trace recorded the device side.
+        profiler_ranges: CUPTI range-profiler events (``cuda_profiler_range``): per-kernel
+            counter ranges, recorded instead of the device timeline.
         distributed: ``backend``, ``rank``, ``world_size`` from ``distributedInfo``.
     """
 
@@ -190,6 +194,8 @@ class TraceFacts:
     image_inputs: bool | None = None
     unplaced_categories: dict[str, int] = field(default_factory=dict)
     nonfinite_events: int = 0
+    launch_calls: int = 0
+    profiler_ranges: int = 0
     distributed: dict[str, Any] = field(default_factory=dict)
 
     def share(self, seconds: float) -> float | None:
@@ -230,6 +236,8 @@ class TraceFacts:
             "image_inputs": self.image_inputs,
             "unplaced_categories": dict(self.unplaced_categories),
             "nonfinite_events": self.nonfinite_events,
+            "launch_calls": self.launch_calls,
+            "profiler_ranges": self.profiler_ranges,
             "distributed": dict(self.distributed),
         }
 

@@ -8,6 +8,7 @@ millions of kernels costs 16 bytes per kernel, not a dict each.
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections import Counter
 from typing import Any
@@ -41,6 +42,7 @@ _KINDS = {
     "cuda_driver": "runtime",
     "cuda_sync": "sync",
     "trace": "trace",
+    "cuda_profiler_range": "range",
     "mtia_ccp_events": "kernel",
     "mtia_runtime": "runtime",
     "privateuse1_runtime": "runtime",
@@ -55,6 +57,9 @@ COMPILED_OPS = ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFx
 
 CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::cudnn_convolution"})
 """The first convolution's input shape tells whether the inputs are image batches."""
+
+_LAUNCH_CALL = re.compile(r"Launch|^(cuda|cu|hip)Memcpy|^(cuda|cu|hip)Memset")
+"""Runtime/driver calls that put work on the device (the rest query or configure it)."""
 
 _DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
 
@@ -142,6 +147,8 @@ class EventTally:
         self.device = DeviceEvents()
         self.launch_of: dict[int, float] = {}
         self.unplaced: Counter[str] = Counter()
+        self.launch_calls = 0
+        self.profiler_ranges = 0
         self.nonfinite = 0
         self.compiled_regions = 0
         self.image_inputs: bool | None = None
@@ -210,6 +217,8 @@ class EventTally:
             self._runtime(ev, start, end)
         elif kind == "sync":
             self.sync_by_name[str(ev.get("name", ""))] += 1
+        elif kind == "range":
+            self.profiler_ranges += 1
         elif kind is None:
             self._unplaced(ev, cat, start, end)
 
@@ -229,8 +238,11 @@ class EventTally:
         corr = args.get("correlation") if isinstance(args, dict) else None
         if type(corr) is int:
             self.launch_of[corr] = start
-        if ev.get("name") in BLOCKING_SYNC_CALLS:
+        name = ev.get("name")
+        if name in BLOCKING_SYNC_CALLS:
             self.sync_calls.add(start, end)
+        elif isinstance(name, str) and _LAUNCH_CALL.search(name):
+            self.launch_calls += 1
 
     def _unplaced(self, ev: dict[str, Any], cat: Any, start: float, end: float) -> None:
         """An event of a category this reader does not know: counted, named, never dropped."""

@@ -90,6 +90,8 @@ def trace_facts(t: EventTally) -> TraceFacts:
         image_inputs=t.image_inputs,
         unplaced_categories=dict(t.unplaced.most_common()),
         nonfinite_events=t.nonfinite,
+        launch_calls=t.launch_calls,
+        profiler_ranges=t.profiler_ranges,
         distributed=dict(t.distributed),
     )
 
