@@ -161,3 +161,10 @@ def test_a_trace_with_only_cpu_ops_is_cpu_only(tmp_path):
     assert found.kind == "no_device_activity"
     assert found.evidence["cpu_only"] is True
     assert found.evidence["launch_calls"] == 0
+
+
+def test_world_size_and_backend_fall_back_to_the_default_process_group(tmp_path):
+    info = {"rank": 2, "pg_config": [{"pg_name": "0", "backend_config": "cuda:nccl", "pg_size": 4}]}
+    path = _write(tmp_path, [_kernel("gemm", 0, 10, 7, None)], distributedInfo=info)
+    dist = analyze([path]).extra["trace"]["distributed"]
+    assert (dist["rank"], dist["world_size"], dist["backend"]) == (2, 4, "cuda:nccl")

@@ -161,9 +161,7 @@ class EventTally:
         elif key == "distributedInfo" and isinstance(value, dict):
             rank = value.get("rank")
             self.rank = rank if isinstance(rank, int) else None
-            self.distributed = {
-                k: value.get(k) for k in ("backend", "rank", "world_size") if k in value
-            }
+            self.distributed = _distributed_info(value)
         elif key == "baseTimeNanoseconds" and isinstance(value, int):
             self.distributed["base_time_ns"] = value
 
@@ -350,6 +348,24 @@ class EventTally:
         """Return the GPUs that ran work (all listed ones when none did) as device dicts."""
         props = [p for p in self.device_props if p.get("id") in self.gpu_ids]
         return [_device(p) for p in (props or self.device_props)]
+
+
+def _distributed_info(value: dict[str, Any]) -> dict[str, Any]:
+    """Return ``backend``/``rank``/``world_size`` of a trace's ``distributedInfo``.
+
+    The default process group's size and backend (``pg_config``) stand in for fields the
+    profiler left out.
+    """
+    out = {k: value.get(k) for k in ("backend", "rank", "world_size") if value.get(k) is not None}
+    groups = value.get("pg_config")
+    default = groups[0] if isinstance(groups, list) and groups else None
+    if isinstance(default, dict):
+        size, config = default.get("pg_size"), default.get("backend_config")
+        if "world_size" not in out and isinstance(size, int):
+            out["world_size"] = size
+        if "backend" not in out and isinstance(config, str) and config:
+            out["backend"] = config
+    return out
 
 
 def _device(p: dict[str, Any]) -> dict[str, Any]:
