@@ -274,9 +274,10 @@ def _idle_verdict(
     """Return ``(kind, summary, fixes, has_speedup_bound)`` for the idle signals."""
     idle = sig.idle
     if sig.host_wait is None or sig.tiny:
+        waits = " (each launched after the last ended: it waits for the host)" if sig.behind else ""
         summary = (
             f"The device is idle {idle:.1%} of the window: only {t.get('device_events')} device "
-            "event(s) ran; the job does too little work to judge"
+            f"event(s) ran{waits}; the job does too little work to judge its launches"
         )
         return "gpu_idle_between_phases", summary, _look(), False
     if sig.behind and sig.short:
