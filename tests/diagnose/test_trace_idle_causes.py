@@ -168,3 +168,12 @@ def test_world_size_and_backend_fall_back_to_the_default_process_group(tmp_path)
     path = _write(tmp_path, [_kernel("gemm", 0, 10, 7, None)], distributedInfo=info)
     dist = analyze([path]).extra["trace"]["distributed"]
     assert (dist["rank"], dist["world_size"], dist["backend"]) == (2, 4, "cuda:nccl")
+
+
+def test_queued_work_waiting_is_not_told_to_hunt_host_syncs(tmp_path):
+    # The host is ahead (work queued): a host-sync hunt cannot be the fix.
+    top = analyze([_write(tmp_path, _queued_job(50))]).findings[0]
+    assert "work queued" in top.summary
+    assert [f.action for f in top.fixes] == [
+        "Find what the queued work waits for (an event, another stream, a peer rank)"
+    ]

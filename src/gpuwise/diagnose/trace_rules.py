@@ -296,7 +296,7 @@ def _idle_verdict(
             f"The device idles {idle:.1%} of the window with work queued: it waits on other "
             "streams or events"
         )
-        return "gpu_idle_between_phases", summary, (fx.find_syncs(), *_look()), True
+        return "gpu_idle_between_phases", summary, (_find_dependency(),), True
     summary = (
         f"The device idles {idle:.1%} of the window; the trace does not show why: the host "
         f"is not behind ({sig.host_wait:.0%} of the compute stream's gaps wait for it) and "
@@ -354,6 +354,15 @@ def _launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
     )
     fixes.append(ctx.bigger_batch_fix())
     return tuple(fixes)
+
+
+def _find_dependency() -> Fix:
+    """The host is ahead and the device still waits: a stream/event dependency holds it."""
+    return Fix(
+        "Find what the queued work waits for (an event, another stream, a peer rank)",
+        "open the trace in Perfetto, click the first kernel after a gap and follow its launch "
+        "(cudaStreamWaitEvent, cudaGraphLaunch) to the stream or collective it waits on",
+    )
 
 
 def _look() -> tuple[Fix, ...]:
