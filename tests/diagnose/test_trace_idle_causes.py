@@ -177,3 +177,20 @@ def test_queued_work_waiting_is_not_told_to_hunt_host_syncs(tmp_path):
     assert [f.action for f in top.fixes] == [
         "Find what the queued work waits for (an event, another stream, a peer rank)"
     ]
+
+
+def test_a_queue_that_runs_dry_between_bursts_is_not_called_queued_work(tmp_path):
+    # 6 steps: 20 kernels of 25 µs launched in one burst at the step's start (deep queue),
+    # run back to back; then ~450 µs with nothing launched until the next step.
+    events, corr = _steps(6), 0
+    for i in range(6):
+        t0 = i * STEP_US
+        for k in range(20):
+            events.append(_launch(t0 + k, corr))
+            events.append(_kernel("volta_sgemm_128x64_nn", t0 + 30 + 26 * k, 25, 7, corr))
+            corr += 1
+    top = analyze([_write(tmp_path, events)]).findings[0]
+    assert top.kind == "gpu_idle_between_phases"
+    assert "falls behind at times" in top.summary
+    assert top.evidence["median_queue_depth"] > 2
+    assert top.evidence["host_wait_share"] > 0.9

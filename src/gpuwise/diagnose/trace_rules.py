@@ -217,7 +217,7 @@ class IdleSignals:
             launch.get("median_kernel_s") or 1.0
         ) < SHORT_MEDIAN_S
         tiny = (launch.get("kernels") or 0) < TINY_WORK_EVENTS
-        queued = depth > QUEUE_DEPTH_BEHIND or _queued_share(t) >= HOST_WAIT_SHARE
+        queued = _queued_share(t) >= HOST_WAIT_SHARE
         return cls(idle, host, behind, queued, short, tiny)
 
 
@@ -290,6 +290,14 @@ def _idle_verdict(
         return "launch_bound", summary, _launch_fixes(Premises.of(t), ctx), True
     if sig.behind:
         summary = f"The device idles {idle:.1%} of the window waiting for the host (nothing queued)"
+        return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
+    if sig.host_wait >= HOST_WAIT_SHARE:
+        # The queue is deep most of the time but runs dry before most gaps.
+        summary = (
+            f"The device idles {idle:.1%} of the window; {sig.host_wait:.0%} of the compute "
+            "stream's gaps have nothing queued: the host falls behind at times (e.g. at step "
+            "boundaries) though it is ahead most of the step"
+        )
         return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
     if sig.queued:
         summary = (
