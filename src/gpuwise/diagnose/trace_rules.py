@@ -255,7 +255,7 @@ def device_idle(ctx: Context) -> Finding | None:
 
 
 def _comm_explains_gaps(t: dict[str, Any], idle: float) -> bool:
-    """Communication is a fifth of device time, mostly exposed, and as large as the gaps.
+    """Communication is a fifth of device time, mostly exposed, and a third of the gaps.
 
     Exposed collectives stall the ranks that wait for their peers, so idle time around
     them is comm_bound's to report; but when the idle time is several times the exposed
