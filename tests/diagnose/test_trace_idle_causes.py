@@ -194,3 +194,26 @@ def test_a_queue_that_runs_dry_between_bursts_is_not_called_queued_work(tmp_path
     assert "falls behind at times" in top.summary
     assert top.evidence["median_queue_depth"] > 2
     assert top.evidence["host_wait_share"] > 0.9
+
+
+def test_idle_is_not_hidden_behind_a_communication_note(tmp_path):
+    # 5 steps of 1 ms: 390 µs of compute, a 160 µs all-reduce overlapping nothing (so
+    # exposed 16 %: comm_bound is only a note), and ~450 µs with nothing running while
+    # the next gemm is queued. Comm "explains" a third of the gap, but the idle must show.
+    events, corr = _steps(5), 0
+    for i in range(5):
+        t0 = i * STEP_US
+        events += [_launch(t0, corr), _kernel("volta_sgemm_128x64_nn", t0 + 10, 300, 7, corr)]
+        events += [_launch(t0 + 1, corr + 1)]
+        events += [_kernel("ncclKernel_AllReduce_RING", t0 + 310, 160, 20, corr + 1)]
+        events += [
+            _launch(t0 + 2, corr + 2),
+            _kernel("volta_sgemm_128x64_nn", t0 + 900, 90, 7, corr + 2),
+        ]
+        corr += 3
+    run = analyze([_write(tmp_path, events)])
+    kinds = [f.kind for f in run.findings]
+    by_kind = {f.kind: f for f in run.findings}
+    assert by_kind["comm_bound"].severity == "info"
+    assert kinds[0] == "gpu_idle_between_phases"
+    assert "healthy" not in kinds

@@ -259,13 +259,17 @@ def _comm_explains_gaps(t: dict[str, Any], idle: float) -> bool:
 
     Exposed collectives stall the ranks that wait for their peers, so idle time around
     them is comm_bound's to report; but when the idle time is several times the exposed
-    communication, the gaps have another cause and are reported on their own.
+    communication, or the exposed part is too small for comm_bound to warn, the gaps are
+    reported on their own.
     """
     comm = t.get("communication") or {}
     share, overlap = comm.get("kernel_share") or 0.0, comm.get("overlap_fraction") or 0.0
     span = float(t.get("device_span_s") or 0.0)
     exposed = float(comm.get("exposed_s") or 0.0) / span if span > 0 else 0.0
-    return share >= COMM_SIGNIFICANT and overlap < OVERLAPPED and exposed >= COMM_EXPLAINS * idle
+    if share < COMM_SIGNIFICANT or overlap >= OVERLAPPED or exposed < COMM_EXPLAINS * idle:
+        return False
+    # ...and only when comm_bound itself will be a warning: a note must not hide the idle.
+    return fx.severity_for(fx.amdahl(_exposed_share(t, exposed)[0])) in ("critical", "warning")
 
 
 def _idle_verdict(
