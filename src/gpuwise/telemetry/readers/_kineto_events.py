@@ -148,6 +148,7 @@ class EventTally:
         self.launch_of: dict[int, float] = {}
         self.unplaced: Counter[str] = Counter()
         self.launch_calls = 0
+        self._launches: dict[str, bool] = {}
         self.profiler_ranges = 0
         self.nonfinite = 0
         self.compiled_regions = 0
@@ -239,8 +240,11 @@ class EventTally:
         name = ev.get("name")
         if name in BLOCKING_SYNC_CALLS:
             self.sync_calls.add(start, end)
-        elif isinstance(name, str) and _LAUNCH_CALL.search(name):
-            self.launch_calls += 1
+        elif isinstance(name, str):
+            launches = self._launches.get(name)
+            if launches is None:
+                launches = self._launches[name] = bool(_LAUNCH_CALL.search(name))
+            self.launch_calls += launches
 
     def _unplaced(self, ev: dict[str, Any], cat: Any, start: float, end: float) -> None:
         """An event of a category this reader does not know: counted, named, never dropped."""
