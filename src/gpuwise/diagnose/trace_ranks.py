@@ -55,7 +55,9 @@ def _check_one_job(traces: list[dict[str, Any]]) -> None:
     for t in traces:
         d = t.get("distributed") or {}
         for key in ("world_size", "backend"):
-            if d.get(key) != d0.get(key):
+            # A profiler that did not record a field says nothing about it: only two
+            # recorded values that differ tell the files apart.
+            if None not in (d.get(key), d0.get(key)) and d.get(key) != d0.get(key):
                 raise UsageError(
                     f"rank traces {first.get('file')!r} and {t.get('file')!r} are from different "
                     f"jobs: {key} {d0.get(key)!r} vs {d.get(key)!r}; pass the rank files of one job"

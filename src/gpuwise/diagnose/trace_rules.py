@@ -33,6 +33,9 @@ COMM_SIGNIFICANT = 0.2
 OVERLAPPED = 0.8
 """Communication 80 % hidden under compute is working as intended: a note, not a fix."""
 
+COMM_EXPLAINS = 1 / 3
+"""Exposed communication explains idle gaps when it is at least a third of the idle time."""
+
 TINY_WORK_EVENTS = 10
 IDLE_WARN = 0.3
 LOW_PRECISION_SHARE = 0.5
@@ -77,25 +80,58 @@ def premises(ctx: Context) -> Premises | None:
 
 
 def no_device_activity(ctx: Context) -> Finding | None:
-    """A trace without any kernel, copy or set: nothing to judge, never healthy."""
+    """A trace without any kernel, copy or set: nothing to judge, never healthy.
+
+    A CPU-only trace and one whose host launched device work the profiler did not record
+    (CUDA activity off, or CUPTI's range profiler recording counters instead of the
+    timeline) are told apart by the host's launch calls.
+    """
     t = ctx.trace
     if not t or not has_facts(ctx) or t.get("device_events"):
         return None
-    cpu_only = (t.get("events") or 0) > 0
+    launches, ranges = int(t.get("launch_calls") or 0), int(t.get("profiler_ranges") or 0)
+    cpu_only = (t.get("events") or 0) > 0 and launches == 0 and ranges == 0
     summary = "No device activity recorded: the trace has no kernel, memcpy or memset"
     if cpu_only:
         summary += f" ({t.get('events')} events, all on the CPU: a CPU-only trace)"
-    fixes = (
+    elif ranges:
+        summary += (
+            f"; the host launched device work ({launches} launch calls) and CUPTI's range "
+            f"profiler recorded {ranges} counter ranges instead of the device timeline"
+        )
+    elif launches:
+        summary += (
+            f", though the host made {launches} launch calls: the profiler did not record "
+            "the device side"
+        )
+    fixes = [
         Fix(
             "Record the device's activity with the host's",
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
-        ),
-        Fix(
-            "Check that the model and batches are on the device", "next(model.parameters()).device"
-        ),
-    )
-    evidence = {"trace_events": t.get("events"), "device_events": 0, "cpu_only": cpu_only}
-    return Finding("no_device_activity", "critical", summary, evidence, None, fixes)
+        )
+    ]
+    if cpu_only:
+        fixes.append(
+            Fix(
+                "Check that the model and batches are on the device",
+                "next(model.parameters()).device",
+            )
+        )
+    elif ranges:
+        fixes.append(
+            Fix(
+                "Profile the timeline without per-kernel counter collection",
+                "drop experimental_config=_ExperimentalConfig(profiler_metrics=...) for this run",
+            )
+        )
+    evidence = {
+        "trace_events": t.get("events"),
+        "device_events": 0,
+        "cpu_only": cpu_only,
+        "launch_calls": launches,
+        "profiler_ranges": ranges,
+    }
+    return Finding("no_device_activity", "critical", summary, evidence, None, tuple(fixes))
 
 
 def comm_bound(ctx: Context) -> Finding | None:
@@ -166,6 +202,7 @@ class IdleSignals:
     idle: float
     host_wait: float | None
     behind: bool
+    queued: bool
     short: bool
     tiny: bool
 
@@ -180,7 +217,22 @@ class IdleSignals:
             launch.get("median_kernel_s") or 1.0
         ) < SHORT_MEDIAN_S
         tiny = (launch.get("kernels") or 0) < TINY_WORK_EVENTS
-        return cls(idle, host, behind, short, tiny)
+        queued = _queued_share(t) >= HOST_WAIT_SHARE
+        return cls(idle, host, behind, queued, short, tiny)
+
+
+def _queued_share(t: dict[str, Any]) -> float:
+    """Share of the compute stream's idle time whose next event was launched before it.
+
+    Gaps before an event with no launch record count as unknown, not as queued work.
+    """
+    idle = t.get("idle") or {}
+    main = [s for s in idle.get("streams") or [] if s.get("stream") == idle.get("compute_stream")]
+    if not main or not main[0].get("idle_s"):
+        return 0.0
+    s = main[0]
+    known = float(s["idle_s"]) - float(s["host_wait_s"]) - float(s.get("unlinked_s") or 0.0)
+    return max(0.0, known) / float(s["idle_s"])
 
 
 def device_idle(ctx: Context) -> Finding | None:
@@ -192,7 +244,7 @@ def device_idle(ctx: Context) -> Finding | None:
     # Time waiting for the DataLoader is input_bound's; what is left is this rule's.
     sig = IdleSignals.of(t, max(0.0, 1.0 - float(busy) - float(t.get("dataloader_fraction") or 0)))
     severity = fx.severity_for(fx.amdahl(sig.idle))
-    if severity is None or (_comm_explains_gaps(t) and not sig.behind):
+    if severity is None or (_comm_explains_gaps(t, sig.idle) and not sig.behind):
         return None  # nothing to report, or the gaps sit around communication: comm_bound
     kind, summary, fixes, bounded = _idle_verdict(sig, t, ctx)
     if sig.idle < IDLE_WARN or (sig.behind and not sig.short and _pageable(t)):
@@ -202,11 +254,22 @@ def device_idle(ctx: Context) -> Finding | None:
     return Finding(kind, severity, summary, evidence, speedup, fixes)
 
 
-def _comm_explains_gaps(t: dict[str, Any]) -> bool:
-    """Communication is a fifth of device time and mostly exposed: compute waits for it."""
+def _comm_explains_gaps(t: dict[str, Any], idle: float) -> bool:
+    """Communication is a fifth of device time, mostly exposed, and a third of the gaps.
+
+    Exposed collectives stall the ranks that wait for their peers, so idle time around
+    them is comm_bound's to report; but when the idle time is several times the exposed
+    communication, or the exposed part is too small for comm_bound to warn, the gaps are
+    reported on their own.
+    """
     comm = t.get("communication") or {}
     share, overlap = comm.get("kernel_share") or 0.0, comm.get("overlap_fraction") or 0.0
-    return share >= COMM_SIGNIFICANT and overlap < OVERLAPPED
+    span = float(t.get("device_span_s") or 0.0)
+    exposed = float(comm.get("exposed_s") or 0.0) / span if span > 0 else 0.0
+    if share < COMM_SIGNIFICANT or overlap >= OVERLAPPED or exposed < COMM_EXPLAINS * idle:
+        return False
+    # ...and only when comm_bound itself will be a warning: a note must not hide the idle.
+    return fx.severity_for(fx.amdahl(_exposed_share(t, exposed)[0])) in ("critical", "warning")
 
 
 def _idle_verdict(
@@ -214,10 +277,11 @@ def _idle_verdict(
 ) -> tuple[str, str, tuple[Fix, ...], bool]:
     """Return ``(kind, summary, fixes, has_speedup_bound)`` for the idle signals."""
     idle = sig.idle
-    if sig.host_wait is None or (sig.tiny and not sig.behind):
+    if sig.host_wait is None or sig.tiny:
+        waits = " (each launched after the last ended: it waits for the host)" if sig.behind else ""
         summary = (
             f"The device is idle {idle:.1%} of the window: only {t.get('device_events')} device "
-            "event(s) ran; the job does too little work to judge"
+            f"event(s) ran{waits}; the job does too little work to judge its launches"
         )
         return "gpu_idle_between_phases", summary, _look(), False
     if sig.behind and sig.short:
@@ -231,11 +295,26 @@ def _idle_verdict(
     if sig.behind:
         summary = f"The device idles {idle:.1%} of the window waiting for the host (nothing queued)"
         return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
+    if sig.host_wait >= HOST_WAIT_SHARE:
+        # The queue is deep most of the time but runs dry before most gaps.
+        summary = (
+            f"The device idles {idle:.1%} of the window; {sig.host_wait:.0%} of the compute "
+            "stream's gaps have nothing queued: the host falls behind at times (e.g. at step "
+            "boundaries) though it is ahead most of the step"
+        )
+        return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
+    if sig.queued:
+        summary = (
+            f"The device idles {idle:.1%} of the window with work queued: it waits on other "
+            "streams or events"
+        )
+        return "gpu_idle_between_phases", summary, (_find_dependency(),), True
     summary = (
-        f"The device idles {idle:.1%} of the window with work queued: it waits on other "
-        "streams or events"
+        f"The device idles {idle:.1%} of the window; the trace does not show why: the host "
+        f"is not behind ({sig.host_wait:.0%} of the compute stream's gaps wait for it) and "
+        "no work is seen queued"
     )
-    return "gpu_idle_between_phases", summary, (fx.find_syncs(), *_look()), True
+    return "gpu_idle_between_phases", summary, _look(), True
 
 
 def _pageable(t: dict[str, Any]) -> bool:
@@ -287,6 +366,15 @@ def _launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
     )
     fixes.append(ctx.bigger_batch_fix())
     return tuple(fixes)
+
+
+def _find_dependency() -> Fix:
+    """The host is ahead and the device still waits: a stream/event dependency holds it."""
+    return Fix(
+        "Find what the queued work waits for (an event, another stream, a peer rank)",
+        "open the trace in Perfetto, click the first kernel after a gap and follow its launch "
+        "(cudaStreamWaitEvent, cudaGraphLaunch) to the stream or collective it waits on",
+    )
 
 
 def _look() -> tuple[Fix, ...]:

@@ -55,6 +55,8 @@ class StreamIdle:
         cross_stream_wait_s: Longer gaps with the next event queued while another stream
             ran: waiting on a kernel or event there.
         other_s: The remaining gaps (queued, nothing else running).
+        unlinked_s: The part of those gaps (of any category but host wait) whose next
+            event has no host launch record: whether work was queued is not known.
     """
 
     stream: int
@@ -64,6 +66,7 @@ class StreamIdle:
     kernel_wait_s: float
     cross_stream_wait_s: float
     other_s: float
+    unlinked_s: float = 0.0
 
     @property
     def idle_s(self) -> float:
@@ -167,6 +170,10 @@ class TraceFacts:
         image_inputs: A convolution's input was a 4-D image batch (None: no shapes seen).
         unplaced_categories: Event categories no rule placed, with their counts.
         nonfinite_events: Events skipped for non-finite or negative ts/dur.
+        launch_calls: Host calls that launch device work (kernel launches, graph launches,
+            copies and sets), whether or not the trace recorded the device side.
+        profiler_ranges: CUPTI range-profiler events (``cuda_profiler_range``): per-kernel
+            counter ranges, recorded instead of the device timeline.
         distributed: ``backend``, ``rank``, ``world_size`` from ``distributedInfo``.
     """
 
@@ -187,6 +194,8 @@ class TraceFacts:
     image_inputs: bool | None = None
     unplaced_categories: dict[str, int] = field(default_factory=dict)
     nonfinite_events: int = 0
+    launch_calls: int = 0
+    profiler_ranges: int = 0
     distributed: dict[str, Any] = field(default_factory=dict)
 
     def share(self, seconds: float) -> float | None:
@@ -227,6 +236,8 @@ class TraceFacts:
             "image_inputs": self.image_inputs,
             "unplaced_categories": dict(self.unplaced_categories),
             "nonfinite_events": self.nonfinite_events,
+            "launch_calls": self.launch_calls,
+            "profiler_ranges": self.profiler_ranges,
             "distributed": dict(self.distributed),
         }
 

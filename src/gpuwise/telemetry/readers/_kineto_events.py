@@ -8,6 +8,7 @@ millions of kernels costs 16 bytes per kernel, not a dict each.
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections import Counter
 from typing import Any
@@ -41,6 +42,7 @@ _KINDS = {
     "cuda_driver": "runtime",
     "cuda_sync": "sync",
     "trace": "trace",
+    "cuda_profiler_range": "range",
     "mtia_ccp_events": "kernel",
     "mtia_runtime": "runtime",
     "privateuse1_runtime": "runtime",
@@ -55,6 +57,9 @@ COMPILED_OPS = ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFx
 
 CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::cudnn_convolution"})
 """The first convolution's input shape tells whether the inputs are image batches."""
+
+_LAUNCH_CALL = re.compile(r"Launch|^(cuda|cu|hip)Memcpy|^(cuda|cu|hip)Memset")
+"""Runtime/driver calls that put work on the device (the rest query or configure it)."""
 
 _DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
 
@@ -142,6 +147,9 @@ class EventTally:
         self.device = DeviceEvents()
         self.launch_of: dict[int, float] = {}
         self.unplaced: Counter[str] = Counter()
+        self.launch_calls = 0
+        self._launches: dict[str, bool] = {}
+        self.profiler_ranges = 0
         self.nonfinite = 0
         self.compiled_regions = 0
         self.image_inputs: bool | None = None
@@ -154,9 +162,7 @@ class EventTally:
         elif key == "distributedInfo" and isinstance(value, dict):
             rank = value.get("rank")
             self.rank = rank if isinstance(rank, int) else None
-            self.distributed = {
-                k: value.get(k) for k in ("backend", "rank", "world_size") if k in value
-            }
+            self.distributed = _distributed_info(value)
         elif key == "baseTimeNanoseconds" and isinstance(value, int):
             self.distributed["base_time_ns"] = value
 
@@ -210,6 +216,8 @@ class EventTally:
             self._runtime(ev, start, end)
         elif kind == "sync":
             self.sync_by_name[str(ev.get("name", ""))] += 1
+        elif kind == "range":
+            self.profiler_ranges += 1
         elif kind is None:
             self._unplaced(ev, cat, start, end)
 
@@ -229,8 +237,14 @@ class EventTally:
         corr = args.get("correlation") if isinstance(args, dict) else None
         if type(corr) is int:
             self.launch_of[corr] = start
-        if ev.get("name") in BLOCKING_SYNC_CALLS:
+        name = ev.get("name")
+        if name in BLOCKING_SYNC_CALLS:
             self.sync_calls.add(start, end)
+        elif isinstance(name, str):
+            launches = self._launches.get(name)
+            if launches is None:
+                launches = self._launches[name] = bool(_LAUNCH_CALL.search(name))
+            self.launch_calls += launches
 
     def _unplaced(self, ev: dict[str, Any], cat: Any, start: float, end: float) -> None:
         """An event of a category this reader does not know: counted, named, never dropped."""
@@ -338,6 +352,24 @@ class EventTally:
         """Return the GPUs that ran work (all listed ones when none did) as device dicts."""
         props = [p for p in self.device_props if p.get("id") in self.gpu_ids]
         return [_device(p) for p in (props or self.device_props)]
+
+
+def _distributed_info(value: dict[str, Any]) -> dict[str, Any]:
+    """Return ``backend``/``rank``/``world_size`` of a trace's ``distributedInfo``.
+
+    The default process group's size and backend (``pg_config``) stand in for fields the
+    profiler left out.
+    """
+    out = {k: value.get(k) for k in ("backend", "rank", "world_size") if value.get(k) is not None}
+    groups = value.get("pg_config")
+    default = groups[0] if isinstance(groups, list) and groups else None
+    if isinstance(default, dict):
+        size, config = default.get("pg_size"), default.get("backend_config")
+        if "world_size" not in out and isinstance(size, int):
+            out["world_size"] = size
+        if "backend" not in out and isinstance(config, str) and config:
+            out["backend"] = config
+    return out
 
 
 def _device(p: dict[str, Any]) -> dict[str, Any]:

@@ -90,6 +90,8 @@ def trace_facts(t: EventTally) -> TraceFacts:
         image_inputs=t.image_inputs,
         unplaced_categories=dict(t.unplaced.most_common()),
         nonfinite_events=t.nonfinite,
+        launch_calls=t.launch_calls,
+        profiler_ranges=t.profiler_ranges,
         distributed=dict(t.distributed),
     )
 
@@ -169,6 +171,7 @@ def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
                 kernel_wait_s=float(gap[short].sum()) * US,
                 cross_stream_wait_s=float(cross.sum()) * US,
                 other_s=float((gap[rest] - cross[rest]).sum()) * US,
+                unlinked_s=float(gap[np.isnan(nxt_launch)].sum()) * US,
             )
         )
     return sorted(out, key=lambda x: -x.busy_s)
