@@ -57,7 +57,6 @@ def apply(get_tracker: Tracker, worker_env: str) -> Patches:
     Returns:
         The applied patches.
     """
-    from torch.optim.optimizer import register_optimizer_step_post_hook
     from torch.utils.data import DataLoader
 
     patches = Patches()
@@ -66,18 +65,66 @@ def apply(get_tracker: Tracker, worker_env: str) -> Patches:
     for owner in _gpuwise_loaders():
         patches.set(owner, "__iter__", _iter_wrapper(owner.__iter__, patches, get_tracker, None))
 
-    def stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
-        tracker = get_tracker()
-        if tracker is not None:
-            tracker.optimizer_stepped()
-
-    patches.add(register_optimizer_step_post_hook(stepped).remove)
+    _patch_regions(patches, get_tracker)
     if torch.version.cuda is not None:  # a CPU build cannot copy to a GPU
         patches.set(torch.Tensor, "to", _copy_wrapper(torch.Tensor.to, get_tracker, _to_target))
         patches.set(
             torch.Tensor, "cuda", _copy_wrapper(torch.Tensor.cuda, get_tracker, _cuda_target)
         )
     return patches
+
+
+def _patch_regions(patches: Patches, get_tracker: Tracker) -> None:
+    """Forward (outermost ``Module.__call__``), backward and optimizer-step regions."""
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    def stepping(optimizer: Any, args: Any, kwargs: Any) -> None:
+        tracker = get_tracker()
+        if tracker is not None:
+            tracker.region_entered("optimizer")
+
+    def stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
+        tracker = get_tracker()
+        if tracker is not None:
+            tracker.region_exited("optimizer")
+            tracker.optimizer_stepped(optimizer)
+
+    patches.add(register_optimizer_step_pre_hook(stepping).remove)
+    patches.add(register_optimizer_step_post_hook(stepped).remove)
+    forward = _region_wrapper(torch.nn.Module.__call__, get_tracker, "forward")
+    patches.set(torch.nn.Module, "__call__", forward)
+    backward = _region_wrapper(torch.autograd.backward, get_tracker, "backward")
+    patches.set(torch.autograd, "backward", backward)
+    tensor_backward = _region_wrapper(torch.Tensor.backward, get_tracker, "backward")
+    patches.set(torch.Tensor, "backward", tensor_backward)
+
+
+class _Depth:
+    """Region calls open now, per region name: only the outermost call is timed."""
+
+    open: dict[str, int] = {"forward": 0, "backward": 0}  # noqa: RUF012 - shared on purpose
+
+
+def _region_wrapper(original: Any, get_tracker: Tracker, region: str) -> Any:
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _Depth.open[region]:
+            return original(*args, **kwargs)
+        tracker = get_tracker()
+        if tracker is None:
+            return original(*args, **kwargs)
+        _Depth.open[region] = 1
+        tracker.region_entered(region)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _Depth.open[region] = 0
+            tracker.region_exited(region)
+
+    return wrapper
 
 
 def _gpuwise_loaders() -> list[Any]:

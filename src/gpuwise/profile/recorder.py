@@ -37,8 +37,15 @@ def step_line(step: Step, gpu_s: float | None) -> bytes:
         f'"compute_s": {step.compute_s!r}, "post_s": {step.post_s!r}, "rank": {step.rank}, '
         f'"batch_size": {size}, "h2d_bytes": {step.h2d_bytes}, '
         f'"h2d_pageable_bytes": {step.h2d_pageable_bytes}, "h2d_count": {step.h2d_count}, '
-        f'"h2d_gpu_s": {gpu}}}\n'
+        f'"forward_s": {_num(step.forward_s)}, "backward_s": {_num(step.backward_s)}, '
+        f'"optimizer_s": {_num(step.optimizer_s)}, "backward_calls": {step.backward_calls}, '
+        f'"optimizer_calls": {step.optimizer_calls}, "batches": {step.batches}, '
+        f'"phase": "{step.phase}", "h2d_gpu_s": {gpu}}}\n'
     ).encode()
+
+
+def _num(value: float | None) -> str:
+    return "null" if value is None else repr(float(value))
 
 
 class MemoryRecorder:
