@@ -84,14 +84,15 @@ def diagnose(run: Run) -> list[Finding]:
         'no_measurements'
     """
     if not (run.steps or run.utilization or "trace" in run.extra):
-        return [_nothing_measured(0)]
+        return [_nothing_measured(0, run.meta)]
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]
     found.extend(_distributed(run))
     found.sort(key=_payoff_key)
     if not any(f.severity in ("critical", "warning") for f in found):
         stepless = not run.steps and run.source == "profile"
-        found.insert(0, _nothing_measured(len(run.samples)) if stepless else _healthy(ctx))
+        nothing = _nothing_measured(len(run.samples), run.meta) if stepless else None
+        found.insert(0, nothing or _healthy(ctx))
     return found
 
 
@@ -294,7 +295,10 @@ def memory_headroom(ctx: Context) -> Finding | None:
     return Finding("memory_headroom", "info", summary, evidence, None, (ctx.bigger_batch_fix(),))
 
 
-def _nothing_measured(samples: int) -> Finding:
+def _nothing_measured(samples: int, meta: dict[str, Any]) -> Finding:
+    failed = [n for n in meta.get("interpreters") or () if n.get("gpuwise") != "borrowed"]
+    if failed:
+        return _hooks_not_armed(samples, failed[0])
     summary = "No training or inference steps were seen, so no stage can be judged"
     fixes = (
         Fix(
@@ -304,6 +308,23 @@ def _nothing_measured(samples: int) -> Finding:
         Fix("Sample the device while the job runs", "gpuwise profile --interval 0.1 -- CMD"),
     )
     evidence = {"steps": 0, "samples": samples}
+    return Finding("no_measurements", "warning", summary, evidence, None, fixes)
+
+
+def _hooks_not_armed(samples: int, note: dict[str, Any]) -> Finding:
+    where = note.get("executable") or "the command's Python"
+    summary = (
+        f"No steps were recorded: {where} (Python {note.get('python')}) could not arm "
+        f"gpuwise's step hooks ({note.get('error')})"
+    )
+    fixes = (
+        Fix(
+            "Run the script with a Python that has torch and Python >= 3.10",
+            "gpuwise profile -- /path/to/venv/bin/python train.py",
+        ),
+        Fix("Or install gpuwise beside the script's torch", f"{where} -m pip install gpuwise"),
+    )
+    evidence = {"steps": 0, "samples": samples, "interpreter_error": note.get("error")}
     return Finding("no_measurements", "warning", summary, evidence, None, fixes)
 
 

@@ -194,6 +194,25 @@ def read_step_files(directory: str | Path) -> StepFiles:
     return out
 
 
+SITE_NOTES = "site-*.json"
+
+
+def read_site_notes(directory: str | Path) -> list[dict[str, Any]]:
+    """The notes child interpreters left about loading gpuwise (see ``_site``).
+
+    Returns:
+        One ``{"gpuwise": "borrowed" | "failed" | "hooks_failed", "error", "pid", "python",
+        "executable"}`` per process that could not use its own gpuwise or arm the hooks.
+    """
+    notes = []
+    for path in sorted(Path(directory).glob(SITE_NOTES)):
+        with contextlib.suppress(OSError, ValueError):
+            note = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(note, dict):
+                notes.append(note)
+    return notes
+
+
 def _file_order(path: Path) -> tuple[int, int]:
     parts = path.stem.split("-")
     try:

@@ -25,7 +25,7 @@ from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.profile.hooks import child_env
-from gpuwise.profile.recorder import StepFiles, read_step_files
+from gpuwise.profile.recorder import StepFiles, read_site_notes, read_step_files
 from gpuwise.records import Run, Sample, Step
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,9 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     meta = _meta(config, t0_wall_s, time.monotonic() - t0_mono_s, files, received)
     if sampler is not None and sampler.unavailable:
         meta["unavailable"] = dict(sampler.unavailable)
+    notes = read_site_notes(directory)
+    if notes:
+        meta["interpreters"] = notes
     run = build_run(argv, exit_code(returncode), devices, files, samples, meta)
     _add_rank_files(run, directory)
     return run
