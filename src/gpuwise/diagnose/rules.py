@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuwise.diagnose import findings as fx
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.step_rules import backward_heavy, optimizer_bound, small_batch
 from gpuwise.records import Finding, Fix, Run
 
 log = logging.getLogger(__name__)
@@ -42,16 +43,6 @@ IDLE_RESERVED_CRITICAL = 0.75
 
 STEP_COVERAGE = 0.5
 """Steps covering under half the recorded time leave the rest unexplained by phases."""
-
-SMALL_BATCH = 8
-SHORT_STEP_S = 0.05
-"""Batches of <= 8 samples in steps under 50 ms: fixed per-step costs (Python, launches,
-optimizer) may dominate the work the batch carries."""
-
-PER_SAMPLE_S = 0.004
-"""...but only when each sample costs little: an eager step's fixed cost is one to a few
-milliseconds, so at over 4 ms per sample the step grows with the batch and a bigger batch
-gains little."""
 
 THROTTLED_FRACTION = 0.05
 """Thermal throttling in over 5 % of the samples is more than a passing spike."""
@@ -218,30 +209,6 @@ def gpu_idle_between_phases(ctx: Context) -> Finding | None:
     return Finding("gpu_idle_between_phases", severity, summary, evidence, round(speedup, 3), fixes)
 
 
-def small_batch(ctx: Context) -> Finding | None:
-    """Tiny batches in short steps: per-step overhead dominates."""
-    batch, mean_s = ctx.median_batch(), ctx.stats.get("mean_s")
-    if batch is None or mean_s is None or batch > SMALL_BATCH or mean_s >= SHORT_STEP_S:
-        return None
-    if mean_s / max(batch, 1) > PER_SAMPLE_S:
-        return None
-    evidence = {
-        "batch_size": batch,
-        "step_mean_s": round(mean_s, 6),
-        "per_sample_s": round(mean_s / max(batch, 1), 6),
-        "samples_per_s": ctx.stats.get("samples_per_s"),
-    }
-    summary = f"Batches of {batch} in {mean_s * 1e3:.1f} ms steps: per-step overhead dominates"
-    return Finding(
-        "small_batch",
-        "warning",
-        summary,
-        evidence,
-        None,
-        (ctx.bigger_batch_fix(), fx.fewer_launches()),
-    )
-
-
 def idle_reserved(ctx: Context) -> Finding | None:
     """A GPU held (memory in use) but idle most of the recorded time."""
     worst = ctx.idlest_gpu()
@@ -346,6 +313,8 @@ RULES: tuple[Rule, ...] = (
     host_sync,
     gpu_idle_between_phases,
     small_batch,
+    optimizer_bound,
+    backward_heavy,
     idle_reserved,
     thermal_throttle,
     memory_headroom,

@@ -318,6 +318,8 @@ class LoopTracker:
         """An optimizer finished its ``step()``."""
         if self.waiting:
             return
+        if not self.optimizer_seen and not self.loader_seen:
+            self.timer.discard()  # a step opened by backward(): optimizer steps bound them now
         self.trained = self.optimizer_seen = True
         self._calls[1] += 1
         if self._boundary is None:
