@@ -12,8 +12,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from gpuwise.profile import hooks
-from gpuwise.profile.api import profile
 from gpuwise.profile.patches import _to_target, batch_size_of
+from gpuwise.session import profile
 
 SLEEP_S = 0.004
 BATCH = 2

@@ -13,28 +13,40 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from gpuwise.diagnose.rules import diagnose
-from gpuwise.profile.api import profile
 from gpuwise.profile.runner import ProfileConfig, profile_command
+from gpuwise.session import profile
 
 SLEEP_S = 0.01
 
 
 class SlowForward(torch.nn.Module):
-    """A model whose forward sleeps: the outermost call must be timed once."""
+    """A model whose forward sleeps: the outermost call must be timed once.
+
+    It keeps the time each forward took by its own clock, the baseline the profiler's
+    figure is held to (sleeps run long on a loaded machine).
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.inner = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))
+        self.took_s: list[float] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t0 = time.perf_counter()
         time.sleep(SLEEP_S)
-        return self.inner(x)
+        out = self.inner(x)
+        self.took_s.append(time.perf_counter() - t0)
+        return out
 
 
 class SlowSGD(torch.optim.SGD):
+    took_s: list[float]
+
     def step(self, closure=None):  # type: ignore[no-untyped-def,override]
+        t0 = time.perf_counter()
         loss = super().step(closure)
         time.sleep(2 * SLEEP_S)
+        self.__dict__.setdefault("took_s", []).append(time.perf_counter() - t0)
         return loss
 
 
@@ -53,9 +65,10 @@ def test_split_measures_forward_and_optimizer_of_a_real_loop() -> None:
     assert prof.run is not None
     steps = prof.run.steps
     assert len(steps) == 6
-    for s in steps[1:]:
-        assert s.forward_s == pytest.approx(SLEEP_S, abs=0.006)
-        assert s.optimizer_s == pytest.approx(2 * SLEEP_S, abs=0.008)
+    for s, forward_s, optimizer_s in zip(steps[1:], model.took_s[1:], opt.took_s[1:]):
+        # the hooks' own calls add microseconds around the model's and optimizer's own time
+        assert forward_s <= s.forward_s < forward_s + 0.002
+        assert optimizer_s <= s.optimizer_s < optimizer_s + 0.002
         assert s.backward_s is not None
         assert 0.0 < s.backward_s < s.compute_s
         assert s.forward_s + s.backward_s + s.optimizer_s <= s.compute_s + 1e-6

@@ -14,8 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -23,8 +21,6 @@ from gpuwise.diagnose import findings as fx
 from gpuwise.diagnose.context import Context
 from gpuwise.diagnose.step_rules import backward_heavy, optimizer_bound, small_batch
 from gpuwise.records import Finding, Fix, Run
-
-log = logging.getLogger(__name__)
 
 GPU_IDLE_WARN_FRACTION = 0.30
 """Eager PyTorch leaves a well-fed GPU idle 10-30 % of a step between kernel launches;
@@ -98,15 +94,9 @@ def _payoff_key(f: Finding) -> tuple[bool, int, float]:
 def _distributed(run: Run) -> list[Finding]:
     if "ranks" not in run.extra:
         return []
-    name = "gpuwise.diagnose.distributed"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        if err.name != name:
-            raise
-        log.debug("distributed rules not installed; skipping the ranks section")
-        return []
-    return list(module.findings(run))
+    from gpuwise.diagnose.distributed import findings
+
+    return list(findings(run))
 
 
 def _stage(

@@ -128,31 +128,19 @@ def _note_failure(err: Exception) -> None:
 
 
 def _start_recording(env: Mapping[str, str]) -> None:
-    from gpuwise.dist.ranks import rank_info
-    from gpuwise.profile.recorder import JsonlRecorder
+    from gpuwise.profile.recording import file_recording
 
     t0_wall_s = float(env.get(ENV_T0) or time.time())
-    origin_s = time.perf_counter() - (time.time() - t0_wall_s)
-    info = rank_info(env)
-    recorder = JsonlRecorder(env[ENV_DIR], info, origin_s=origin_s)
-    install()
-    activate(recorder.tracker)
-    from gpuwise.dist.comm import start_rank_recording
-
-    start_rank_recording(env[ENV_DIR], info, origin_s=origin_s)  # DDP timing, rank endings
+    recording = file_recording(env[ENV_DIR], t0_wall_s).start()
     import atexit
 
-    atexit.register(_stop_recording, recorder)
-
-
-def _stop_recording(recorder: Any) -> None:
-    deactivate(recorder.tracker)
-    recorder.close()
+    atexit.register(recording.stop)
 
 
 class _State:
     tracker: Any = None
     patches: Any = None
+    loaders: list[Any] = []  # noqa: RUF012 - one registry for the process
     installs = 0
     fork_hook = False
 
@@ -185,12 +173,26 @@ def _drop_in_child() -> None:
     _State.tracker = None
 
 
+def register_loader(cls: Any) -> Any:
+    """Time ``cls``'s iteration like a DataLoader's (gpuwise's own loaders register here).
+
+    Works before or after ``install()``; returns ``cls``, so it can decorate a class.
+    """
+    if cls not in _State.loaders:
+        _State.loaders.append(cls)
+        if _State.patches is not None:
+            _State.patches.time_loader(cls)
+    return cls
+
+
 def install() -> None:
     """Patch torch for step timing (idempotent; each call needs one ``uninstall()``)."""
     from gpuwise.profile import patches
 
     if _State.installs == 0:
         _State.patches = patches.apply(active_tracker, ENV_WORKER)
+        for cls in _State.loaders:
+            _State.patches.time_loader(cls)
     if not _State.fork_hook:
         os.register_at_fork(after_in_child=_drop_in_child)
         _State.fork_hook = True

@@ -24,8 +24,9 @@ _WRAPPED = "__gpuwise_wrapped__"
 class Patches:
     """What ``apply()`` changed, so that ``remove()`` can restore it."""
 
-    def __init__(self) -> None:
+    def __init__(self, get_tracker: Tracker | None = None) -> None:
         self._restore: list[Callable[[], None]] = []
+        self.get_tracker = get_tracker
 
     def set(self, owner: Any, name: str, value: Any) -> None:
         """Replace ``owner.name`` by ``value``, remembering how to undo it."""
@@ -41,6 +42,12 @@ class Patches:
         """Remember one more undo action (a hook handle's ``remove``)."""
         self._restore.append(undo)
 
+    def time_loader(self, owner: Any) -> None:
+        """Time ``owner``'s iteration as a batch source (its iterator's ``__next__``)."""
+        if self.get_tracker is not None:
+            wrapper = _iter_wrapper(owner.__iter__, self, self.get_tracker, None)
+            self.set(owner, "__iter__", wrapper)
+
     def remove(self) -> None:
         """Undo every patch, newest first."""
         while self._restore:
@@ -49,6 +56,8 @@ class Patches:
 
 def apply(get_tracker: Tracker, worker_env: str) -> Patches:
     """Patch DataLoader iteration, optimizer steps and (CUDA builds) host-to-device copies.
+
+    Other batch sources (gpuwise's own loaders) are added with ``Patches.time_loader``.
 
     Args:
         get_tracker: Returns the LoopTracker to signal, or None to pass through.
@@ -59,11 +68,9 @@ def apply(get_tracker: Tracker, worker_env: str) -> Patches:
     """
     from torch.utils.data import DataLoader
 
-    patches = Patches()
+    patches = Patches(get_tracker)
     timed_iter = _iter_wrapper(DataLoader.__iter__, patches, get_tracker, worker_env)
     patches.set(DataLoader, "__iter__", timed_iter)
-    for owner in _gpuwise_loaders():
-        patches.set(owner, "__iter__", _iter_wrapper(owner.__iter__, patches, get_tracker, None))
 
     _patch_regions(patches, get_tracker)
     if torch.version.cuda is not None:  # a CPU build cannot copy to a GPU
@@ -125,16 +132,6 @@ def _region_wrapper(original: Any, get_tracker: Tracker, region: str) -> Any:
             tracker.region_exited(region)
 
     return wrapper
-
-
-def _gpuwise_loaders() -> list[Any]:
-    """Gpuwise's own batch sources, timed like a DataLoader (their iterators are classes)."""
-    try:
-        from gpuwise.data.loader import Loader
-        from gpuwise.data.prefetch import DevicePrefetcher
-    except ImportError:  # the data layer is optional for profiling
-        return []
-    return [Loader, DevicePrefetcher]
 
 
 def _iter_wrapper(

@@ -69,6 +69,7 @@ class MemoryRecorder:
         rank: int = 0,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        self.origin_s = origin_s
         self.steps: list[Step] = []
         self.h2d_gpu_s: float | None = None
         self._resolver = CopyResolver(self._write)

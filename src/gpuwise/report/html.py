@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.errors import UsageError
 from gpuwise.records import PHASES, Finding, Run, Step
 from gpuwise.report import bars, svg
