@@ -65,7 +65,7 @@ def test_split_measures_forward_and_optimizer_of_a_real_loop() -> None:
     assert prof.run is not None
     steps = prof.run.steps
     assert len(steps) == 6
-    for s, forward_s, optimizer_s in zip(steps[1:], model.took_s[1:], opt.took_s[1:]):
+    for s, forward_s, optimizer_s in zip(steps[1:], model.took_s[1:], opt.took_s[1:], strict=True):
         # the hooks' own calls add microseconds around the model's and optimizer's own time
         assert forward_s <= s.forward_s < forward_s + 0.002
         assert optimizer_s <= s.optimizer_s < optimizer_s + 0.002
