@@ -20,7 +20,7 @@ from tests.realscripts.sources import SOURCES, Source
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_S = 120
+TIMEOUT_S = 300
 
 
 def profiled(source: Source, work: Path) -> dict[str, Any]:
