@@ -35,6 +35,10 @@ BACKWARD_RATIO = 3.0
 """Backward costs about twice the forward; over three times points at recomputation
 (activation checkpointing) or hooks run during backward."""
 
+BACKWARD_MIN_FORWARD_S = 0.002
+"""...once the forward does real work: under 2 ms a step, autograd's fixed cost per node
+alone makes the backward several times the forward."""
+
 
 def optimizer_bound(ctx: Context) -> Finding | None:
     """The optimizer update takes a large share of each step."""
@@ -63,7 +67,8 @@ def backward_heavy(ctx: Context) -> Finding | None:
     if not split or float(split["forward"]) <= 0:
         return None
     ratio = float(split["backward"]) / float(split["forward"])
-    if ratio < BACKWARD_RATIO:
+    forward_s = _per_step(ctx, float(split["forward"]))
+    if ratio < BACKWARD_RATIO or forward_s is None or forward_s < BACKWARD_MIN_FORWARD_S:
         return None
     evidence = {
         "backward_to_forward": round(ratio, 2),
