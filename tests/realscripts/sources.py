@@ -96,16 +96,12 @@ SOURCES: tuple[Source, ...] = (
         measured={"step_mean_s": 0.307312, "data_fraction": 0.0, "optimizer_fraction": 0.2571},
     ),
     Source(
-        "seq2seq",
+        "text_cnn",
         *GRAYKODE,
-        "4-1.Seq2Seq/Seq2Seq.py",
-        "c7ec50d144ce3515f2d8e27d021b51e7fe6b235cb75bdd52baaf49f7728aa9f2",
-    ),
-    Source(
-        "bert",
-        *GRAYKODE,
-        "5-2.BERT/BERT.py",
-        "7d04e3c1e1b7f00af475d9f2b28cc8b19b53dd9a196c51dd1508eb64c8341201",
+        "2-1.TextCNN/TextCNN.py",
+        "9708e9b4fc648c59cae919e19c6c7c624fef0bb5fcf3bf130c6d47c4cf6823b1",
+        expected="healthy",
+        measured={"step_mean_s": 0.266927, "data_fraction": 0.0, "optimizer_fraction": 0.0032},
     ),
     Source(
         "two_layer_manual_update",
@@ -113,11 +109,15 @@ SOURCES: tuple[Source, ...] = (
         "nn/two_layer_net_nn.py",
         "99c548dc3de1bc9520051eedeb9db4cc0ed2759b3f0e0f3b25934e10cd4f7f27",
         optimizer=False,
+        expected="healthy",
+        measured={"data_fraction": 0.0, "optimizer_fraction": 0.0},
     ),
     Source(
         "two_layer_adam",
         *JCJOHNSON,
         "nn/two_layer_net_optim.py",
         "cb211e45e016fcf77ebba8ef6efd7bf01dbca233d0e79de64f28af42b4e7c075",
+        expected="optimizer_bound",
+        measured={"step_mean_s": 0.065961, "data_fraction": 0.0, "optimizer_fraction": 0.399},
     ),
 )

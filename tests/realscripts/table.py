@@ -14,8 +14,9 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from tests.realscripts.sources import SOURCES
+from tests.realscripts.sources import SOURCES, Source
 
 
 def row(name: str) -> str:
@@ -24,6 +25,11 @@ def row(name: str) -> str:
     source = next(s for s in SOURCES if s.name == name)
     with tempfile.TemporaryDirectory() as work:
         run = profiled(source, Path(work))
+    return format_row(source, run)
+
+
+def format_row(source: Source, run: dict[str, Any]) -> str:
+    """One Markdown row: the script, expected (with its measurement), gpuwise's verdict."""
     steps, top = run["steps"], run["findings"][0]
     split = steps["compute_split"] or {}
     got = ", ".join(f"{k} {v:.0%}" for k, v in split.items())

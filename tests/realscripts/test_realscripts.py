@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.realscripts.sources import SOURCES, Source
+from tests.realscripts.table import format_row
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +44,7 @@ def profiled(source: Source, work: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("source", SOURCES, ids=[s.name for s in SOURCES])
 def test_real_script_gets_the_expected_verdict(source: Source, tmp_path: Path) -> None:
     run = profiled(source, tmp_path)
+    print(f"\n{format_row(source, run)}")  # the README table's row (pytest -s shows it)
     steps = run["steps"]
     assert steps["count"] >= 10
     assert run["findings"][0]["kind"] == source.expected, run["findings"][0]["summary"]
