@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean gpu-check
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,8 +17,8 @@ demo: $(STAMP)
 	$(BIN)/gpuwise profile
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples tools
+	$(BIN)/ruff format --check src tests benchmarks examples tools
 	$(BIN)/mypy src
 
 test: lint
@@ -26,6 +26,9 @@ test: lint
 
 bench: $(STAMP)  # quick pass over every budget; run a script without --quick for README figures
 	for b in benchmarks/[a-z]*.py; do $(BIN)/python $$b --quick || exit 1; done
+
+gpu-check: $(STAMP)  # every GPU-only check, one JSON of figures; says so and exits 0 without a GPU
+	$(BIN)/python tools/gpu_check.py --out gpu-check.json
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,10 +1,12 @@
 """Step-time overhead of gpuwise's profile hooks, against the same loop unprofiled.
 
-What it measures: a PyTorch training loop (DataLoader over in-memory tensors, a small
-linear model, SGD, and CPU matmuls sized so that one step takes about 10 ms or about 1 ms)
-run three ways in each round, back to back: plain, with the hooks that
-``gpuwise profile -- python train.py`` installs (DataLoader wrapper, optimizer-step hook,
-one JSON line written per step, exactly as in a profiled child), and plain again. Every
+What it measures: a PyTorch training loop (DataLoader over in-memory tensors, a model of
+16 linear+ReLU blocks (33 module calls a step), SGD, and CPU matmuls sized so that one step
+takes about 10 ms or about 1 ms) run three ways in each round, back to back: plain, with
+the hooks that ``gpuwise profile -- python train.py`` installs (DataLoader wrapper, the
+forward / backward / optimizer regions: ``Module.__call__``, ``backward()`` and the optimizer
+step hooks; one JSON line written per step, exactly as in a profiled child), and plain
+again. Every
 step is timed on its own. The overhead is the median hooked step over the median plain
 step, over all rounds (>= 5); the A/A noise is the same ratio between the plain runs after
 and before, the floor this shared machine allows. The 10th percentiles are printed too:
@@ -35,8 +37,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from gpuwise.dist.ranks import RankInfo
-from gpuwise.profile import hooks
-from gpuwise.profile.recorder import JsonlRecorder
+from gpuwise.profile.recording import file_recording
 
 BUDGET_PCT = 2.0
 MATMUL_N = 128
@@ -62,7 +63,8 @@ def calibrate(target_s: float) -> int:
 def train_loop(steps: int, matmuls: int) -> Loop:
     """Return a function that runs ``steps`` steps and returns each step's seconds."""
     data = TensorDataset(torch.randn(steps * BATCH, 64))
-    model = torch.nn.Linear(64, 64)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()) for _ in range(16)]
+    model = torch.nn.Sequential(*blocks)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     a = torch.randn(MATMUL_N, MATMUL_N)
 
@@ -82,15 +84,11 @@ def train_loop(steps: int, matmuls: int) -> Loop:
 
 def hooked(run: Loop, directory: str) -> list[float]:
     """Run the loop with the zero-code hooks active, writing step lines like a child does."""
-    recorder = JsonlRecorder(directory, RankInfo(), origin_s=time.perf_counter())
-    hooks.install()
-    hooks.activate(recorder.tracker)
+    session = file_recording(directory, time.time(), RankInfo(), with_ranks=False).start()
     try:
         return run()
     finally:
-        hooks.deactivate(recorder.tracker)
-        hooks.uninstall()
-        recorder.close()
+        session.stop()
 
 
 def _pct(values: list[float], q: int) -> float:

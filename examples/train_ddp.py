@@ -43,8 +43,8 @@ from gpuwise.data.loader import Loader
 from gpuwise.data.pack import pack
 from gpuwise.data.prefetch import DevicePrefetcher
 from gpuwise.dist.ranks import rank_info
-from gpuwise.profile.api import watch
 from gpuwise.profile.example import CROP_SIZE, parse_args, small_cnn, train_step
+from gpuwise.session import watch
 
 T = TypeVar("T")
 

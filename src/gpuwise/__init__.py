@@ -12,8 +12,7 @@ Example:
 from __future__ import annotations
 
 from gpuwise._lazy import lazy_exports
-
-__version__ = "0.1.0"
+from gpuwise._version import __version__ as __version__
 
 _EXPORTS = {
     "AdviceRow": "gpuwise.sizing.advisor",
@@ -44,15 +43,15 @@ _EXPORTS = {
     "diagnose": "gpuwise.diagnose.rules",
     "estimate": "gpuwise.sizing.memory",
     "find_batch_size": "gpuwise.sizing.tune",
-    "fit_measured": "gpuwise.dist.ray",
+    "fit_measured": "gpuwise.integrations.ray",
     "open_store": "gpuwise.data.store",
     "pack": "gpuwise.data.pack",
-    "profile": "gpuwise.profile.api",
+    "profile": "gpuwise.session",
     "read_log": "gpuwise.telemetry.readers.nvsmi",
     "read_trace": "gpuwise.telemetry.readers.kineto",
     "render_run": "gpuwise.report.text",
     "summarize": "gpuwise.telemetry.summary",
-    "watch": "gpuwise.profile.api",
+    "watch": "gpuwise.session",
     "write_html": "gpuwise.report.html",
     "write_trace": "gpuwise.report.trace",
 }

@@ -8,7 +8,7 @@ from gpuwise.errors import MissingExtraError
 
 
 def test_without_ray_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuwise.dist.ray import fit_measured
+    from gpuwise.integrations.ray import fit_measured
 
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail
     with pytest.raises(MissingExtraError, match=r"pip install 'gpuwise\[ray\]'") as err:
@@ -37,7 +37,7 @@ def _train() -> None:
 @pytest.mark.dist
 def test_ray_train_workers_are_each_measured() -> None:
     pytest.importorskip("ray.train", reason="Ray Train is an optional extra: gpuwise[ray]")
-    from gpuwise.dist.ray import fit_measured
+    from gpuwise.integrations.ray import fit_measured
 
     run = fit_measured(_train, num_workers=2)
     assert run.exit_code == 0

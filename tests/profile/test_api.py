@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from gpuwise.profile.api import profile, watch
+from gpuwise.session import profile, watch
 
 
 def slow_batches(n: int, wait_s: float) -> Iterator[torch.Tensor]:

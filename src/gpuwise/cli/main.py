@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.errors import GpuwiseError
 
 COMMANDS = (

@@ -31,7 +31,8 @@ gpuwise profile exits with the script's exit code (130 when Ctrl-C stops it)."""
 
 NO_STEPS_HINT = (
     "gpuwise profile: no training steps were seen; steps are found where the script iterates "
-    "a torch DataLoader or calls optimizer.step(); for other loaders use gpuwise.watch(loader)"
+    "a torch DataLoader, calls optimizer.step() or backward(); for other loaders use "
+    "gpuwise.watch(loader)"
 )
 
 

@@ -44,8 +44,10 @@ from gpuwise.data import buffers, jpeg, sharding
 from gpuwise.data.store import Store
 from gpuwise.dist.ranks import rank_info
 from gpuwise.errors import GpuwiseError, UsageError
+from gpuwise.profile.hooks import register_loader
 
 
+@register_loader  # timed like a DataLoader by the step hooks
 class Loader:
     """Batches of ``(images_uint8, labels, ...)`` tensors from a store; a DataLoader drop-in.
 

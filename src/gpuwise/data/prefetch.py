@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.profile.hooks import register_loader
 
 Batch = tuple[torch.Tensor, ...]
 Transform = Callable[[torch.Tensor], torch.Tensor]
@@ -61,6 +62,7 @@ class _Batches(Iterator[Batch]):
             close()
 
 
+@register_loader  # timed like a DataLoader by the step hooks
 class DevicePrefetcher:
     """Iterate a loader's batches on ``device``, prepared ``depth`` batches ahead.
 

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.data.store import FORMAT, FORMAT_VERSION, HEADER, INDEX_DTYPE, FieldSpec
 from gpuwise.errors import UsageError
 

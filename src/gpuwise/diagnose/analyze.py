@@ -13,7 +13,6 @@ compute scaling efficiency from.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from collections.abc import Sequence
@@ -149,17 +148,15 @@ def _baseline(piece: Piece) -> dict[str, Any]:
 
 
 def _add_ranks(run: Run) -> None:
-    """Add the cross-rank section when steps come from several ranks (if available)."""
-    if "ranks" in run.extra or len({s.rank for s in run.steps}) < 2:
+    """Add the cross-rank section when steps come from several ranks."""
+    if "ranks" in run.extra:
         return
-    name = "gpuwise.dist.aggregate"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        if err.name != name:
-            raise
+    from gpuwise.profile.recording import rank_view
+
+    view = rank_view(run.steps)
+    if view is None:
         return
-    section = module.cross_rank(run.steps)
+    section = view.to_dict()
     dist = (run.extra.get("trace") or {}).get("distributed") or {}
     if isinstance(dist.get("world_size"), int):
         section["world_size"] = dist["world_size"]  # the job's, not the files given

@@ -14,17 +14,14 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from gpuwise.diagnose import findings as fx
 from gpuwise.diagnose import trace_rules as tr
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.step_rules import backward_heavy, optimizer_bound, small_batch
 from gpuwise.records import Finding, Fix, Run
-
-log = logging.getLogger(__name__)
 
 GPU_IDLE_WARN_FRACTION = 0.30
 """Eager PyTorch leaves a well-fed GPU idle 10-30 % of a step between kernel launches;
@@ -43,16 +40,6 @@ IDLE_RESERVED_CRITICAL = 0.75
 
 STEP_COVERAGE = 0.5
 """Steps covering under half the recorded time leave the rest unexplained by phases."""
-
-SMALL_BATCH = 8
-SHORT_STEP_S = 0.05
-"""Batches of <= 8 samples in steps under 50 ms: fixed per-step costs (Python, launches,
-optimizer) may dominate the work the batch carries."""
-
-PER_SAMPLE_S = 0.004
-"""...but only when each sample costs little: an eager step's fixed cost is one to a few
-milliseconds, so at over 4 ms per sample the step grows with the batch and a bigger batch
-gains little."""
 
 THROTTLED_FRACTION = 0.05
 """Thermal throttling in over 5 % of the samples is more than a passing spike."""
@@ -85,7 +72,7 @@ def diagnose(run: Run) -> list[Finding]:
         'no_measurements'
     """
     if not (run.steps or run.utilization or "trace" in run.extra):
-        return [_nothing_measured(0)]
+        return [_nothing_measured(0, run.meta)]
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]
     kinds = {f.kind for f in found}
@@ -93,7 +80,8 @@ def diagnose(run: Run) -> list[Finding]:
     found.sort(key=_payoff_key)
     if not any(f.severity in ("critical", "warning") for f in found):
         stepless = not run.steps and run.source == "profile"
-        found.insert(0, _nothing_measured(len(run.samples)) if stepless else _healthy(ctx))
+        nothing = _nothing_measured(len(run.samples), run.meta) if stepless else None
+        found.insert(0, nothing or _healthy(ctx))
     return found
 
 
@@ -108,15 +96,9 @@ def _payoff_key(f: Finding) -> tuple[bool, int, float]:
 def _distributed(run: Run) -> list[Finding]:
     if "ranks" not in run.extra:
         return []
-    name = "gpuwise.diagnose.distributed"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        if err.name != name:
-            raise
-        log.debug("distributed rules not installed; skipping the ranks section")
-        return []
-    return list(module.findings(run))
+    from gpuwise.diagnose.distributed import findings
+
+    return list(findings(run))
 
 
 def _stage(
@@ -247,30 +229,6 @@ def gpu_idle_between_phases(ctx: Context) -> Finding | None:
     return Finding("gpu_idle_between_phases", severity, summary, evidence, round(speedup, 3), fixes)
 
 
-def small_batch(ctx: Context) -> Finding | None:
-    """Tiny batches in short steps: per-step overhead dominates."""
-    batch, mean_s = ctx.median_batch(), ctx.stats.get("mean_s")
-    if batch is None or mean_s is None or batch > SMALL_BATCH or mean_s >= SHORT_STEP_S:
-        return None
-    if mean_s / max(batch, 1) > PER_SAMPLE_S:
-        return None
-    evidence = {
-        "batch_size": batch,
-        "step_mean_s": round(mean_s, 6),
-        "per_sample_s": round(mean_s / max(batch, 1), 6),
-        "samples_per_s": ctx.stats.get("samples_per_s"),
-    }
-    summary = f"Batches of {batch} in {mean_s * 1e3:.1f} ms steps: per-step overhead dominates"
-    return Finding(
-        "small_batch",
-        "warning",
-        summary,
-        evidence,
-        None,
-        (ctx.bigger_batch_fix(), fx.fewer_launches()),
-    )
-
-
 def idle_reserved(ctx: Context) -> Finding | None:
     """A GPU held (memory in use) but idle most of the recorded time."""
     worst = ctx.idlest_gpu()
@@ -324,7 +282,10 @@ def memory_headroom(ctx: Context) -> Finding | None:
     return Finding("memory_headroom", "info", summary, evidence, None, (ctx.bigger_batch_fix(),))
 
 
-def _nothing_measured(samples: int) -> Finding:
+def _nothing_measured(samples: int, meta: dict[str, Any]) -> Finding:
+    failed = [n for n in meta.get("interpreters") or () if n.get("gpuwise") != "borrowed"]
+    if failed:
+        return _hooks_not_armed(samples, failed[0])
     summary = "No training or inference steps were seen, so no stage can be judged"
     fixes = (
         Fix(
@@ -334,6 +295,23 @@ def _nothing_measured(samples: int) -> Finding:
         Fix("Sample the device while the job runs", "gpuwise profile --interval 0.1 -- CMD"),
     )
     evidence = {"steps": 0, "samples": samples}
+    return Finding("no_measurements", "warning", summary, evidence, None, fixes)
+
+
+def _hooks_not_armed(samples: int, note: dict[str, Any]) -> Finding:
+    where = note.get("executable") or "the command's Python"
+    summary = (
+        f"No steps were recorded: {where} (Python {note.get('python')}) could not arm "
+        f"gpuwise's step hooks ({note.get('error')})"
+    )
+    fixes = (
+        Fix(
+            "Run the script with a Python that has torch and Python >= 3.10",
+            "gpuwise profile -- /path/to/venv/bin/python train.py",
+        ),
+        Fix("Or install gpuwise beside the script's torch", f"{where} -m pip install gpuwise"),
+    )
+    evidence = {"steps": 0, "samples": samples, "interpreter_error": note.get("error")}
     return Finding("no_measurements", "warning", summary, evidence, None, fixes)
 
 
@@ -359,6 +337,8 @@ RULES: tuple[Rule, ...] = (
     host_sync,
     gpu_idle_between_phases,
     small_batch,
+    optimizer_bound,
+    backward_heavy,
     idle_reserved,
     thermal_throttle,
     memory_headroom,

@@ -1,10 +1,11 @@
 """Step-phase timing: hooks into an unmodified script, or an explicit API.
 
 This package is also callable, so that ``gpuwise.profile()`` is the explicit API's context
-manager (``gpuwise.profile.api.profile``) whether ``gpuwise.profile`` names this package
-(once any of its modules is imported) or the function re-exported by ``gpuwise``. The
-package imports nothing heavy: ``sitecustomize`` imports ``gpuwise.profile.hooks`` in every
-process of a profiled job.
+manager (``gpuwise.session.profile``) whether ``gpuwise.profile`` names this package
+(once any of its modules is imported) or the function re-exported by ``gpuwise``. That
+call is the one import from this package upward (``tests/test_layers.py`` names it); it
+goes when the package gets a name of its own. The package imports nothing heavy:
+``sitecustomize`` imports ``gpuwise.profile.hooks`` in every process of a profiled job.
 
 Example:
     >>> import gpuwise
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 class _CallablePackage(types.ModuleType):
     def __call__(self, **options: Any) -> Any:
-        from gpuwise.profile.api import profile
+        from gpuwise.session import profile
 
         return profile(**options)
 

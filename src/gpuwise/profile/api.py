@@ -2,21 +2,20 @@
 
 Both give the same Run as ``gpuwise profile`` (``source="api"``): the steps of the code run
 inside, split by the same hooks (DataLoader iteration, optimizer steps, host-to-device
-copies), the telemetry samples taken meanwhile, and the diagnosis.
+copies) and the telemetry samples taken meanwhile, recorded by ``recording``. This module
+does not diagnose: ``gpuwise.profile``/``gpuwise.watch`` (``gpuwise.session``) pass a
+``finish`` callback that does.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
-import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from gpuwise.profile import hooks
-from gpuwise.profile.recorder import MemoryRecorder, StepFiles
+from gpuwise.profile import hooks, recording
 from gpuwise.records import Run
 
 T = TypeVar("T")
@@ -33,52 +32,49 @@ class Profile:
         self.run: Run | None = None
 
 
+Finish = Callable[[Run], None]
+"""Called with the Run when a profile ends (``gpuwise.session`` diagnoses it there)."""
+
+
 @contextlib.contextmanager
 def profile(
-    *, interval_s: float = 0.5, sample: bool = True, diagnose: bool = True, backends: Any = None
+    *,
+    interval_s: float = 0.5,
+    sample: bool = True,
+    backends: Any = None,
+    finish: Finish | None = None,
 ) -> Iterator[Profile]:
     """Profile the training or inference loop run inside the ``with`` block.
 
     Args:
         interval_s: Seconds between telemetry samples (default 0.5).
         sample: Run the telemetry sampler (default True).
-        diagnose: Fill ``run.findings`` with the diagnosis (default True).
         backends: Telemetry backends (default: NVML, else the host CPU).
+        finish: Called with the Run once it is built (default: nothing).
 
     Yields:
         A Profile whose ``run`` is set when the block ends, also when it raised.
 
     Example:
-        >>> with gpuwise.profile() as prof:  # doctest: +SKIP
+        >>> with profile(sample=False) as prof:  # doctest: +SKIP
         ...     train(model, loader, epochs=1)
-        >>> prof.run.findings[0].kind  # doctest: +SKIP
-        'input_bound'
+        >>> prof.run.step_stats()["fractions"]["data_wait"]  # doctest: +SKIP
     """
-    from gpuwise.dist.ranks import rank_info
-
     handle = Profile()
     sampler = _start_sampler(interval_s, backends) if sample else None
     devices = sampler.devices() if sampler is not None else []
     t0_wall_s = sampler.started_at_epoch_s if sampler is not None else time.time()
-    origin_s = time.perf_counter() - (time.time() - t0_wall_s)
-    recorder = MemoryRecorder(origin_s=origin_s, rank=rank_info().rank)
-    previous = hooks.active_tracker()
-    hooks.install()
-    hooks.activate(recorder.tracker)
+    session = recording.memory_recording(t0_wall_s).start()
     try:
         yield handle
     finally:
-        hooks.deactivate(recorder.tracker)
-        if previous is not None:
-            hooks.activate(previous)
-        hooks.uninstall()
-        recorder.close()
+        session.stop()
         samples = sampler.stop() if sampler is not None else []
-        handle.run = _build(recorder, samples, devices, t0_wall_s, interval_s if sample else None)
-        if diagnose:
-            from gpuwise.diagnose.rules import diagnose as run_diagnosis
-
-            handle.run.findings = run_diagnosis(handle.run)
+        handle.run = recording.run_from_memory(
+            session, samples, devices, t0_wall_s, interval_s if sample else None
+        )
+        if finish is not None:
+            finish(handle.run)
 
 
 def _start_sampler(interval_s: float, backends: Any) -> Any:
@@ -87,31 +83,6 @@ def _start_sampler(interval_s: float, backends: Any) -> Any:
     sampler = Sampler(MonitorConfig(interval_s=interval_s, pids=(os.getpid(),)), backends)
     sampler.start()
     return sampler
-
-
-def _build(
-    recorder: MemoryRecorder,
-    samples: list[Any],
-    devices: list[dict[str, Any]],
-    t0_wall_s: float,
-    interval_s: float | None,
-) -> Run:
-    from gpuwise import __version__
-    from gpuwise.profile.runner import build_run
-
-    torch = sys.modules.get("torch")
-    meta = {
-        "gpuwise_version": __version__,
-        "python_version": sys.version.split()[0],
-        "torch_version": getattr(torch, "__version__", None),
-        "interval_s": interval_s,
-        "started_at": dt.datetime.fromtimestamp(t0_wall_s, tz=dt.timezone.utc).isoformat(
-            timespec="seconds"
-        ),
-        "duration_s": time.time() - t0_wall_s,
-    }
-    files = StepFiles(steps=recorder.steps, h2d_gpu_s=recorder.h2d_gpu_s)
-    return build_run(None, None, devices, files, samples, meta, source="api")
 
 
 class Watch(Generic[T]):
@@ -124,9 +95,15 @@ class Watch(Generic[T]):
         run: The Run of the loop's own profile, once the loop has ended; else None.
     """
 
-    def __init__(self, loader: Iterable[T], options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        loader: Iterable[T],
+        options: dict[str, Any],
+        profiler: Callable[..., contextlib.AbstractContextManager[Profile]] = profile,
+    ) -> None:
         self.loader = loader
         self.options = options
+        self.profiler = profiler
         self.run: Run | None = None
 
     def __iter__(self) -> Iterator[T]:
@@ -134,7 +111,7 @@ class Watch(Generic[T]):
         if tracker is not None:
             yield from _timed(self.loader, tracker)
             return
-        with profile(**self.options) as prof:
+        with self.profiler(**self.options) as prof:
             yield from _timed(self.loader, hooks.active_tracker())
         self.run = prof.run
 

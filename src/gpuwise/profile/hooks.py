@@ -36,6 +36,7 @@ ENV_FLAG = "GPUWISE_PROFILE"
 ENV_DIR = "GPUWISE_PROFILE_DIR"
 ENV_T0 = "GPUWISE_PROFILE_T0"
 ENV_WORKER = "GPUWISE_PROFILE_WORKER"
+ENV_PKG = "GPUWISE_PROFILE_PKG"
 
 
 def child_env(base: Mapping[str, str], profile_dir: str, t0_wall_s: float) -> dict[str, str]:
@@ -48,13 +49,16 @@ def child_env(base: Mapping[str, str], profile_dir: str, t0_wall_s: float) -> di
 
     Returns:
         ``base`` plus the flag, directory and time origin, with the ``_site`` directory
-        prepended to ``PYTHONPATH`` (the user's entries kept after it).
+        prepended to ``PYTHONPATH`` (the user's entries kept after it), and gpuwise's own
+        package directory for an interpreter that cannot import gpuwise itself.
     """
-    site = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+    here = os.path.dirname(os.path.abspath(__file__))
+    site = os.path.join(here, "_site")
     env = {k: v for k, v in base.items() if k != ENV_WORKER}
     old = env.get("PYTHONPATH")
     env["PYTHONPATH"] = site if not old else site + os.pathsep + old
     env.update({ENV_FLAG: "1", ENV_DIR: profile_dir, ENV_T0: repr(t0_wall_s)})
+    env[ENV_PKG] = os.path.dirname(here)
     return env
 
 
@@ -102,36 +106,41 @@ def _call_after_exec(loader: Any, callback: Callable[[], None]) -> None:
             callback()
         except Exception as err:  # profiling must never break the user's script
             print(f"gpuwise: step hooks not installed: {err!r}", file=sys.stderr)
+            _note_failure(err)
 
     loader.exec_module = exec_module
 
 
+def _note_failure(err: Exception) -> None:
+    """Leave ``site-<pid>.json`` for the runner: why this process records no steps."""
+    import json
+
+    directory = os.environ.get(ENV_DIR)
+    if not directory:
+        return
+    note = {"gpuwise": "hooks_failed", "error": f"{type(err).__name__}: {err}"}
+    note.update(pid=str(os.getpid()), python=sys.version.split()[0], executable=sys.executable)
+    try:
+        with open(os.path.join(directory, f"site-{os.getpid()}.json"), "w") as out:
+            json.dump(note, out)
+    except OSError:
+        pass
+
+
 def _start_recording(env: Mapping[str, str]) -> None:
-    from gpuwise.dist.ranks import rank_info
-    from gpuwise.profile.recorder import JsonlRecorder
+    from gpuwise.profile.recording import file_recording
 
     t0_wall_s = float(env.get(ENV_T0) or time.time())
-    origin_s = time.perf_counter() - (time.time() - t0_wall_s)
-    info = rank_info(env)
-    recorder = JsonlRecorder(env[ENV_DIR], info, origin_s=origin_s)
-    install()
-    activate(recorder.tracker)
-    from gpuwise.dist.comm import start_rank_recording
-
-    start_rank_recording(env[ENV_DIR], info, origin_s=origin_s)  # DDP timing, rank endings
+    recording = file_recording(env[ENV_DIR], t0_wall_s).start()
     import atexit
 
-    atexit.register(_stop_recording, recorder)
-
-
-def _stop_recording(recorder: Any) -> None:
-    deactivate(recorder.tracker)
-    recorder.close()
+    atexit.register(recording.stop)
 
 
 class _State:
     tracker: Any = None
     patches: Any = None
+    loaders: list[Any] = []  # noqa: RUF012 - one registry for the process
     installs = 0
     fork_hook = False
 
@@ -164,12 +173,26 @@ def _drop_in_child() -> None:
     _State.tracker = None
 
 
+def register_loader(cls: Any) -> Any:
+    """Time ``cls``'s iteration like a DataLoader's (gpuwise's own loaders register here).
+
+    Works before or after ``install()``; returns ``cls``, so it can decorate a class.
+    """
+    if cls not in _State.loaders:
+        _State.loaders.append(cls)
+        if _State.patches is not None:
+            _State.patches.time_loader(cls)
+    return cls
+
+
 def install() -> None:
     """Patch torch for step timing (idempotent; each call needs one ``uninstall()``)."""
     from gpuwise.profile import patches
 
     if _State.installs == 0:
         _State.patches = patches.apply(active_tracker, ENV_WORKER)
+        for cls in _State.loaders:
+            _State.patches.time_loader(cls)
     if not _State.fork_hook:
         os.register_at_fork(after_in_child=_drop_in_child)
         _State.fork_hook = True

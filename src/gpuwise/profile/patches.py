@@ -24,8 +24,9 @@ _WRAPPED = "__gpuwise_wrapped__"
 class Patches:
     """What ``apply()`` changed, so that ``remove()`` can restore it."""
 
-    def __init__(self) -> None:
+    def __init__(self, get_tracker: Tracker | None = None) -> None:
         self._restore: list[Callable[[], None]] = []
+        self.get_tracker = get_tracker
 
     def set(self, owner: Any, name: str, value: Any) -> None:
         """Replace ``owner.name`` by ``value``, remembering how to undo it."""
@@ -41,6 +42,12 @@ class Patches:
         """Remember one more undo action (a hook handle's ``remove``)."""
         self._restore.append(undo)
 
+    def time_loader(self, owner: Any) -> None:
+        """Time ``owner``'s iteration as a batch source (its iterator's ``__next__``)."""
+        if self.get_tracker is not None:
+            wrapper = _iter_wrapper(owner.__iter__, self, self.get_tracker, None)
+            self.set(owner, "__iter__", wrapper)
+
     def remove(self) -> None:
         """Undo every patch, newest first."""
         while self._restore:
@@ -50,6 +57,8 @@ class Patches:
 def apply(get_tracker: Tracker, worker_env: str) -> Patches:
     """Patch DataLoader iteration, optimizer steps and (CUDA builds) host-to-device copies.
 
+    Other batch sources (gpuwise's own loaders) are added with ``Patches.time_loader``.
+
     Args:
         get_tracker: Returns the LoopTracker to signal, or None to pass through.
         worker_env: Environment variable set while DataLoader workers start.
@@ -57,21 +66,13 @@ def apply(get_tracker: Tracker, worker_env: str) -> Patches:
     Returns:
         The applied patches.
     """
-    from torch.optim.optimizer import register_optimizer_step_post_hook
     from torch.utils.data import DataLoader
 
-    patches = Patches()
+    patches = Patches(get_tracker)
     timed_iter = _iter_wrapper(DataLoader.__iter__, patches, get_tracker, worker_env)
     patches.set(DataLoader, "__iter__", timed_iter)
-    for owner in _gpuwise_loaders():
-        patches.set(owner, "__iter__", _iter_wrapper(owner.__iter__, patches, get_tracker, None))
 
-    def stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
-        tracker = get_tracker()
-        if tracker is not None:
-            tracker.optimizer_stepped()
-
-    patches.add(register_optimizer_step_post_hook(stepped).remove)
+    _patch_regions(patches, get_tracker)
     if torch.version.cuda is not None:  # a CPU build cannot copy to a GPU
         patches.set(torch.Tensor, "to", _copy_wrapper(torch.Tensor.to, get_tracker, _to_target))
         patches.set(
@@ -80,14 +81,57 @@ def apply(get_tracker: Tracker, worker_env: str) -> Patches:
     return patches
 
 
-def _gpuwise_loaders() -> list[Any]:
-    """Gpuwise's own batch sources, timed like a DataLoader (their iterators are classes)."""
-    try:
-        from gpuwise.data.loader import Loader
-        from gpuwise.data.prefetch import DevicePrefetcher
-    except ImportError:  # the data layer is optional for profiling
-        return []
-    return [Loader, DevicePrefetcher]
+def _patch_regions(patches: Patches, get_tracker: Tracker) -> None:
+    """Forward (outermost ``Module.__call__``), backward and optimizer-step regions."""
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    def stepping(optimizer: Any, args: Any, kwargs: Any) -> None:
+        tracker = get_tracker()
+        if tracker is not None:
+            tracker.region_entered("optimizer")
+
+    def stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
+        tracker = get_tracker()
+        if tracker is not None:
+            tracker.region_exited("optimizer")
+            tracker.optimizer_stepped(optimizer)
+
+    patches.add(register_optimizer_step_pre_hook(stepping).remove)
+    patches.add(register_optimizer_step_post_hook(stepped).remove)
+    forward = _region_wrapper(torch.nn.Module.__call__, get_tracker, "forward")
+    patches.set(torch.nn.Module, "__call__", forward)
+    backward = _region_wrapper(torch.autograd.backward, get_tracker, "backward")
+    patches.set(torch.autograd, "backward", backward)
+    tensor_backward = _region_wrapper(torch.Tensor.backward, get_tracker, "backward")
+    patches.set(torch.Tensor, "backward", tensor_backward)
+
+
+class _Depth:
+    """Region calls open now, per region name: only the outermost call is timed."""
+
+    open: dict[str, int] = {"forward": 0, "backward": 0}  # noqa: RUF012 - shared on purpose
+
+
+def _region_wrapper(original: Any, get_tracker: Tracker, region: str) -> Any:
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _Depth.open[region]:
+            return original(*args, **kwargs)
+        tracker = get_tracker()
+        if tracker is None:
+            return original(*args, **kwargs)
+        _Depth.open[region] = 1
+        tracker.region_entered(region)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _Depth.open[region] = 0
+            tracker.region_exited(region)
+
+    return wrapper
 
 
 def _iter_wrapper(

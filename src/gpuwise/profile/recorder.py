@@ -37,8 +37,15 @@ def step_line(step: Step, gpu_s: float | None) -> bytes:
         f'"compute_s": {step.compute_s!r}, "post_s": {step.post_s!r}, "rank": {step.rank}, '
         f'"batch_size": {size}, "h2d_bytes": {step.h2d_bytes}, '
         f'"h2d_pageable_bytes": {step.h2d_pageable_bytes}, "h2d_count": {step.h2d_count}, '
-        f'"h2d_gpu_s": {gpu}}}\n'
+        f'"forward_s": {_num(step.forward_s)}, "backward_s": {_num(step.backward_s)}, '
+        f'"optimizer_s": {_num(step.optimizer_s)}, "backward_calls": {step.backward_calls}, '
+        f'"optimizer_calls": {step.optimizer_calls}, "batches": {step.batches}, '
+        f'"phase": "{step.phase}", "h2d_gpu_s": {gpu}}}\n'
     ).encode()
+
+
+def _num(value: float | None) -> str:
+    return "null" if value is None else repr(float(value))
 
 
 class MemoryRecorder:
@@ -62,6 +69,7 @@ class MemoryRecorder:
         rank: int = 0,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        self.origin_s = origin_s
         self.steps: list[Step] = []
         self.h2d_gpu_s: float | None = None
         self._resolver = CopyResolver(self._write)
@@ -185,6 +193,25 @@ def read_step_files(directory: str | Path) -> StepFiles:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             _read_line(out, path.name, number, line)
     return out
+
+
+SITE_NOTES = "site-*.json"
+
+
+def read_site_notes(directory: str | Path) -> list[dict[str, Any]]:
+    """The notes child interpreters left about loading gpuwise (see ``_site``).
+
+    Returns:
+        One ``{"gpuwise": "borrowed" | "failed" | "hooks_failed", "error", "pid", "python",
+        "executable"}`` per process that could not use its own gpuwise or arm the hooks.
+    """
+    notes = []
+    for path in sorted(Path(directory).glob(SITE_NOTES)):
+        with contextlib.suppress(OSError, ValueError):
+            note = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(note, dict):
+                notes.append(note)
+    return notes
 
 
 def _file_order(path: Path) -> tuple[int, int]:

@@ -9,13 +9,11 @@ reach the child from the terminal, are forwarded to the child while it runs.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,8 +23,9 @@ from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.profile.hooks import child_env
-from gpuwise.profile.recorder import StepFiles, read_step_files
-from gpuwise.records import Run, Sample, Step
+from gpuwise.profile.recorder import read_site_notes
+from gpuwise.profile.recording import run_from_directory, run_meta
+from gpuwise.records import Run, Sample
 
 log = logging.getLogger(__name__)
 
@@ -109,13 +108,16 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     with _forward_signals(child) as received:
         returncode = child.wait()
     samples: list[Sample] = sampler.stop() if sampler is not None else []
-    files = read_step_files(directory)
-    meta = _meta(config, t0_wall_s, time.monotonic() - t0_mono_s, files, received)
+    interval_s = config.interval_s if config.sample else None
+    meta = run_meta(t0_wall_s, time.monotonic() - t0_mono_s, interval_s, None)
+    if received:
+        meta["signals"] = received
     if sampler is not None and sampler.unavailable:
         meta["unavailable"] = dict(sampler.unavailable)
-    run = build_run(argv, exit_code(returncode), devices, files, samples, meta)
-    _add_rank_files(run, directory)
-    return run
+    notes = read_site_notes(directory)
+    if notes:
+        meta["interpreters"] = notes
+    return run_from_directory(directory, argv, exit_code(returncode), devices, samples, meta)
 
 
 def _spawn(argv: list[str], env: dict[str, str], config: ProfileConfig) -> subprocess.Popen[bytes]:
@@ -167,107 +169,3 @@ def _child_saw_terminal_interrupt() -> bool:
         return False
     finally:
         os.close(tty)
-
-
-def _meta(
-    config: ProfileConfig,
-    t0_wall_s: float,
-    duration_s: float,
-    files: StepFiles,
-    received: list[str],
-) -> dict[str, Any]:
-    from gpuwise import __version__
-
-    started = dt.datetime.fromtimestamp(t0_wall_s, tz=dt.timezone.utc)
-    torch_versions = sorted(
-        {str(p["torch_version"]) for p in files.processes if p.get("torch_version")}
-    )
-    meta: dict[str, Any] = {
-        "gpuwise_version": __version__,
-        "python_version": sys.version.split()[0],
-        "torch_version": torch_versions[0] if torch_versions else None,
-        "interval_s": config.interval_s if config.sample else None,
-        "started_at": started.isoformat(timespec="seconds"),
-        "duration_s": duration_s,
-        "processes": [_process(p) for p in files.processes],
-    }
-    if files.skipped:
-        meta["skipped"] = files.skipped
-    if received:
-        meta["signals"] = received
-    return meta
-
-
-def _process(header: dict[str, Any]) -> dict[str, Any]:
-    keys = ("pid", "rank", "world_size", "local_rank", "device")
-    return {k: header.get(k) for k in keys}
-
-
-WARMUP_MIN_STEPS = 4
-"""A rank's first step is start-up (its data wait includes starting the input pipeline);
-leave it out of means and fractions when every rank ran at least this many steps."""
-
-
-def _warmup_steps(steps: list[Step]) -> int:
-    per_rank: dict[int, int] = {}
-    for s in steps:
-        per_rank[s.rank] = per_rank.get(s.rank, 0) + 1
-    return int(bool(per_rank) and min(per_rank.values()) >= WARMUP_MIN_STEPS)
-
-
-def build_run(
-    argv: list[str] | None,
-    code: int | None,
-    devices: list[dict[str, Any]],
-    files: StepFiles,
-    samples: list[Sample],
-    meta: dict[str, Any],
-    *,
-    source: str = "profile",
-) -> Run:
-    """Assemble a profile Run from its parts (adds the ``h2d`` and ``ranks`` sections)."""
-    from gpuwise.telemetry.summary import summarize
-
-    meta.setdefault("warmup_steps", _warmup_steps(files.steps))
-    run = Run(
-        source=source,
-        command=argv,
-        exit_code=code,
-        devices=devices,
-        steps=files.steps,
-        samples=samples,
-        utilization=summarize(samples, meta.get("interval_s")) if samples else {},
-        meta=meta,
-    )
-    copies = [s for s in files.steps if s.h2d_count]
-    if copies:
-        run.extra["h2d"] = {
-            "count": sum(s.h2d_count for s in copies),
-            "bytes": sum(s.h2d_bytes for s in copies),
-            "pageable_bytes": sum(s.h2d_pageable_bytes for s in copies),
-            "gpu_s": files.h2d_gpu_s,
-        }
-    _add_ranks(run, files)
-    return run
-
-
-def _add_ranks(run: Run, files: StepFiles) -> None:
-    worlds = [int(p.get("world_size") or 1) for p in files.processes]
-    if max(worlds, default=1) <= 1 and len({s.rank for s in run.steps}) <= 1:
-        return
-    try:
-        from gpuwise.dist.aggregate import cross_rank  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # the per-rank section is optional
-        log.info("gpuwise.dist.aggregate is not available; no per-rank section")
-        return
-    run.extra["ranks"] = cross_rank(run.steps)
-
-
-def _add_rank_files(run: Run, directory: str) -> None:
-    """Rebuild the cross-rank view with the ranks' own files (DDP timing, how ranks ended)."""
-    from gpuwise.dist.aggregate import cross_rank
-    from gpuwise.dist.recorder import read_rank_files
-
-    records = read_rank_files(directory)
-    if records:
-        run.extra["ranks"] = cross_rank(run.steps, records)

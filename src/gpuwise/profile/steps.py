@@ -15,7 +15,17 @@ Step protocol (the one place that says where a step begins and ends):
 * A loop without an optimizer (inference) has no ``post``: everything after the batch
   arrives is ``compute`` up to the next request.
 * A loop without a data loader (synthetic tensors) steps from one optimizer step to the
-  next, all ``compute``; the first optimizer step only sets the first mark.
+  next, all ``compute``; the first optimizer step only sets the first mark. With several
+  optimizers (GANs), the first one to step marks the boundaries. With no optimizer at all
+  (weights updated by hand), the end of each ``backward()`` does.
+* Once the job has stepped an optimizer, a batch request before this step's optimizer step
+  does not close the step when the iteration since the last request ran a ``backward()``
+  (gradient accumulation: one step, several micro-steps) or nothing at all (a batch fetched
+  ahead). An iteration with a forward but neither backward nor optimizer step is an
+  ``eval`` step (evaluation or inference), reported as its own phase.
+* Compute splits into ``forward`` (the outermost module calls), ``backward`` and
+  ``optimizer`` regions; regions nest (the innermost one gets the time) and a copy pauses
+  them. Region time after the step's last optimizer step is ``post``.
 * At the end of the loader (``StopIteration``) the unanswered wait belongs to no step. A step
   still open when recording stops is kept only if its optimizer step ran (``post`` = 0).
 """
@@ -113,8 +123,13 @@ class StepTimer:
         """Drop the open step without a record."""
         self.open = False
 
-    def finish(self, batch_size: int | None = None) -> Step:
-        """Close the open step and return its record (the next index is one higher)."""
+    def finish(self, batch_size: int | None = None, **fields: Any) -> Step:
+        """Close the open step and return its record (the next index is one higher).
+
+        Args:
+            batch_size: Samples in the step's batch, when known.
+            **fields: Further Step fields (the compute split, call counts, phase).
+        """
         p = self._phases
         step = Step(
             index=self.index,
@@ -128,6 +143,7 @@ class StepTimer:
             h2d_bytes=self._h2d[0],
             h2d_pageable_bytes=self._h2d[1],
             h2d_count=self._h2d[2],
+            **fields,
         )
         self.index += 1
         self.open = False
@@ -136,6 +152,69 @@ class StepTimer:
 
 Sink = Callable[[Step, list[Any]], None]
 """Receives each closed Step with the opaque copy timings (CUDA event pairs) of its h2d."""
+
+SPLIT = ("forward", "backward", "optimizer")
+
+
+class ComputeSplit:
+    """Time spent inside forward / backward / optimizer regions (see the step protocol).
+
+    Regions nest (Lightning runs forward and backward inside ``optimizer.step(closure)``);
+    time goes to the innermost one only. A host-to-device copy pauses the region it runs in.
+    Time seen before the step's last optimizer step is kept; time after it is ``post``.
+
+    Args:
+        clock: The StepTimer's clock.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.stack: list[str] = []
+        self.seen = False
+        self._mark = 0.0
+        self._pending = dict.fromkeys(SPLIT, 0.0)
+        self._kept = dict.fromkeys(SPLIT, 0.0)
+
+    def enter(self, region: str, counting: bool) -> None:
+        """A region (``forward``, ``backward``, ``optimizer``, or ``copy``) begins."""
+        self._account(counting)
+        self.stack.append(region)
+        self.seen = True
+
+    def exit(self, region: str, counting: bool) -> None:
+        """The innermost open ``region`` ends."""
+        self._account(counting)
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i] == region:
+                del self.stack[i]
+                return
+
+    def pause(self) -> None:
+        """Time until the next event belongs to no region (the step waited for data)."""
+        self._account(False)
+
+    def keep(self) -> None:
+        """Everything measured so far belongs to the step's compute (an optimizer step ran)."""
+        for k in SPLIT:
+            self._kept[k] += self._pending[k]
+            self._pending[k] = 0.0
+
+    def take(self, *, keep_pending: bool) -> tuple[float, float, float] | None:
+        """The step's split, then reset; ``None`` when no region was seen in the step."""
+        if keep_pending:
+            self.keep()
+        split = tuple(self._kept[k] for k in SPLIT) if self.seen else None
+        self._pending = dict.fromkeys(SPLIT, 0.0)
+        self._kept = dict.fromkeys(SPLIT, 0.0)
+        self.seen = bool(self.stack)
+        self._mark = self.clock()
+        return split  # type: ignore[return-value]
+
+    def _account(self, counting: bool) -> None:
+        now = self.clock()
+        if counting and self.stack and self.stack[-1] in self._pending:
+            self._pending[self.stack[-1]] += now - self._mark
+        self._mark = now
 
 
 class LoopTracker:
@@ -157,7 +236,13 @@ class LoopTracker:
         self.waiting = False
         self.stepped = False
         self.loader_seen = False
+        self.trained = False  # a backward() or optimizer step was ever seen
+        self.optimizer_seen = False
         self.batch_size: int | None = None
+        self.split = ComputeSplit(timer.clock)
+        self._boundary: int | None = None  # id() of the optimizer whose steps end steps
+        self._calls = [0, 0, 1]  # backward calls, optimizer steps, batches in the step
+        self._iteration = [0, 0]  # forward regions, backward calls since the last request
         self._copies: list[Any] = []
 
     def batch_requested(self) -> None:
@@ -165,12 +250,28 @@ class LoopTracker:
         if self.waiting:
             return
         if self.timer.open:
+            if self._continues_step():
+                self._next_batch_in_step()
+                return
             self.timer.lap("post" if self.stepped else "compute")
             self._emit()
         self.loader_seen = True
         self.waiting = True
         self.stepped = False
-        self.timer.start()
+        self._start()
+
+    def _continues_step(self) -> bool:
+        """A batch request inside one optimizer step: accumulation, or a batch fetched ahead."""
+        if self.stepped or not self.optimizer_seen:
+            return False
+        forwards, backwards = self._iteration
+        return backwards > 0 or forwards == 0
+
+    def _next_batch_in_step(self) -> None:
+        self.timer.lap("compute")
+        self._calls[2] += 1
+        self._iteration = [0, 0]
+        self.waiting = True
 
     def batch_ready(self, batch_size: int | None = None) -> None:
         """The requested batch arrived; ``batch_size`` when it could be seen cheaply."""
@@ -178,36 +279,84 @@ class LoopTracker:
             return
         self.timer.lap("data")
         self.waiting = False
-        self.batch_size = batch_size
+        if self._calls[2] > 1 and self.batch_size is not None and batch_size is not None:
+            self.batch_size += batch_size
+        else:
+            self.batch_size = batch_size
+        self.split.pause()
 
     def batch_failed(self) -> None:
         """The request ended without a batch (end of the loader, or an error)."""
-        if self.waiting:
-            self.waiting = False
-            self.timer.discard()
+        if not self.waiting:
+            return
+        self.waiting = False
+        if self._calls[2] > 1:  # the accumulated batches before it still form a step
+            self._calls[2] -= 1
+            return
+        self.timer.discard()
 
-    def optimizer_stepped(self) -> None:
+    def region_entered(self, region: str) -> None:
+        """The outermost ``forward``, a ``backward`` or an ``optimizer`` step begins."""
+        self.split.enter(region, self._counting())
+        if region == "forward":
+            self._iteration[0] += 1
+
+    def region_exited(self, region: str) -> None:
+        """The region ends (``backward``'s end can also end a step; see the protocol)."""
+        self.split.exit(region, self._counting())
+        if region == "backward":
+            self.trained = True
+            self._calls[0] += 1
+            self._iteration[1] += 1
+            if not self.loader_seen and not self.optimizer_seen:
+                self._boundary_reached()
+
+    def _counting(self) -> bool:
+        return self.timer.open and not self.waiting
+
+    def optimizer_stepped(self, optimizer: Any = None) -> None:
         """An optimizer finished its ``step()``."""
         if self.waiting:
             return
+        if not self.optimizer_seen and not self.loader_seen:
+            self.timer.discard()  # a step opened by backward(): optimizer steps bound them now
+        self.trained = self.optimizer_seen = True
+        self._calls[1] += 1
+        if self._boundary is None:
+            self._boundary = id(optimizer)
         if self.loader_seen:
             if self.timer.open:
                 self.timer.lap("compute")
+                self.split.keep()
                 self.stepped = True
             return
-        if self.timer.open:  # no loader: optimizer step to optimizer step
+        if id(optimizer) == self._boundary:  # no loader: one optimizer's step to its next
+            self._boundary_reached()
+        elif self.timer.open:
+            self.timer.lap("compute")
+
+    def _boundary_reached(self) -> None:
+        if self.timer.open:
             self.timer.lap("compute")
             self._emit()
+        self._start()
+
+    def _start(self) -> None:
         self.timer.start()
+        self.split.take(keep_pending=False)
+        self._calls = [0, 0, 1]
+        self._iteration = [0, 0]
 
     def copy_started(self) -> None:
         """A host-to-device copy is about to be issued."""
         if self.timer.open and not self.waiting:
             self.timer.lap("compute")
+            self.split.enter("copy", True)
 
     def copy_done(self, nbytes: int, *, pageable: bool, timing: Any = None) -> None:
         """The copy call returned; ``timing`` is its CUDA event pair, read later."""
         if self.timer.open and not self.waiting:
+            self.split.exit("copy", True)
             self.timer.lap("h2d")
             self.timer.add_h2d(nbytes, pageable=pageable)
             if timing is not None:
@@ -223,7 +372,18 @@ class LoopTracker:
     def _emit(self) -> None:
         copies, self._copies = self._copies, []
         batch_size = self.batch_size if self.loader_seen else None
-        self.sink(self.timer.finish(batch_size), copies)
+        split = self.split.take(keep_pending=not self.stepped)
+        backwards, steps, batches = self._calls
+        phase = "train" if backwards or steps or not self.loader_seen else "eval"
+        extra: dict[str, Any] = {
+            "backward_calls": backwards,
+            "optimizer_calls": steps,
+            "batches": batches if self.loader_seen else 0,
+            "phase": phase,
+        }
+        if split is not None:
+            extra.update(forward_s=split[0], backward_s=split[1], optimizer_s=split[2])
+        self.sink(self.timer.finish(batch_size, **extra), copies)
 
 
 class CopyResolver:

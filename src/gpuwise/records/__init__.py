@@ -107,6 +107,16 @@ class Step:
         h2d_bytes: Bytes copied host-to-device during the step.
         h2d_pageable_bytes: Of those, bytes copied from pageable (unpinned) memory.
         h2d_count: Number of host-to-device copies.
+        forward_s: Of ``compute_s``, time in the outermost modules' forward (to the loss);
+            ``None`` when not measured.
+        backward_s: Of ``compute_s``, time in ``backward()``; ``None`` when not measured.
+        optimizer_s: Of ``compute_s``, time in optimizer steps; ``None`` when not measured.
+        backward_calls: ``backward()`` calls in the step (micro-steps when more than one).
+        optimizer_calls: Optimizer steps in the step (several when a loop steps several
+            optimizers per batch, as GANs do).
+        batches: Loader batches the step consumed (several under gradient accumulation).
+        phase: ``"train"`` (a backward or optimizer step ran) or ``"eval"`` (a loader
+            iterated with neither: evaluation or inference).
     """
 
     index: int
@@ -120,6 +130,13 @@ class Step:
     h2d_bytes: int = 0
     h2d_pageable_bytes: int = 0
     h2d_count: int = 0
+    forward_s: float | None = None
+    backward_s: float | None = None
+    optimizer_s: float | None = None
+    backward_calls: int = 0
+    optimizer_calls: int = 0
+    batches: int = 1
+    phase: str = "train"
 
     @property
     def total_s(self) -> float:
@@ -235,7 +252,14 @@ def step_stats(steps: Sequence[Step], warmup: int = 0) -> dict[str, Any]:
         ``{"count", "mean_s", "phases_s", "fractions", "steps_per_s", "samples_per_s"}``;
         ``phases_s`` holds each phase's mean seconds per step and ``fractions`` each phase's
         share of the total (summing to 1). Means and fractions are ``None`` without steps.
+        The headline describes training steps when there are any (evaluation steps go to
+        ``phases``); ``median_s``, ``p90_s``, ``outliers``, ``compute_split`` and
+        ``micro_steps`` come from ``gpuwise.records.stepstats``.
     """
+    from gpuwise.records import stepstats
+
+    phases = stepstats.phase_stats(steps)
+    steps = stepstats.headline_steps(steps)
     count = len(steps)
     steps = steady_steps(steps, warmup)
     n = len(steps)
@@ -258,7 +282,7 @@ def step_stats(steps: Sequence[Step], warmup: int = 0) -> dict[str, Any]:
     samples_per_s = None
     if steps_per_s is not None and len(sizes) == n:
         samples_per_s = steps_per_s * (sum(sizes) / n)
-    return {
+    stats = {
         "count": count,
         "warmup_excluded": count - n,
         "mean_s": mean_s,
@@ -266,7 +290,11 @@ def step_stats(steps: Sequence[Step], warmup: int = 0) -> dict[str, Any]:
         "fractions": {p: (totals[p] / grand if grand > 0 else 0.0) for p in PHASES},
         "steps_per_s": steps_per_s,
         "samples_per_s": samples_per_s,
+        **stepstats.robust_stats(steps),
     }
+    if phases is not None:
+        stats["phases"] = phases
+    return stats
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.errors import UsageError
 from gpuwise.records import PHASES, Finding, Run, Step
 from gpuwise.report import bars, svg
@@ -91,6 +91,7 @@ def render_html(run: Run) -> str:
         _findings_section(run.findings),
         _phases_section(run.steps),
         trace_section(run.extra.get("trace")),
+        _split_section(run),
         _devices_section(run),
         meta_section("meta", "Run metadata", run.meta),
         meta_section("extra", "Other sections", run.extra),
@@ -204,6 +205,25 @@ def _phases_section(steps: list[Step]) -> str:
         head
         + bars.share_bar([float(x) for x in shares], colors, list(PHASES))
         + f'<p class="note">{escape(note)}</p>{chart}{ranks_table(steps)}</section>'
+    )
+
+
+def _split_section(run: Run) -> str:
+    """The compute split (forward / backward / optimizer / other) and the robust figures."""
+    stats = run.step_stats()
+    split = stats.get("compute_split")
+    if not split or stats.get("median_s") is None:
+        return ""
+    cells = "".join(f"<tr><td>{escape(k)}</td><td>{v:.1%}</td></tr>" for k, v in split.items())
+    outliers = (stats.get("outliers") or {}).get("count", 0)
+    note = (
+        f"median step {stats['median_s'] * 1e3:.2f} ms, p90 {stats['p90_s'] * 1e3:.2f} ms, "
+        f"mean {stats['mean_s'] * 1e3:.2f} ms; {outliers} outlier step(s) over 3x the median"
+    )
+    return (
+        '<section id="split"><h2>Compute, split</h2>'
+        f"<table><tr><th>part</th><th>share of the step</th></tr>{cells}</table>"
+        f'<p class="note">{escape(note)}</p></section>'
     )
 
 

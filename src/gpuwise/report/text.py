@@ -96,8 +96,29 @@ def _render_throughput(run: Run, console: Console) -> None:
         f" · {NA if samples_per_s is None else f'{samples_per_s:,.1f}'} samples/s"
     )
     console.print(Text(line))
+    _render_robust(stats, console)
     if len(ranks) > 1:
         _render_ranks(run, console)
+
+
+def _render_robust(stats: Mapping[str, Any], console: Console) -> None:
+    """Median and p90 beside the mean, outlier steps, and an evaluation phase's own rate."""
+    if stats.get("median_s") is None:
+        return
+    line = f"            median {format_seconds(stats['median_s'])}"
+    line += f" · p90 {format_seconds(stats['p90_s'])}"
+    outliers = stats.get("outliers") or {}
+    if outliers.get("count"):
+        grew = sorted({o["grew"] for o in outliers["steps"]})
+        line += f" · {outliers['count']} outlier step(s) over 3x the median ({', '.join(grew)})"
+    console.print(Text(line))
+    evaluation = (stats.get("phases") or {}).get("eval")
+    if evaluation:
+        rate = evaluation.get("samples_per_s")
+        line = f"eval        {evaluation['count']:,} steps · median "
+        line += f"{format_seconds(evaluation['median_s'])}"
+        line += f" · {NA if rate is None else f'{rate:,.1f}'} samples/s (not in the figures above)"
+        console.print(Text(line))
 
 
 def _render_ranks(run: Run, console: Console) -> None:
@@ -157,6 +178,10 @@ def _render_phases(run: Run, console: Console) -> None:
         name = Text("■ ", style=PHASE_COLORS[phase]).append(phase, style="")
         legend.add_row(name, format_fraction(fractions[phase]), format_seconds(phases_s[phase]))
     console.print(Padding(legend, (0, 0, 0, 12), expand=False))
+    split = stats.get("compute_split")
+    if split:
+        parts = " · ".join(f"{k} {format_fraction(v)}" for k, v in split.items())
+        console.print(Text(f"compute     {parts} of the step"))
 
 
 def _render_devices(run: Run, console: Console) -> None:

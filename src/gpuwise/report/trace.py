@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.errors import UsageError
 from gpuwise.records import PHASES, Run, Sample, Step, devices_of
 from gpuwise.report.units import command_line

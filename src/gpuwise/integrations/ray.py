@@ -2,13 +2,14 @@
 
 torchrun stays the default (``gpuwise profile -- torchrun ...``). For jobs already run by
 Ray Train, ``fit_measured`` wraps the per-worker training function so that every worker
-records its steps and its rank file (DDP settings, all-reduce timing, how it ended) the way
-a profiled torchrun rank does, then builds one Run with the cross-rank view. It needs the
+records its steps and its rank file (DDP settings, all-reduce timing, how it ended) through
+``gpuwise.profile.recording``, as a profiled torchrun rank does, then builds one Run with
+the cross-rank view. It needs the
 ``ray`` extra: ``pip install 'gpuwise[ray]'``. The workers must share a file system with the
 driver (one machine, or a shared ``steps_dir``).
 
 Example:
-    >>> from gpuwise.dist.ray import fit_measured  # doctest: +SKIP
+    >>> from gpuwise.integrations.ray import fit_measured  # doctest: +SKIP
     >>> run = fit_measured(train_func, num_workers=2)  # doctest: +SKIP
     >>> run.extra["ranks"]["slowest"]  # doctest: +SKIP
 """
@@ -94,23 +95,14 @@ def _measured(
     config: Mapping[str, Any] | None = None,
 ) -> None:
     """One worker: record steps and the rank file around the user's function."""
-    from gpuwise.dist.comm import start_rank_recording, stop_rank_recording
-    from gpuwise.profile import hooks
-    from gpuwise.profile.recorder import JsonlRecorder
+    from gpuwise.profile.recording import file_recording
 
     info = _rank_info(_ray_train().get_context())
-    origin_s = time.perf_counter() - (time.time() - t0_wall_s)
-    recorder = JsonlRecorder(directory, info, origin_s=origin_s)
-    hooks.install()
-    hooks.activate(recorder.tracker)
-    start_rank_recording(directory, info, origin_s=origin_s)
+    session = file_recording(directory, t0_wall_s, info).start()
     try:
         train_func(config) if with_config else train_func()
     finally:
-        stop_rank_recording()
-        hooks.deactivate(recorder.tracker)
-        hooks.uninstall()
-        recorder.close()
+        session.stop(end_rank=True)
 
 
 def _rank_info(context: Any) -> RankInfo:
@@ -124,16 +116,11 @@ def _rank_info(context: Any) -> RankInfo:
 
 
 def _build(directory: str, t0_wall_s: float, workers: int, error: str | None) -> Run:
-    from gpuwise.dist.aggregate import cross_rank
-    from gpuwise.dist.recorder import read_rank_files
-    from gpuwise.profile.recorder import read_step_files
-    from gpuwise.profile.runner import build_run
+    from gpuwise.profile.recording import run_from_directory
 
-    files = read_step_files(directory)
     meta: dict[str, Any] = {"engine": "ray", "workers": workers, "started_at_s": t0_wall_s}
     if error is not None:
         meta["error"] = error
     code = 0 if error is None else 1
-    run = build_run(["ray.train.torch.TorchTrainer"], code, [], files, [], meta, source="ray")
-    run.extra["ranks"] = cross_rank(run.steps, read_rank_files(directory))
-    return run
+    command = ["ray.train.torch.TorchTrainer"]
+    return run_from_directory(directory, command, code, [], [], meta, source="ray")
