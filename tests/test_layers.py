@@ -26,9 +26,10 @@ LAYERS: dict[str, int] = {
     "sizing": 2,
     # libraries users call: the data layer registers its loaders with the step hooks
     "data": 3,
-    "pipeline": 3,
     "diagnose": 3,
     "report": 4,
+    # serving builds on the data layer's JPEG and buffer parts
+    "pipeline": 4,
     # on top, like the command line: the explicit API with its diagnosis, engines
     "session": 5,
     "integrations": 5,
@@ -48,6 +49,7 @@ IMPORTLIB_ALLOWED = {
     "_lazy.py": "the lazy re-exports of package __init__ modules",
     "cli/main.py": "the subcommand table tolerates subcommands that are not installed",
     "sizing/loading.py": "loads the user's model module (package.module:factory)",
+    "pipeline/example.py": "loads the user's serving app module (package.module:factory)",
 }
 
 

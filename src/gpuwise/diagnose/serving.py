@@ -322,7 +322,7 @@ def serving_run(result: ServingResult, command: list[str] | None, app: str) -> R
     """
     import torch
 
-    from gpuwise import __version__
+    from gpuwise._version import __version__
 
     meta = {"app": app, "gpuwise_version": __version__, "torch_version": torch.__version__}
     return Run(

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.errors import UsageError
 from gpuwise.records import PHASES
 from gpuwise.report.compare_text import headline

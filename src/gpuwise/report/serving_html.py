@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.errors import UsageError
 from gpuwise.records import Run
 from gpuwise.records.serving import SERVING_STAGES, ServingResult, SweepPoint
