@@ -1,8 +1,9 @@
 """Does ``gpuwise compare --max-regression 5`` pass noise and catch a 10 % slowdown?
 
 What it measures: one small training script (DataLoader over in-memory tensors, a linear
-model, SGD, CPU matmuls sized for a 10 ms step) profiled with ``gpuwise profile``, and the
-exit code of ``gpuwise compare BEFORE AFTER --max-regression 5`` on the saved Runs.
+model, SGD, CPU matmuls sized once, before the first round, for a 10 ms step) profiled
+with ``gpuwise profile``, and the exit code of
+``gpuwise compare BEFORE AFTER --max-regression 5`` on the saved Runs.
 
 Each round profiles the script three times back to back: A, A' (the same script again)
 and S (the same script with each step slowed by 10 %: a sleep of a tenth of the step's
@@ -28,8 +29,11 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from gpuwise.cli.main import main as gpuwise_main
 from gpuwise.profile.runner import ProfileConfig, profile_command
@@ -39,13 +43,9 @@ NEEDED = 19
 SCRIPT = """
 import sys, time, torch
 from torch.utils.data import DataLoader, TensorDataset
-steps, slow = int(sys.argv[1]), float(sys.argv[2])
+steps, slow, matmuls = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(1)
 a = torch.randn(128, 128)
-t0 = time.perf_counter()
-for _ in range(50):
-    a @ a
-matmuls = max(1, round(0.010 / ((time.perf_counter() - t0) / 50)))
 model = torch.nn.Linear(64, 64)
 opt = torch.optim.SGD(model.parameters(), lr=1e-4)
 for (x,) in DataLoader(TensorDataset(torch.randn(steps * 32, 64)), batch_size=32):
@@ -60,13 +60,24 @@ for (x,) in DataLoader(TensorDataset(torch.randn(steps * 32, 64)), batch_size=32
 """
 
 
-def profile_script(workdir: Path, name: str, steps: int, slow: float) -> Path:
+def matmuls_for_10ms() -> int:
+    """How many 128x128 matmuls take 10 ms here: measured once, so every run does the same work."""
+    torch.set_num_threads(1)
+    a = torch.randn(128, 128)
+    a @ a
+    t0 = time.perf_counter()
+    for _ in range(200):
+        a @ a
+    return max(1, round(0.010 / ((time.perf_counter() - t0) / 200)))
+
+
+def profile_script(workdir: Path, name: str, steps: int, slow: float, matmuls: int) -> Path:
     """Profile the script once; save its Run as ``name.json``; return the path."""
     script = workdir / "noise_step.py"
     if not script.exists():
         script.write_text(SCRIPT, encoding="utf-8")
     run = profile_command(
-        [sys.executable, str(script), str(steps), str(slow)],
+        [sys.executable, str(script), str(steps), str(slow), str(matmuls)],
         ProfileConfig(interval_s=0.5, stdout_to_stderr=True),
     )
     path = workdir / f"{name}.json"
@@ -84,10 +95,11 @@ def compare_exit(before: Path, after: Path) -> int:
 def rounds(workdir: Path, count: int, steps: int) -> dict[str, Any]:
     """Profile A, A' and a 10 %-slowed S in every round; count the exit codes."""
     aa = slowed = 0
+    matmuls = matmuls_for_10ms()
     for i in range(count):
-        a = profile_script(workdir, f"a{i}", steps, 0.0)
-        a2 = profile_script(workdir, f"b{i}", steps, 0.0)
-        s = profile_script(workdir, f"s{i}", steps, 0.10)
+        a = profile_script(workdir, f"a{i}", steps, 0.0, matmuls)
+        a2 = profile_script(workdir, f"b{i}", steps, 0.0, matmuls)
+        s = profile_script(workdir, f"s{i}", steps, 0.10, matmuls)
         aa += compare_exit(a, a2) == 0
         slowed += compare_exit(a, s) == 1
         print(f"round {i + 1}/{count}: A/A ok {aa}, slowdown caught {slowed}", file=sys.stderr)
