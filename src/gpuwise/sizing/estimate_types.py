@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.errors import UsageError
+
+if TYPE_CHECKING:
+    from gpuwise.sizing.opcost import OpCost
 
 ESTIMATE_SCHEMA = "gpuwise.estimate/1"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -60,6 +63,8 @@ class MemoryEstimate:
         op_count: Operators (kernels) per step, views excluded.
         input_bytes: Bytes of one batch as the model receives it.
         trace_s: Seconds the trace took.
+        ops: Every operator of the counted step with its FLOPs and bytes
+            (``opcost.OpCost``), for the per-operator roofline; not in the JSON.
         cuda_context_bytes: ``(low, high)`` CUDA context overhead, outside the peak.
     """
 
@@ -86,6 +91,7 @@ class MemoryEstimate:
     input_bytes: int
     trace_s: float
     cuda_context_bytes: tuple[int, int] = field(default=CUDA_CONTEXT_BYTES)
+    ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def flops_per_step(self) -> int:
@@ -99,7 +105,8 @@ class MemoryEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``gpuwise.estimate/1`` JSON object."""
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ops"}
+        data["bytes_moved"] = dict(self.bytes_moved)
         data["input_shape"] = list(self.input_shape) if self.input_shape else None
         data["cuda_context_bytes"] = {
             "low": self.cuda_context_bytes[0],

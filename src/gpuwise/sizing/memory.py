@@ -236,6 +236,7 @@ def estimate(
                     if last:
                         tracker.bytes_moved.clear()
                         tracker.op_count.clear()
+                        tracker.record_ops = True
                     tracer.step(
                         lambda: _fake_inputs(example, spec, batch_size),
                         loss,
@@ -318,4 +319,5 @@ def _summarize(
         op_count=sum(tracker.op_count.values()),
         input_bytes=tracer.input_bytes,
         trace_s=trace_s,
+        ops=tuple(tracker.ops),
     )
