@@ -125,6 +125,11 @@ def _lines(est: MemoryEstimate) -> list[str]:
         f"  plus CUDA context {format_bytes(low)} to {format_bytes(high)} outside the"
         " allocator (nvidia-smi shows it; max_memory_allocated does not)"
     )
+    smi = est.to_dict()["nvidia_smi_bytes"]
+    lines.append(
+        f"  nvidia-smi will show about {format_bytes(smi['volta'])} (Volta) to"
+        f" {format_bytes(smi['hopper'])} (Hopper): peak x allocator reserve + context"
+    )
     per_sample = est.flops_forward / 2 / est.batch_size
     lines.append(
         f"  FLOPs forward {est.flops_forward / 1e9:,.1f} G ({per_sample / 1e9:.2f} G"

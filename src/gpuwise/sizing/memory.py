@@ -10,13 +10,14 @@ forward and still alive when it ends) and temporaries. The second step's FLOPs
 count feed the roofline in ``advisor``.
 
 The trace runs on fake CPU tensors (``FakeTensorMode`` cannot fake CUDA tensors on a CPU
-build of PyTorch), so bf16/fp16 autocast follows the CPU autocast lists, which cast the
-same matmul and convolution ops as CUDA's. Optimizers use the multi-tensor (``foreach``)
+build of PyTorch), so bf16/fp16 autocast runs CPU autocast with CUDA's fp32 list on top
+(``autocast_policy``): LayerNorm, softmax and losses in fp32, as on the GPU. Optimizers use the multi-tensor (``foreach``)
 path that PyTorch picks on CUDA, whose temporaries count.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -28,6 +29,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.errors import UsageError
 from gpuwise.sizing import loading
+from gpuwise.sizing.autocast_policy import cuda_autocast
+from gpuwise.sizing.checkpointing import checkpoint_blocks
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
     PRECISIONS,
@@ -121,7 +124,7 @@ class _Tracer:
         self.input_bytes = sum(t.numel() * t.element_size() for t in inputs)
         counter = flop_counter_mode() if count else nullcontext()
         grad = nullcontext() if training else torch.no_grad()
-        with mode.in_phase("forward"), counter, grad, cast:
+        with mode.in_phase("forward"), counter, grad, cast():
             state["out"] = self.model(*inputs)
             state["loss"] = loss_fn(state["out"], inputs) if training else None
         self.forward_end.append(mode.seq)
@@ -167,6 +170,8 @@ def estimate(
     seq_len: int | None = None,
     foreach: bool = True,
     loss_fn: LossFn | None = None,
+    checkpoint: bool = False,
+    freeze: tuple[str, ...] = (),
 ) -> MemoryEstimate:
     """Estimate peak memory, FLOPs and bytes moved of one step of ``model``.
 
@@ -188,6 +193,11 @@ def estimate(
         foreach: Use the multi-tensor optimizer path (PyTorch's default on CUDA).
         loss_fn: ``loss_fn(output, inputs) -> scalar``; default cross-entropy for the
             built-ins, ``output.sum()`` otherwise.
+        checkpoint: Checkpoint each block of the model's stack of repeated blocks
+            (``checkpointing.checkpoint_blocks``); models that call
+            ``torch.utils.checkpoint`` themselves are traced as they are.
+        freeze: Parameter-name prefixes to freeze (LoRA-style fine-tuning): no gradients
+            and no optimizer state for them.
 
     Returns:
         The estimate (all sizes in bytes).
@@ -224,12 +234,15 @@ def estimate(
         with tracker, tracker.in_phase("build"):
             net = source.build()
             net.train(training)
+            if checkpoint and training:
+                checkpoint_blocks(net)
+            _freeze(net, freeze)
             tracer = _Tracer(tracker, net, None)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
             params = [p for p in net.parameters() if p.requires_grad]
             tracer.opt = make_optimizer(optimizer, params, foreach) if training else None
             state: dict[str, Any] = {}
-            cast = autocast_for(precision)
+            cast = functools.partial(cuda_autocast, precision)
             with loading.layer_errors(net, shape_text):
                 for i in range(2 if training else 1):
                     last = i == (1 if training else 0)
@@ -260,6 +273,22 @@ def estimate(
         tracer,
         time.perf_counter() - started,
     )
+
+
+def _freeze(net: nn.Module, prefixes: tuple[str, ...]) -> None:
+    if not prefixes:
+        return
+    frozen = 0
+    for name, param in net.named_parameters():
+        if name.startswith(prefixes):
+            param.requires_grad_(False)
+            frozen += 1
+    if not frozen:
+        names = sorted({n.split(".")[0] for n, _ in net.named_parameters()})
+        raise UsageError(
+            f"--freeze {' '.join(prefixes)} matches no parameter; top-level names: "
+            f"{', '.join(names)}"
+        )
 
 
 def _batch_of(example: Any) -> int:
