@@ -15,7 +15,7 @@ from gpuwise.cli._common import (
     positive_int,
     print_json,
 )
-from gpuwise.cli.estimate import add_model_arguments
+from gpuwise.cli._model_args import add_model_arguments
 
 HELP = "rank GPUs (and this CPU) for training a model: fit, step time, time, cost"
 EXAMPLES = """\
@@ -147,7 +147,7 @@ def _notes(data: dict[str, Any]) -> list[str]:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Estimate the model, rank the devices, print the table (or the JSON object)."""
-    from gpuwise.cli.estimate import estimate_from_args
+    from gpuwise.cli._model_args import estimate_from_args
     from gpuwise.sizing.advisor import Assumptions, advice_to_dict, advise
     from gpuwise.sizing.catalog import find_gpus
 

@@ -38,6 +38,7 @@ from gpuwise.sizing.estimate_types import (
     check_choice,
 )
 from gpuwise.sizing.flops import flop_counter_mode
+from gpuwise.sizing.inputs import input_spec, with_vocab
 from gpuwise.sizing.live import LiveBytesMode, StorageRecord, live_at, peak_of
 from gpuwise.sizing.models import InputSpec
 
@@ -67,22 +68,8 @@ def autocast_for(precision: str, device_type: str = "cpu") -> AbstractContextMan
 
 
 def _input_spec(source: loading.ModelSource, example: InputLike, seq_len: int | None) -> InputSpec:
-    spec = source.input_spec
-    if isinstance(example, str):
-        example = loading.parse_shape(example)
-    if isinstance(example, tuple) and example and all(isinstance(d, int) for d in example):
-        kind = spec.kind if spec else "image"
-        return InputSpec(kind, example, spec.vocab_size if spec else None, None)  # type: ignore[arg-type]
-    if spec is None:
-        raise UsageError(
-            f"model {source.name!r} is not built in, so its input is unknown; pass the shape "
-            "of one sample (--input 3x224x224) or an example tensor"
-        )
-    if seq_len is not None:
-        if spec.kind != "tokens":
-            raise UsageError(f"--seq applies to token models; {source.name!r} takes images")
-        return InputSpec(spec.kind, (seq_len,), spec.vocab_size, spec.num_classes)
-    return spec
+    shape = example if isinstance(example, (str, tuple)) else None
+    return input_spec(source, shape, seq_len)  # type: ignore[arg-type]
 
 
 def _fake_inputs(example: InputLike, spec: InputSpec | None, batch: int) -> tuple[Any, ...]:
@@ -228,7 +215,7 @@ def estimate(
     shape_text = "x".join(map(str, spec.shape)) if spec else "(example tensors)"
     started = time.perf_counter()
     tracker = LiveBytesMode(cuda_rounding=device == "cuda")
-    loss = loss_fn or loading.make_loss(spec)
+    loss = loss_fn or loading.make_loss(spec if source.input_spec else None)
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input
         with tracker, tracker.in_phase("build"):
@@ -237,6 +224,7 @@ def estimate(
             if checkpoint and training:
                 checkpoint_blocks(net)
             _freeze(net, freeze)
+            spec = with_vocab(spec, net) if spec is not None else None
             tracer = _Tracer(tracker, net, None)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
             params = [p for p in net.parameters() if p.requires_grad]
