@@ -149,6 +149,19 @@ def step_time(
     return StepTime(step, kernels_s, compute, memory, launch, h2d_s, bound, precision)
 
 
+def _aggregate_ops(est: MemoryEstimate) -> tuple[OpCost, ...]:
+    """Stand-ins for an estimate made without per-operator records: one matrix operator
+    with all FLOPs, and the bytes spread evenly over the operators."""
+    optimizer = est.bytes_moved.get("optimizer", 0)
+    rest = est.bytes_moved_per_step - optimizer
+    kernels = max(est.op_count - 2, 1)
+    return (
+        OpCost("matrix", "forward", est.flops_per_step, 0, True, False, False, 1),
+        OpCost("other", "forward", 0, rest, False, False, False, kernels),
+        OpCost("optimizer", "optimizer", 0, optimizer, False, False, False, 1),
+    )
+
+
 def gpu_step_time(
     est: MemoryEstimate,
     gpu: GpuSpec,
@@ -179,7 +192,7 @@ def gpu_step_time(
     batch = batch_size or est.batch_size
     h2d = est.input_bytes / est.batch_size * batch / gpu.pcie_bytes_s if with_h2d else 0.0
     return step_time(
-        est.ops,
+        est.ops or _aggregate_ops(est),
         rates,
         precision,
         batch_scale=batch / est.batch_size,
