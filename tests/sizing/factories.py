@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 D_IN, HIDDEN, D_OUT = 32, 64, 10
@@ -36,3 +37,19 @@ def broken() -> nn.Module:
 
 def not_a_module() -> int:
     return 42
+
+
+class _TinyLm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(1000, 32)
+        self.norm = nn.LayerNorm(32)
+        self.out = nn.Linear(32, 1000)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.out(self.norm(self.tokens(ids)))
+
+
+def tiny_lm() -> nn.Module:
+    """A token model: integer ids of a 1,000-word vocabulary."""
+    return _TinyLm()

@@ -14,6 +14,7 @@ from gpuwise.cli._common import (
     number,
     positive_int,
     print_json,
+    usage_error,
 )
 from gpuwise.cli._model_args import add_model_arguments
 
@@ -168,12 +169,10 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.sizing.catalog import find_gpus
 
     gpus = find_gpus(args.gpu) if args.gpu else None
-    from gpuwise.errors import UsageError
-
     if (args.dataset_size is None) != (args.epochs is None):
-        raise UsageError("pass --dataset-size and --epochs together, or neither")
+        return usage_error(args, "pass --dataset-size and --epochs together, or neither")
     if args.budget is not None and args.dataset_size is None:
-        raise UsageError("--budget needs --dataset-size and --epochs (the cost of a whole run)")
+        return usage_error(args, "--budget needs --dataset-size and --epochs (a whole run's cost)")
     est = estimate_from_args(args)
     assumptions = Assumptions(utilization=args.utilization)
     rows = advise(
