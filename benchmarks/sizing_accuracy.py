@@ -150,13 +150,15 @@ def _summary(rows: list[Row]) -> None:
     }
     for name, pairs in groups.items():
         median = calibration.median_abs_log_ratio(pairs)
-        print(f"{name:<46} n={len(pairs):>2}  median |ln ratio| {median:.3f} (x{math.exp(median):.2f})")
+        times = math.exp(median)
+        print(f"{name:<46} n={len(pairs):>2}  median |ln ratio| {median:.3f} (x{times:.2f})")
     lambda_rows = [r for r in cal if "Lambda" in r.m.task]
     for precision in ("fp16", "fp32"):
         pairs = [
             (r.predicted, r.m.value) for r in lambda_rows if _precision(r.m.precision) == precision
         ]
-        print(f"Kendall tau across GPUs, Lambda {precision} rows: {kendall_tau(pairs):.2f} (n={len(pairs)})")
+        tau = kendall_tau(pairs)
+        print(f"Kendall tau across GPUs, Lambda {precision} rows: {tau:.2f} (n={len(pairs)})")
 
 
 def main() -> None:
@@ -179,7 +181,9 @@ def main() -> None:
         ratios = [r.m.value / r.predicted for r in rows if r.group == "memory"]
         if ratios:
             fitted = calibration.ALLOCATOR_RESERVE * statistics.median(ratios)
-            print(f"ALLOCATOR_RESERVE: fitted {fitted:.3f}, shipped {calibration.ALLOCATOR_RESERVE}")
+            print(
+                f"ALLOCATOR_RESERVE: fitted {fitted:.3f}, shipped {calibration.ALLOCATOR_RESERVE}"
+            )
 
 
 if __name__ == "__main__":

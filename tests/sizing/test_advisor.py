@@ -7,9 +7,9 @@ import pytest
 
 from gpuwise.errors import UsageError
 from gpuwise.sizing.advisor import Assumptions, advice_to_dict, advise
+from gpuwise.sizing.calibration import KERNEL_FACTOR
 from gpuwise.sizing.catalog import find_gpus
 from gpuwise.sizing.estimate_types import MemoryEstimate
-from gpuwise.sizing.calibration import KERNEL_FACTOR
 from gpuwise.sizing.host import HostSpec
 from gpuwise.sizing.roofline import gpu_rates
 
@@ -85,7 +85,8 @@ def test_gpu_step_time_is_the_per_operator_roofline() -> None:
 def test_bf16_row_on_a_card_without_bf16_points_to_fp16() -> None:
     rows = advise(make_estimate(), host=HOST, gpus=find_gpus(["T4"]))
     t4 = next(r for r in rows if r.kind == "gpu")
-    assert t4.supported and t4.precision == "fp16"
+    assert t4.supported
+    assert t4.precision == "fp16"
     assert t4.verdict.startswith("no bf16 here: use fp16")
     fp16 = advise(make_estimate(precision="fp16"), host=HOST, gpus=find_gpus(["T4"]))
     assert t4.step_s == pytest.approx(next(r for r in fp16 if r.kind == "gpu").step_s)

@@ -29,8 +29,7 @@ class DeepMlp(nn.Module):
     def __init__(self, checkpointed: bool) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256))
-            for _ in range(12)
+            nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256)) for _ in range(12)
         )
         self.checkpointed = checkpointed
 

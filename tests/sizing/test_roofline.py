@@ -62,12 +62,15 @@ def test_cards_without_the_precision_have_no_rates() -> None:
 def test_traced_ops_skip_views_and_count_matmul_flops() -> None:
     est = estimate("mnist_mlp", batch_size=32, optimizer="sgd")
     names = {o.name for o in est.ops}
-    assert "view" not in names and "t" not in names and "device" not in names
+    assert "view" not in names
+    assert "t" not in names
+    assert "device" not in names
     matrix = sum(o.flops for o in est.ops if o.matrix)
     assert matrix == est.flops_per_step
     a100 = find_gpus(["A100 80GB SXM"])[0]
     t = gpu_step_time(est, a100, "fp32", with_h2d=False)
-    assert t is not None and t.bound == "overhead"  # a 0.7 M-parameter MLP: launches
+    assert t is not None
+    assert t.bound == "overhead"
     assert t.step_s == pytest.approx(sum(o.kernels for o in est.ops) * 10e-6)
 
 

@@ -22,6 +22,7 @@ EXAMPLES = """\
   gpuwise estimate vit_b_16 --batch 32 --inference
 """
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise estimate``."""
     add_model_arguments(parser)

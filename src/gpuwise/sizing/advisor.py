@@ -34,6 +34,7 @@ WORTH_IT_SPEEDUP = 2.0
 """Below this speedup over the CPU already at hand, renting or buying a GPU is called
 not worth it (the cost and the move of data and code buy less than a halving)."""
 
+
 @dataclass(frozen=True)
 class Assumptions:
     """The stated assumptions of the step-time and cost model.
@@ -122,8 +123,11 @@ class _Work:
 
 
 def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:
-    """The precision ``gpu`` runs ``precision`` work at: itself, or fp16 for bf16 on cards
-    without bf16 units (T4, V100); None when the card has neither."""
+    """The precision ``gpu`` runs ``precision`` work at.
+
+    Itself, or fp16 for bf16 on cards without bf16 units (T4, V100); None when the card
+    has neither.
+    """
     if gpu.peak_flops(precision) is not None:
         return precision
     if precision == "bf16" and gpu.peak_flops("fp16") is not None:
@@ -157,7 +161,9 @@ def _cpu_step(times: tuple[float, ...]) -> float:
     return max(times[0], times[1]) + times[2]
 
 
-def _crossover(gpu: GpuSpec, est: MemoryEstimate, precision: str, ctx: dict[str, Any]) -> int | None:
+def _crossover(
+    gpu: GpuSpec, est: MemoryEstimate, precision: str, ctx: dict[str, Any]
+) -> int | None:
     """Smallest power-of-two batch at which the GPU's step beats the CPU's."""
     for exponent in range(0, 17):
         batch = 1 << exponent
@@ -193,7 +199,9 @@ def _verdict(speedup: float, batch: int, crossover: int | None, bound: str) -> s
 def _train_hours(step_s: float | None, batch: int, ctx: dict[str, Any]) -> float | None:
     if step_s is None or ctx["dataset_size"] is None or ctx["epochs"] is None:
         return None
-    return step_s * math.ceil(ctx["dataset_size"] / batch) * ctx["epochs"] / 3600.0
+    steps = math.ceil(ctx["dataset_size"] / batch) * float(ctx["epochs"])
+    hours: float = step_s * steps / 3600.0
+    return hours
 
 
 def _memory_at(work: _Work, batch: int) -> float:

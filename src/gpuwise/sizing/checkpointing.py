@@ -26,8 +26,8 @@ class _Checkpointed(nn.Module):
         return torch.utils.checkpoint.checkpoint(self.block, *args, use_reentrant=False)
 
 
-def _repeated_stacks(model: nn.Module) -> list[nn.Module]:
-    stacks = []
+def _repeated_stacks(model: nn.Module) -> list[nn.Sequential | nn.ModuleList]:
+    stacks: list[nn.Sequential | nn.ModuleList] = []
     for module in model.modules():
         if isinstance(module, (nn.Sequential, nn.ModuleList)) and len(module) >= 2:
             kinds = {type(child) for child in module}

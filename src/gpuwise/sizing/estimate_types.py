@@ -27,8 +27,11 @@ CUDA_CONTEXT_SOURCE = (
 
 
 def nvidia_smi_by_generation(peak_bytes: int) -> dict[str, int]:
-    """What nvidia-smi will show per GPU generation: the peak with the allocator's reserve,
-    plus that generation's CUDA context (``calibration.nvidia_smi_bytes``)."""
+    """What nvidia-smi will show per GPU generation.
+
+    The peak with the allocator's reserve, plus that generation's CUDA context
+    (``calibration.nvidia_smi_bytes``).
+    """
     from gpuwise.sizing.calibration import ALLOCATOR_RESERVE, CUDA_CONTEXT_BYTES
 
     reserved = int(peak_bytes * ALLOCATOR_RESERVE)

@@ -11,8 +11,9 @@ count feed the roofline in ``advisor``.
 
 The trace runs on fake CPU tensors (``FakeTensorMode`` cannot fake CUDA tensors on a CPU
 build of PyTorch), so bf16/fp16 autocast runs CPU autocast with CUDA's fp32 list on top
-(``autocast_policy``): LayerNorm, softmax and losses in fp32, as on the GPU. Optimizers use the multi-tensor (``foreach``)
-path that PyTorch picks on CUDA, whose temporaries count.
+(``autocast_policy``): LayerNorm, softmax and losses in fp32, as on the GPU.
+Optimizers use the multi-tensor (``foreach``) path that PyTorch picks on CUDA, whose
+temporaries count.
 """
 
 from __future__ import annotations

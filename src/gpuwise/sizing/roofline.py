@@ -150,8 +150,10 @@ def step_time(
 
 
 def _aggregate_ops(est: MemoryEstimate) -> tuple[OpCost, ...]:
-    """Stand-ins for an estimate made without per-operator records: one matrix operator
-    with all FLOPs, and the bytes spread evenly over the operators."""
+    """Stand-ins for an estimate made without per-operator records.
+
+    One matrix operator with all FLOPs, and the bytes spread evenly over the operators.
+    """
     optimizer = est.bytes_moved.get("optimizer", 0)
     rest = est.bytes_moved_per_step - optimizer
     kernels = max(est.op_count - 2, 1)
