@@ -107,6 +107,16 @@ def _leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
     return pairs
 
 
+def _memory_leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
+    """nvidia-smi rows predicted with the reserve refitted on the other rows."""
+    pairs = []
+    for row in rows:
+        others = [r.m.value / r.predicted for r in rows if r is not row]
+        if others:
+            pairs.append((row.predicted * statistics.median(others), row.m.value))
+    return pairs
+
+
 def fitted_factors(rows: list[Row]) -> dict[str, float]:
     """Kernel factor per generation that makes its calibration rows' median ratio 1."""
     by_gen: dict[str, list[float]] = defaultdict(list)
@@ -146,7 +156,12 @@ def _summary(rows: list[Row]) -> None:
         "throughput and times, held-out rows": [
             (r.predicted, r.m.value) for r in rows if r.group == "held out"
         ],
-        "memory, nvidia-smi peaks": [(r.predicted, r.m.value) for r in rows if r.group == "memory"],
+        "memory, nvidia-smi peaks (in sample)": [
+            (r.predicted, r.m.value) for r in rows if r.group == "memory"
+        ],
+        "memory, nvidia-smi peaks (leave-one-out)": _memory_leave_one_out(
+            [r for r in rows if r.group == "memory"]
+        ),
     }
     for name, pairs in groups.items():
         median = calibration.median_abs_log_ratio(pairs)
