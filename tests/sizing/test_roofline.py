@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gpuwise.errors import UsageError
 from gpuwise.sizing.catalog import find_gpus
 from gpuwise.sizing.memory import estimate
 from gpuwise.sizing.opcost import OpCost
@@ -78,3 +79,15 @@ def test_token_factory_gets_integer_ids_of_its_vocabulary() -> None:
     est = estimate("tests.sizing.factories:tiny_lm", seq_len=16, batch_size=4, optimizer="sgd")
     assert est.input_bytes == 4 * 16 * torch.tensor(0).element_size()  # int64 ids
     assert est.flops_forward == 2 * 4 * 16 * 32 * 1000
+
+
+def test_item_on_values_made_without_the_batch_is_traced() -> None:
+    est = estimate("tests.sizing.factories:drop_path_net", (32,), batch_size=8, optimizer="sgd")
+    assert est.parameter_count == 4 * (32 * 32 + 32) + 32 * 10 + 10
+    # the first block's rate is 0.0: it always runs, so its matmul FLOPs are counted
+    assert est.flops_forward >= 2 * 8 * 32 * 32 + 2 * 8 * 32 * 10
+
+
+def test_item_on_values_of_the_batch_names_the_layer() -> None:
+    with pytest.raises(UsageError, match=r"layer 1 \(_DataDependent\) needs real data"):
+        estimate("tests.sizing.factories:data_dependent", (32,), batch_size=8)

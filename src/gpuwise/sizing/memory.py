@@ -42,6 +42,7 @@ from gpuwise.sizing.flops import flop_counter_mode
 from gpuwise.sizing.inputs import input_spec, with_vocab
 from gpuwise.sizing.live import LiveBytesMode, StorageRecord, live_at, peak_of
 from gpuwise.sizing.models import InputSpec
+from gpuwise.sizing.shadow import ShadowValues
 
 __all__ = ["OPTIMIZERS", "PRECISIONS", "MemoryEstimate", "estimate"]
 
@@ -219,7 +220,8 @@ def estimate(
     loss = loss_fn or loading.make_loss(spec if source.input_spec else None)
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input
-        with tracker, tracker.in_phase("build"):
+        shadow = ShadowValues(paused=lambda: tracker.phase == "input")
+        with tracker, shadow, tracker.in_phase("build"):
             net = source.build()
             net.train(training)
             if checkpoint and training:
