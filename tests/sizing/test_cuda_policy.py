@@ -77,3 +77,14 @@ def test_checkpoint_flag_and_frozen_parameters_on_a_builtin() -> None:
 def test_float_input_to_a_token_model_names_the_flag() -> None:
     with pytest.raises(UsageError, match=r"int64 token ids.*--seq N"):
         estimate("tests.sizing.factories:tiny_lm", "16", batch_size=2)
+
+
+def test_gradient_accumulation_keeps_gradients_through_the_next_micro_batch() -> None:
+    plain = estimate("resnet18", (3, 64, 64), batch_size=16, optimizer="sgd")
+    accumulated = estimate(
+        "resnet18", (3, 64, 64), batch_size=16, optimizer="sgd", accumulation_steps=4
+    )
+    assert plain.peak_bytes < accumulated.peak_bytes <= plain.peak_bytes + plain.parameters_bytes
+    assert accumulated.flops_per_step == plain.flops_per_step  # per micro-batch
+    with pytest.raises(UsageError, match="accumulation steps 0"):
+        estimate("resnet18", (3, 64, 64), batch_size=2, accumulation_steps=0)

@@ -61,6 +61,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "(recompute in the backward: less memory, about a third more FLOPs)",
     )
     parser.add_argument(
+        "--accumulate",
+        type=positive_int("accumulation steps"),
+        default=1,
+        metavar="N",
+        help="gradient accumulation: N micro-batches of --batch per optimizer step; the "
+        "gradients stay alive across them (default: 1)",
+    )
+    parser.add_argument(
         "--freeze",
         action="append",
         default=[],
@@ -87,4 +95,5 @@ def estimate_from_args(
         seq_len=args.seq,
         checkpoint=getattr(args, "checkpoint", False),
         freeze=tuple(getattr(args, "freeze", ()) or ()),
+        accumulation_steps=getattr(args, "accumulate", 1),
     )

@@ -218,8 +218,9 @@ def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, 
     if need <= usable:
         return True, largest, ""
     ways = ["--checkpoint"] if est.training else []
-    if est.precision in ("fp32", "tf32"):
-        ways.append("--precision bf16")
+    half = runnable_precision(gpu, "bf16")
+    if est.precision in ("fp32", "tf32") and half:
+        ways.append(f"--precision {half}")
     verdict = f"does not fit: needs {need / 2**30:.1f} GiB with context, has {usable / 2**30:.1f}"
     verdict += f" GiB usable; batch {largest} fits" if largest >= 1 else " GiB usable at any batch"
     if ways:

@@ -103,10 +103,13 @@ class _Tracer:
         cast: Any,
         state: dict[str, Any],
         count: bool,
+        plan: tuple[bool, bool] = (True, True),
     ) -> None:
+        """One micro-step; ``plan`` is (zero the gradients first, run the optimizer after)."""
         mode = self.mode
         training = self.opt is not None
-        if self.opt is not None:
+        zero, update = plan
+        if self.opt is not None and zero:
             self.opt.zero_grad(set_to_none=True)
         with mode.in_phase("input"):
             inputs = batch_fn()
@@ -127,6 +130,8 @@ class _Tracer:
         if count:
             self.flops["backward"] = counter.get_total_flops()  # type: ignore[union-attr]
         self.mark([p.grad for p in self.model.parameters() if p.grad is not None], "gradients")
+        if not update:
+            return
         with mode.in_phase("optimizer"):
             self.opt.step()
         for per_param in self.opt.state.values():
@@ -161,6 +166,7 @@ def estimate(
     loss_fn: LossFn | None = None,
     checkpoint: bool = False,
     freeze: tuple[str, ...] = (),
+    accumulation_steps: int = 1,
 ) -> MemoryEstimate:
     """Estimate peak memory, FLOPs and bytes moved of one step of ``model``.
 
@@ -185,6 +191,9 @@ def estimate(
         checkpoint: Checkpoint each block of the model's stack of repeated blocks
             (``checkpointing.checkpoint_blocks``); models that call
             ``torch.utils.checkpoint`` themselves are traced as they are.
+        accumulation_steps: Micro-batches per optimizer step (gradient accumulation):
+            the gradients stay alive through the next micro-batch's forward and backward.
+            Sizes, FLOPs and bytes are per micro-batch of ``batch_size``.
         freeze: Parameter-name prefixes to freeze (LoRA-style fine-tuning): no gradients
             and no optimizer state for them.
 
@@ -235,8 +244,9 @@ def estimate(
             state: dict[str, Any] = {}
             cast = functools.partial(cuda_autocast, precision)
             with loading.layer_errors(net, shape_text):
-                for i in range(2 if training else 1):
-                    last = i == (1 if training else 0)
+                plans = _plans(training, accumulation_steps)
+                for i, plan in enumerate(plans):
+                    last = i == len(plans) - 1
                     if last:
                         tracker.bytes_moved.clear()
                         tracker.op_count.clear()
@@ -247,6 +257,7 @@ def estimate(
                         cast,
                         state,
                         count=last,
+                        plan=plan,
                     )
             state.clear()
             records = tracker.all_records()
@@ -264,6 +275,21 @@ def estimate(
         tracer,
         time.perf_counter() - started,
     )
+
+
+def _plans(training: bool, accumulation_steps: int) -> list[tuple[bool, bool]]:
+    """Micro-steps to trace, each (zero gradients first, optimizer step after).
+
+    A warm-up step first, so the optimizer's state exists; then the counted step, or
+    with accumulation a micro-step that keeps its gradients and the one that updates.
+    """
+    if not training:
+        return [(False, False)]
+    if accumulation_steps < 1:
+        raise UsageError(f"accumulation steps {accumulation_steps} must be 1 or more")
+    if accumulation_steps == 1:
+        return [(True, True), (True, True)]
+    return [(True, True), (True, False), (False, True)]
 
 
 def _freeze(net: nn.Module, prefixes: tuple[str, ...]) -> None:
