@@ -88,3 +88,16 @@ def test_gradient_accumulation_keeps_gradients_through_the_next_micro_batch() ->
     assert accumulated.flops_per_step == plain.flops_per_step  # per micro-batch
     with pytest.raises(UsageError, match="accumulation steps 0"):
         estimate("resnet18", (3, 64, 64), batch_size=2, accumulation_steps=0)
+
+
+def test_eager_attention_keeps_the_score_matrix() -> None:
+    kwargs = {"batch_size": 2, "seq_len": 256, "optimizer": "sgd"}
+    fused = estimate("gpt2_small", **kwargs)  # type: ignore[arg-type]
+    eager = estimate("gpt2_small", attention="eager", **kwargs)  # type: ignore[arg-type]
+    # 12 layers write and read scores of 2 x 12 heads x 256 x 256 fp32 several times
+    scores = 12 * 2 * 12 * 256 * 256 * 4
+    assert eager.bytes_moved_per_step - fused.bytes_moved_per_step >= 4 * scores
+    assert eager.op_count > fused.op_count
+    assert eager.flops_forward == pytest.approx(fused.flops_forward, rel=0.01)
+    with pytest.raises(UsageError, match="unknown attention"):
+        estimate("gpt2_small", attention="flash", **kwargs)  # type: ignore[arg-type]

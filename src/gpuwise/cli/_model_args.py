@@ -69,6 +69,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "gradients stay alive across them (default: 1)",
     )
     parser.add_argument(
+        "--attention",
+        choices=("sdpa", "eager"),
+        default="sdpa",
+        help="attention as the fused kernel CUDA runs (sdpa, default) or as explicit "
+        "matmuls and softmax that keep the score matrix (eager)",
+    )
+    parser.add_argument(
         "--freeze",
         action="append",
         default=[],
@@ -96,4 +103,5 @@ def estimate_from_args(
         checkpoint=getattr(args, "checkpoint", False),
         freeze=tuple(getattr(args, "freeze", ()) or ()),
         accumulation_steps=getattr(args, "accumulate", 1),
+        attention=getattr(args, "attention", "sdpa"),
     )

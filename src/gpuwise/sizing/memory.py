@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -30,6 +30,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.errors import UsageError
 from gpuwise.sizing import loading
+from gpuwise.sizing.attention import ATTENTIONS, attention_mode
 from gpuwise.sizing.autocast_policy import cuda_autocast
 from gpuwise.sizing.checkpointing import checkpoint_blocks
 from gpuwise.sizing.estimate_types import (
@@ -167,6 +168,7 @@ def estimate(
     checkpoint: bool = False,
     freeze: tuple[str, ...] = (),
     accumulation_steps: int = 1,
+    attention: str = "sdpa",
 ) -> MemoryEstimate:
     """Estimate peak memory, FLOPs and bytes moved of one step of ``model``.
 
@@ -194,6 +196,8 @@ def estimate(
         accumulation_steps: Micro-batches per optimizer step (gradient accumulation):
             the gradients stay alive through the next micro-batch's forward and backward.
             Sizes, FLOPs and bytes are per micro-batch of ``batch_size``.
+        attention: ``"sdpa"``: ``scaled_dot_product_attention`` as the fused kernel CUDA
+            runs; ``"eager"``: as explicit matmuls and softmax that keep the scores.
         freeze: Parameter-name prefixes to freeze (LoRA-style fine-tuning): no gradients
             and no optimizer state for them.
 
@@ -212,6 +216,7 @@ def estimate(
     check_choice("precision", precision, PRECISIONS)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_choice("device", device, ("cuda", "cpu"))
+    check_choice("attention", attention, ATTENTIONS)
     source = loading.resolve_model(model)
     tensors_given = isinstance(example_input, torch.Tensor) or (
         isinstance(example_input, tuple)
@@ -242,7 +247,7 @@ def estimate(
             params = [p for p in net.parameters() if p.requires_grad]
             tracer.opt = make_optimizer(optimizer, params, foreach) if training else None
             state: dict[str, Any] = {}
-            cast = functools.partial(cuda_autocast, precision)
+            cast = functools.partial(_forward_modes, precision, attention)
             with loading.layer_errors(net, shape_text):
                 plans = _plans(training, accumulation_steps)
                 for i, plan in enumerate(plans):
@@ -275,6 +280,12 @@ def estimate(
         tracer,
         time.perf_counter() - started,
     )
+
+
+@contextmanager
+def _forward_modes(precision: str, attention: str) -> Iterator[None]:
+    with cuda_autocast(precision), attention_mode(attention):
+        yield
 
 
 def _plans(training: bool, accumulation_steps: int) -> list[tuple[bool, bool]]:

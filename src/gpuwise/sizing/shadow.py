@@ -50,7 +50,8 @@ class ShadowValues(TorchDispatchMode):  # type: ignore[misc]
 
     def _real_of(self, value: Any) -> Any:
         if isinstance(value, FakeTensor):
-            return self.real[value] if value in self.real else _MISSING
+            # not .get(): WeakTensorKeyDictionary.get is untyped (mypy --strict)
+            return self.real[value] if value in self.real else _MISSING  # noqa: SIM401
         return value
 
     def __torch_dispatch__(
