@@ -55,7 +55,7 @@ def test_checkpointing_lowers_the_estimate_by_what_the_allocator_records() -> No
     saved_estimate = estimated[False] - estimated[True]
     saved_measured = measured[False] - measured[True]
     assert saved_measured > 24 * 2**20  # inner 1024 x 1024 fp32 activations of 12 blocks
-    # measured here: the estimate saves 29.3 MiB where the allocator records 34.5 MiB
+    # measured here: the estimate saves 28.0 MiB where the allocator records 32.9 MiB
     assert saved_estimate == pytest.approx(saved_measured, rel=0.2)
 
 
