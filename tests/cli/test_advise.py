@@ -8,6 +8,13 @@ import pytest
 from gpuwise.cli.main import main
 
 
+@pytest.fixture(autouse=True)
+def host_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keep the measured host figures of every test in its own tmp_path."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path / "gpuwise" / "host.json"
+
+
 def test_advise_json_small_model(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
@@ -93,12 +100,6 @@ def test_advise_unknown_gpu_lists_catalog(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err
     assert "unknown GPU 'voodoo5'" in err
     assert "NVIDIA L40S" in err
-
-
-@pytest.fixture
-def host_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    return tmp_path / "gpuwise" / "host.json"
 
 
 def test_two_runs_give_the_same_table(capsys: pytest.CaptureFixture[str], host_cache: Path) -> None:

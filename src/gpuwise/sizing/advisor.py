@@ -24,6 +24,7 @@ from typing import Any
 from gpuwise.errors import UsageError
 from gpuwise.sizing.calibration import cuda_context_bytes, kernel_factor
 from gpuwise.sizing.catalog import PRICE_DATE, GpuSpec, load_catalog
+from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
 from gpuwise.sizing.estimate_types import PRECISIONS, MemoryEstimate, check_choice
 from gpuwise.sizing.host import HostSpec
 from gpuwise.sizing.roofline import StepTime, gpu_step_time
@@ -94,34 +95,6 @@ class AdviceRow:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class _Work:
-    """What one step costs as a function of batch size (linear in the batch)."""
-
-    flops_per_sample: float
-    fixed_bytes: float
-    bytes_per_sample: float
-    ops: int
-    input_bytes_per_sample: float
-    fixed_memory_bytes: float
-    memory_per_sample_bytes: float
-
-    @classmethod
-    def of(cls, est: MemoryEstimate) -> _Work:
-        fixed = float(est.bytes_moved.get("optimizer", 0))
-        per_sample = (est.bytes_moved_per_step - fixed) / est.batch_size
-        state = float(est.params_grads_optimizer_bytes)
-        return cls(
-            est.flops_per_step / est.batch_size,
-            fixed,
-            per_sample,
-            est.op_count,
-            est.input_bytes / est.batch_size,
-            state,
-            max(est.peak_bytes - state, 0.0) / est.batch_size,
-        )
-
-
 def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:
     """The precision ``gpu`` runs ``precision`` work at.
 
@@ -145,22 +118,6 @@ def _gpu_time(
     )
 
 
-def _cpu_times(host: HostSpec, work: _Work, batch: int) -> tuple[float, ...]:
-    # fp32 rate at every precision: a bf16 matmul can be faster on a CPU with bf16
-    # instructions while whole autocast steps are slower (2.6-2.8x on these EPYCs).
-    compute = work.flops_per_sample * batch / host.matmul_flops_s["fp32"]
-    bandwidth = host.bandwidth_bytes_s
-    working_set = work.fixed_memory_bytes + work.memory_per_sample_bytes * batch
-    if host.cache_bytes and host.cache_bandwidth_bytes_s and working_set <= host.cache_bytes:
-        bandwidth = host.cache_bandwidth_bytes_s  # the whole step stays in the CPU's cache
-    memory = (work.fixed_bytes + work.bytes_per_sample * batch) / bandwidth
-    return compute, memory, work.ops * host.op_overhead_s
-
-
-def _cpu_step(times: tuple[float, ...]) -> float:
-    return max(times[0], times[1]) + times[2]
-
-
 def _crossover(
     gpu: GpuSpec, est: MemoryEstimate, precision: str, ctx: dict[str, Any]
 ) -> int | None:
@@ -168,17 +125,10 @@ def _crossover(
     for exponent in range(0, 17):
         batch = 1 << exponent
         gpu_step = _gpu_time(gpu, est, batch, precision, ctx)
-        cpu_step = _cpu_step(_cpu_times(ctx["host"], ctx["work"], batch))
+        cpu_step = cpu_step_s(cpu_times(ctx["host"], ctx["work"], batch))
         if gpu_step is not None and gpu_step.step_s < cpu_step:
             return batch
     return None
-
-
-def _cpu_bound(times: tuple[float, ...]) -> str:
-    compute, memory, overhead = times
-    if overhead > max(compute, memory):
-        return "overhead"
-    return "compute" if compute >= memory else "memory"
 
 
 def _verdict(speedup: float, batch: int, crossover: int | None, bound: str) -> str:
@@ -204,7 +154,7 @@ def _train_hours(step_s: float | None, batch: int, ctx: dict[str, Any]) -> float
     return hours
 
 
-def _memory_at(work: _Work, batch: int) -> float:
+def _memory_at(work: StepWork, batch: int) -> float:
     return work.fixed_memory_bytes + work.memory_per_sample_bytes * batch
 
 
@@ -212,7 +162,7 @@ def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, 
     """Whether the step fits the card, the largest batch that does, and the verdict if not."""
     usable = gpu.memory_gib * 2**30 * ctx["assumptions"].usable_memory_fraction
     room = usable - cuda_context_bytes(gpu.name)
-    work: _Work = ctx["work"]
+    work: StepWork = ctx["work"]
     largest = int((room - work.fixed_memory_bytes) // max(work.memory_per_sample_bytes, 1.0))
     need = est.peak_bytes + cuda_context_bytes(gpu.name)
     if need <= usable:
@@ -277,8 +227,8 @@ def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRo
 
 
 def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRow:
-    times = _cpu_times(host, ctx["work"], est.batch_size)
-    step = _cpu_step(times)
+    times = cpu_times(host, ctx["work"], est.batch_size)
+    step = cpu_step_s(times)
     verdict = "this machine (already owned)"
     if ctx["precision"] in ("bf16", "fp16"):
         verdict += (
@@ -295,7 +245,7 @@ def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> Advice
         compute_s=times[0],
         memory_s=times[1],
         overhead_s=times[2],
-        bound=_cpu_bound(times),
+        bound=cpu_bound(times),
         speedup_vs_cpu=1.0,
         train_hours=_train_hours(step, est.batch_size, ctx),
         cloud_usd_per_hour=None,
@@ -366,7 +316,7 @@ def advise(
 
         host = cached_host()
     a = assumptions or Assumptions(utilization=utilization)
-    work = _Work.of(estimate)
+    work = StepWork.of(estimate)
     ctx: dict[str, Any] = {
         "assumptions": a,
         "work": work,
@@ -376,7 +326,7 @@ def advise(
         "epochs": epochs,
         "compiled": compiled,
     }
-    ctx["cpu_step"] = _cpu_step(_cpu_times(host, work, estimate.batch_size))
+    ctx["cpu_step"] = cpu_step_s(cpu_times(host, work, estimate.batch_size))
     rows = [_cpu_row(host, estimate, ctx)]
     rows += [_gpu_row(g, estimate, ctx) for g in (gpus or list(load_catalog()))]
     if budget_usd is not None:
