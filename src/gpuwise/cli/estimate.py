@@ -20,6 +20,9 @@ EXAMPLES = """\
   gpuwise estimate gpt2_small --seq 512 --batch 8 --precision bf16
   gpuwise estimate mypkg.models:build_net --input 3x128x128 --optimizer sgd --json
   gpuwise estimate vit_b_16 --batch 32 --inference
+  gpuwise estimate bert_base --seq 384 --batch 32 --precision bf16 --checkpoint
+  gpuwise estimate gpt2_small --seq 1024 --batch 4 --freeze layers --accumulate 8
+  gpuwise estimate mypkg.models:build_lm --seq 256          # token model: int64 ids
 """
 
 
