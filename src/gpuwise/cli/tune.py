@@ -194,7 +194,13 @@ def run(args: argparse.Namespace) -> int:
     with _status() as say:
         say(f"building {args.model}")
         built = make_training_step(
-            args.model, device, shape=args.input, seq_len=args.seq, optimizer=args.optimizer
+            args.model,
+            device,
+            shape=args.input,
+            seq_len=args.seq,
+            optimizer=args.optimizer,
+            checkpoint=args.checkpoint,
+            freeze=tuple(args.freeze),
         )
         step, param_bytes = built.step, built.parameter_bytes
 

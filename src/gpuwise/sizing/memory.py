@@ -240,7 +240,7 @@ def estimate(
             net.train(training)
             if checkpoint and training:
                 checkpoint_blocks(net)
-            _freeze(net, freeze)
+            freeze_parameters(net, freeze)
             spec = with_vocab(spec, net) if spec is not None else None
             tracer = _Tracer(tracker, net, None)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
@@ -303,7 +303,12 @@ def _plans(training: bool, accumulation_steps: int) -> list[tuple[bool, bool]]:
     return [(True, True), (True, False), (False, True)]
 
 
-def _freeze(net: nn.Module, prefixes: tuple[str, ...]) -> None:
+def freeze_parameters(net: nn.Module, prefixes: tuple[str, ...]) -> None:
+    """Stop gradients of the parameters whose names start with one of ``prefixes``.
+
+    Raises:
+        UsageError: A prefix given and no parameter matches; lists the top-level names.
+    """
     if not prefixes:
         return
     frozen = 0

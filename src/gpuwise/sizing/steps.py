@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 
 from gpuwise.sizing import loading
+from gpuwise.sizing.checkpointing import checkpoint_blocks
 from gpuwise.sizing.inputs import input_spec, with_vocab
-from gpuwise.sizing.memory import autocast_for, make_optimizer
+from gpuwise.sizing.memory import autocast_for, freeze_parameters, make_optimizer
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ def make_training_step(
     shape: str | tuple[int, ...] | None = None,
     seq_len: int | None = None,
     optimizer: str = "adamw",
+    checkpoint: bool = False,
+    freeze: tuple[str, ...] = (),
 ) -> TrainingStep:
     """Build ``model`` on ``device`` with its optimizer and return a step function.
 
@@ -41,6 +44,8 @@ def make_training_step(
         shape: One sample's shape (``--input``), or None for the model's own.
         seq_len: Sequence length of a token model (``--seq``).
         optimizer: One of ``memory.OPTIMIZERS``.
+        checkpoint: Checkpoint the model's repeated blocks, as ``estimate`` does.
+        freeze: Parameter-name prefixes to freeze, as ``estimate`` does.
 
     Returns:
         The step and the model's parameter bytes.
@@ -53,6 +58,9 @@ def make_training_step(
     torch.manual_seed(0)
     net = source.build().to(device)
     spec = with_vocab(spec, net)
+    if checkpoint:
+        checkpoint_blocks(net)
+    freeze_parameters(net, freeze)
     params = [p for p in net.parameters() if p.requires_grad]
     opt = make_optimizer(optimizer, params, foreach=device.type == "cuda")
     loss_fn = loading.make_loss(spec if source.input_spec else None)
