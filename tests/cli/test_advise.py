@@ -1,10 +1,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from gpuwise.cli.main import main
+
+
+@pytest.fixture(autouse=True)
+def host_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keep the measured host figures of every test in its own tmp_path."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path / "gpuwise" / "host.json"
 
 
 def test_advise_json_small_model(capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,3 +100,28 @@ def test_advise_unknown_gpu_lists_catalog(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err
     assert "unknown GPU 'voodoo5'" in err
     assert "NVIDIA L40S" in err
+
+
+def test_two_runs_give_the_same_table(capsys: pytest.CaptureFixture[str], host_cache: Path) -> None:
+    argv = ["advise", "mnist_mlp", "--batch", "64", "--precision", "bf16", "--json"]
+    tables = []
+    for _ in range(2):
+        assert main(argv) == 0
+        tables.append(json.loads(capsys.readouterr().out)["rows"])
+    assert host_cache.exists()
+    assert tables[0] == tables[1]
+    t4 = next(r for r in tables[0] if r["device"] == "NVIDIA T4")
+    assert t4["precision"] == "fp16"
+    assert t4["speedup_vs_cpu"] is not None
+    assert all(r["train_hours"] is None for r in tables[0])
+
+
+def test_inference_and_half_given_run_length(
+    capsys: pytest.CaptureFixture[str], host_cache: Path
+) -> None:
+    assert main(["advise", "mnist_mlp", "--inference", "--gpu", "l4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["training"] is False
+    assert data["rows"][0]["samples_per_s"] > 0
+    assert main(["advise", "mnist_mlp", "--epochs", "2"]) == 2
+    assert "--dataset-size and --epochs together" in capsys.readouterr().err

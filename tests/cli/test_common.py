@@ -160,7 +160,7 @@ USAGE_ERRORS = [
     (["advise", "mnist_mlp", "--dataset-size", "9", "--epochs", "-1"], "-1 is out of range"),
     ([*ADVISE, "--utilization", "5"], "5 is out of range; use 0.01 to 1"),
     ([*ADVISE, "--budget", "-3"], "-3 is out of range; use at least 0"),
-    (["advise", "mnist_mlp", "--epochs", "1"], "arguments are required: --dataset-size"),
+    (["advise", "mnist_mlp", "--epochs", "1"], "pass --dataset-size and --epochs together"),
     (["pack", "a.npy", "s", "--quality", "500"], "500 is out of range; use 1 to 100"),
     (["pack", "a.npy", "s", "--workers", "0"], "'0' is not a thread count"),
     (["pack", "a.npy", "s", "--size", "-3"], "'-3' is not a pixel count"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 D_IN, HIDDEN, D_OUT = 32, 64, 10
@@ -36,3 +37,49 @@ def broken() -> nn.Module:
 
 def not_a_module() -> int:
     return 42
+
+
+class _TinyLm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(1000, 32)
+        self.norm = nn.LayerNorm(32)
+        self.out = nn.Linear(32, 1000)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.out(self.norm(self.tokens(ids)))
+
+
+def tiny_lm() -> nn.Module:
+    """A token model: integer ids of a 1,000-word vocabulary."""
+    return _TinyLm()
+
+
+class _DropPathBlock(nn.Module):
+    """Stochastic depth as timm-style models write it: Python decisions on tensor values."""
+
+    def __init__(self, rate: float) -> None:
+        super().__init__()
+        self.rate = rate
+        self.fc = nn.Linear(32, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and torch.rand(1).item() < self.rate:
+            return x
+        return x + self.fc(x)
+
+
+def drop_path_net() -> nn.Module:
+    """Per-block drop rates from ``linspace(...).item()``, as timm builds them."""
+    rates = [r.item() for r in torch.linspace(0.0, 0.1, 4)]
+    return nn.Sequential(*[_DropPathBlock(r) for r in rates], nn.Linear(32, 10))
+
+
+class _DataDependent(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.abs().max().item()
+
+
+def data_dependent() -> nn.Module:
+    """``.item()`` of a value computed from the batch: cannot be traced."""
+    return nn.Sequential(nn.Linear(32, 32), _DataDependent())

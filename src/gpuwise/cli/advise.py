@@ -1,4 +1,4 @@
-"""``gpuwise advise MODEL --dataset-size N --epochs E``: which GPU, or this CPU, and the cost."""
+"""``gpuwise advise MODEL``: which GPU, or this CPU, how fast, and what it costs."""
 
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ from gpuwise.cli._common import (
     number,
     positive_int,
     print_json,
+    usage_error,
 )
-from gpuwise.cli.estimate import add_model_arguments
+from gpuwise.cli._model_args import add_model_arguments
 
-HELP = "rank GPUs (and this CPU) for training a model: fit, step time, time, cost"
+HELP = "rank GPUs (and this CPU) for training or serving a model: fit, speed, time, cost"
 EXAMPLES = """\
   gpuwise advise resnet50 --dataset-size 1281167 --epochs 90 --batch 256 --precision bf16
   gpuwise advise gpt2_small --seq 1024 --batch 8 --dataset-size 100000 --epochs 1 --budget 50
   gpuwise advise mypkg.models:build_net --input 3x64x64 --dataset-size 50000 --epochs 10 --json
+  gpuwise advise vit_b_16 --batch 64 --precision bf16 --inference    # serving: samples/s, USD/M
 """
 
 
@@ -31,16 +33,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset-size",
         type=positive_int("sample count"),
-        required=True,
         metavar="N",
-        help="samples per epoch (required)",
+        help="samples per epoch (with --epochs: time and cost to train; without: rank by "
+        "samples/s and cost per million samples)",
     )
     parser.add_argument(
         "--epochs",
         type=number("a number of epochs", 1e-9),
-        required=True,
         metavar="E",
-        help="passes over the data, may be fractional (required)",
+        help="passes over the data, may be fractional (needs --dataset-size)",
+    )
+    parser.add_argument(
+        "--inference", action="store_true", help="serving: forward only under no_grad"
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="the step runs under torch.compile (elementwise operators fused into their "
+        "neighbours)",
     )
     parser.add_argument(
         "--budget",
@@ -77,19 +87,22 @@ def _table(data: dict[str, Any]) -> Any:
 
     from gpuwise.report.units import format_seconds
 
-    table = Table(
-        title=f"{data['model']} · batch {data['batch_size']} · {data['precision']} · "
-        f"{data['dataset_size']:,} samples x {data['epochs']:g} epochs"
-    )
+    what = "training" if data["training"] else "inference"
+    title = f"{data['model']} · {what} · batch {data['batch_size']} · {data['precision']}"
+    timed = data["dataset_size"] is not None and data["epochs"] is not None
+    if timed:
+        title += f" · {data['dataset_size']:,} samples x {data['epochs']:g} epochs"
+    table = Table(title=title)
+    last = ("train", "cost USD") if timed else ("samples/s", "USD/M samples")
     for column in (
         "device",
         "fits",
+        "prec",
         "step",
         "bound",
         "x CPU",
         "beats CPU from batch",
-        "train",
-        "cost USD",
+        *last,
         "buy>rent",
         "verdict",
     ):
@@ -98,15 +111,19 @@ def _table(data: dict[str, Any]) -> Any:
         cost, months = na(r["cost_usd"], "{:,.2f}"), na(r["months_to_buy"], "{:.1f}", " mo")
         speed = na(r["speedup_vs_cpu"], "{:,.1f}")
         wins = NA if r["kind"] == "cpu" else str(r["crossover_batch"] or "never")
+        if timed:
+            tail = (_hours(r["train_hours"]), cost)
+        else:
+            tail = (na(r["samples_per_s"], "{:,.0f}"), na(r["usd_per_million_samples"], "{:,.2f}"))
         table.add_row(
             r["device"],
             "yes" if r["fits"] else "NO",
+            r["precision"] or NA,
             format_seconds(r["step_s"]),
             r["bound"] or NA,
             speed,
             wins,
-            _hours(r["train_hours"]),
-            cost,
+            *tail,
             months,
             r["verdict"],
         )
@@ -117,28 +134,28 @@ def _notes(data: dict[str, Any]) -> list[str]:
     a = data["assumptions"]
     lines = [
         f"prices: median on-demand USD/hour, cloud-gpus.github.io list of {data['price_date']}"
-        " (they change often); CPU row: this machine, already owned",
-        f"step = max(FLOPs/(peak x {a['compute_efficiency']:.2f}), bytes/(bandwidth x "
-        f"{a['memory_efficiency']:.2f}), ops x launch) + PCIe copy of the batch; measured "
-        "large-matmul efficiency where known (A100 0.76, H100 PCIe 0.59, T4 0.38); data "
-        "loading not included",
+        " (they change often); CPU row: this machine, already owned, measured once and cached",
+        "step = sum over the traced operators of max(FLOPs/rate, bytes/bandwidth, kernel "
+        "minimum), at least the host's launch time, + PCIe copy of the batch; rates from "
+        "datasheets x published microbenchmarks x a per-generation factor fitted on published "
+        "ResNet-50 runs; data loading not included",
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]
-    losers = [r for r in data["rows"] if r["kind"] == "gpu" and (r["speedup_vs_cpu"] or 0) < 2]
-    crossovers = [r["crossover_batch"] for r in data["rows"] if r["crossover_batch"]]
+    gpus = [r for r in data["rows"] if r["kind"] == "gpu" and r["speedup_vs_cpu"] is not None]
+    losers = [r for r in gpus if r["speedup_vs_cpu"] < 2]
+    crossovers = [r["crossover_batch"] for r in gpus if r["crossover_batch"]]
     if losers:
         lines.append(
-            f"a GPU is not worth it here: {len(losers)} of "
-            f"{sum(r['kind'] == 'gpu' for r in data['rows'])} GPUs are less than 2x faster than "
-            f"this CPU at batch {data['batch_size']} (launch and transfer overhead eat the "
-            "faster compute)"
+            f"a GPU is not worth it here: {len(losers)} of {len(gpus)} comparable GPUs are "
+            f"less than 2x faster than this CPU at batch {data['batch_size']} (launch and "
+            "transfer overhead eat the faster compute)"
         )
-    if losers and crossovers:
-        lines.append(
-            f"crossover: the GPUs start beating this CPU from batch {min(crossovers)} "
-            f"(per card: 'beats CPU from batch')"
-        )
+        if crossovers:
+            lines.append(
+                f"crossover: the GPUs start beating this CPU from batch {min(crossovers)} "
+                f"(per card: 'beats CPU from batch')"
+            )
     elif crossovers and min(crossovers) == 1:
         lines.append("crossover: a GPU beats this CPU for this model even at batch 1")
     return lines
@@ -147,11 +164,15 @@ def _notes(data: dict[str, Any]) -> list[str]:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Estimate the model, rank the devices, print the table (or the JSON object)."""
-    from gpuwise.cli.estimate import estimate_from_args
+    from gpuwise.cli._model_args import estimate_from_args
     from gpuwise.sizing.advisor import Assumptions, advice_to_dict, advise
     from gpuwise.sizing.catalog import find_gpus
 
     gpus = find_gpus(args.gpu) if args.gpu else None
+    if (args.dataset_size is None) != (args.epochs is None):
+        return usage_error(args, "pass --dataset-size and --epochs together, or neither")
+    if args.budget is not None and args.dataset_size is None:
+        return usage_error(args, "--budget needs --dataset-size and --epochs (a whole run's cost)")
     est = estimate_from_args(args)
     assumptions = Assumptions(utilization=args.utilization)
     rows = advise(
@@ -161,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         budget_usd=args.budget,
         gpus=gpus,
         assumptions=assumptions,
+        compiled=args.compile,
     )
     data = advice_to_dict(rows, est, args.dataset_size, args.epochs, assumptions)
     if args.json:

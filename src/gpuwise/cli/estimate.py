@@ -1,7 +1,6 @@
 """``gpuwise estimate MODEL``: peak memory and FLOPs of one step, traced without a GPU.
 
-Also holds the model flags (``--input``, ``--seq``, ``--batch``, ``--precision``,
-``--optimizer``) that ``gpuwise tune`` and ``gpuwise advise`` share.
+The model flags live in ``_model_args`` (shared with ``tune`` and ``advise``).
 """
 
 from __future__ import annotations
@@ -9,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gpuwise.cli._common import add_json, guard, positive_int, print_json
+from gpuwise.cli._common import add_json, guard, print_json
+from gpuwise.cli._model_args import add_model_arguments, estimate_from_args
 
 if TYPE_CHECKING:
     from gpuwise.sizing.memory import MemoryEstimate
@@ -20,66 +20,10 @@ EXAMPLES = """\
   gpuwise estimate gpt2_small --seq 512 --batch 8 --precision bf16
   gpuwise estimate mypkg.models:build_net --input 3x128x128 --optimizer sgd --json
   gpuwise estimate vit_b_16 --batch 32 --inference
+  gpuwise estimate bert_base --seq 384 --batch 32 --precision bf16 --checkpoint
+  gpuwise estimate gpt2_small --seq 1024 --batch 4 --freeze layers --accumulate 8
+  gpuwise estimate mypkg.models:build_lm --seq 256          # token model: int64 ids
 """
-
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
-
-
-def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32) -> None:
-    """Declare the model flags shared by estimate, tune and advise."""
-    parser.add_argument(
-        "model",
-        help="built-in (resnet18, resnet50, vit_b_16, bert_base, gpt2_small, mnist_mlp) or "
-        "package.module:factory",
-    )
-    parser.add_argument(
-        "--input",
-        metavar="SHAPE",
-        help="shape of one sample without the batch, e.g. 3x224x224 (default: the model's own)",
-    )
-    parser.add_argument(
-        "--seq",
-        type=positive_int("sequence length"),
-        metavar="TOKENS",
-        help="sequence length for token models (default: the model's own)",
-    )
-    flags, batch_help = ("--batch", "--batch-size"), f"samples per step (default: {batch_default})"
-    if not batch_default:  # tune: where the search starts, not the batch size
-        flags = ("--start-batch", "--batch")
-        batch_help = "first batch to try (default: the largest the estimate says fits)"
-    parser.add_argument(
-        *flags,
-        dest="batch",
-        type=positive_int("batch size"),
-        default=batch_default or None,
-        metavar="N",
-        help=batch_help,
-    )
-    parser.add_argument(
-        "--precision", choices=PRECISIONS, default="fp32", help="training precision (default: fp32)"
-    )
-    parser.add_argument(
-        "--optimizer", choices=OPTIMIZERS, default="adamw", help="optimizer (default: adamw)"
-    )
-
-
-def estimate_from_args(
-    args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
-) -> MemoryEstimate:
-    """Run ``estimate`` with the shared model flags."""
-    from gpuwise.sizing.memory import estimate
-
-    return estimate(
-        args.model,
-        args.input,
-        batch_size=batch or args.batch,
-        precision=args.precision,
-        optimizer=args.optimizer,
-        training=not getattr(args, "inference", False),
-        device=device,
-        seq_len=args.seq,
-    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +68,11 @@ def _lines(est: MemoryEstimate) -> list[str]:
     lines.append(
         f"  plus CUDA context {format_bytes(low)} to {format_bytes(high)} outside the"
         " allocator (nvidia-smi shows it; max_memory_allocated does not)"
+    )
+    smi = est.to_dict()["nvidia_smi_bytes"]
+    lines.append(
+        f"  nvidia-smi will show about {format_bytes(smi['volta'])} (Volta) to"
+        f" {format_bytes(smi['hopper'])} (Hopper): peak x allocator reserve + context"
     )
     per_sample = est.flops_forward / 2 / est.batch_size
     lines.append(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuwise.cli._common import add_json, guard, make_console, positive_int, print_json
-from gpuwise.cli.estimate import add_model_arguments
+from gpuwise.cli._model_args import add_model_arguments
 
 HELP = "find the largest batch that fits and the fastest batch on this device (real steps)"
 EXAMPLES = """\
@@ -122,44 +122,6 @@ def _device(name: str) -> Any:
     return device
 
 
-def _step_factory(args: argparse.Namespace, device: Any) -> tuple[Callable[[int, str], None], int]:
-    """A real ``step(batch, precision)`` for the model on ``device``, and its parameter bytes."""
-    import torch
-
-    from gpuwise.sizing import loading
-    from gpuwise.sizing.memory import autocast_for, make_optimizer
-    from gpuwise.sizing.models import InputSpec
-
-    source = loading.resolve_model(args.model)
-    spec = source.input_spec
-    if args.input:
-        shape = loading.parse_shape(args.input)
-        spec = InputSpec(spec.kind if spec else "image", shape, spec.vocab_size if spec else None)
-    elif args.seq and spec is not None:
-        spec = InputSpec(spec.kind, (args.seq,), spec.vocab_size)
-    if spec is None:
-        from gpuwise.errors import UsageError
-
-        raise UsageError(f"model {args.model!r} is not built in; pass --input, e.g. 3x224x224")
-    torch.manual_seed(0)
-    model = source.build().to(device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(args.optimizer, params, foreach=device.type == "cuda")
-    loss_fn = loading.make_loss(spec)
-
-    def step(batch: int, precision: str = "fp32") -> None:
-        with torch.device(device):
-            inputs = (loading.make_batch(spec, batch),)
-            with autocast_for(precision, device.type):
-                loss = loss_fn(model(*inputs), inputs)
-        loss.backward()  # type: ignore[no-untyped-call]
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return step, param_bytes
-
-
 def _peak_fn(args: argparse.Namespace, device: Any) -> Callable[[int], int]:
     """Estimated peak at each batch size, traced once per size.
 
@@ -168,7 +130,7 @@ def _peak_fn(args: argparse.Namespace, device: Any) -> Callable[[int], int]:
     """
     import functools
 
-    from gpuwise.cli.estimate import estimate_from_args
+    from gpuwise.cli._model_args import estimate_from_args
 
     kind = "cuda" if device.type == "cuda" else "cpu"
 
@@ -225,12 +187,22 @@ def _status() -> Iterator[Callable[[str], None]]:
 def run(args: argparse.Namespace) -> int:
     """Tune, check bf16, print the result (or the JSON object)."""
     from gpuwise.sizing.precision import compare_precision
+    from gpuwise.sizing.steps import make_training_step
     from gpuwise.sizing.tune import TUNE_SCHEMA, find_batch_size
 
     device = _device(args.device)
     with _status() as say:
         say(f"building {args.model}")
-        step, param_bytes = _step_factory(args, device)
+        built = make_training_step(
+            args.model,
+            device,
+            shape=args.input,
+            seq_len=args.seq,
+            optimizer=args.optimizer,
+            checkpoint=args.checkpoint,
+            freeze=tuple(args.freeze),
+        )
+        step, param_bytes = built.step, built.parameter_bytes
 
         def probe(batch: int) -> None:
             say(f"timing batch {batch} on {device}")

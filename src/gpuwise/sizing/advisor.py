@@ -1,19 +1,18 @@
-"""Which GPU (or this CPU) to train a model on, how long it takes and what it costs.
+"""Which GPU (or this CPU) to train or serve a model on, how fast, and what it costs.
 
-Data plus arithmetic: the traced FLOPs, bytes moved, operator count and peak memory of the
-user's own model (``memory.estimate``) against the shipped catalog and this machine's
-measured CPU (at its cache bandwidth when the step's memory fits in the last-level cache:
-a small model's step runs there, about 10x faster than from DRAM on the EPYC used to
-develop this). A step on a device takes
+Data plus arithmetic: the traced operators, FLOPs, bytes and peak memory of the user's
+own model (``memory.estimate``) against the shipped catalog and this machine's CPU. A GPU
+step is the per-operator roofline of ``roofline.gpu_step_time`` (rates calibrated on
+published measurements, ``calibration``) plus the PCIe copy of the batch; the host's
+launch cost is this CPU's measured dispatch cost plus ``Assumptions.launch_s_per_op``.
+The CPU row uses this CPU's measured rates (``host.cached_host``: measured once per
+machine, so two runs give the same table): ``max(FLOPs / matmul rate, bytes / bandwidth)``
+plus every operator's dispatch cost, at the cache's bandwidth when the step's memory fits
+in the last-level cache.
 
-    step_s = max(compute_s, memory_s, launch_s) + h2d_s
-
-where ``compute_s = FLOPs / (peak * compute_efficiency)``, ``memory_s = bytes /
-(bandwidth * memory_efficiency)`` (the roofline), ``launch_s = ops * per-op host cost``
-(kernel launches are asynchronous, so they overlap the GPU's work but bound the step
-from below) and ``h2d_s`` copies the batch over PCIe. On the CPU there is no launch or
-copy, but every operator's dispatch cost adds to the step. See ``Assumptions`` for the
-efficiencies and their sources.
+A card whose matrix units lack the asked precision (bf16 on T4 and V100) is timed at the
+one it has (fp16) and says so. A card the step does not fit names the largest batch that
+fits and the flag that would fit this one.
 """
 
 from __future__ import annotations
@@ -23,9 +22,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuwise.errors import UsageError
+from gpuwise.sizing.calibration import cuda_context_bytes, kernel_factor
 from gpuwise.sizing.catalog import PRICE_DATE, GpuSpec, load_catalog
+from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
 from gpuwise.sizing.estimate_types import PRECISIONS, MemoryEstimate, check_choice
 from gpuwise.sizing.host import HostSpec
+from gpuwise.sizing.roofline import StepTime, gpu_step_time
 
 ADVICE_SCHEMA = "gpuwise.advise/1"
 
@@ -33,26 +35,15 @@ WORTH_IT_SPEEDUP = 2.0
 """Below this speedup over the CPU already at hand, renting or buying a GPU is called
 not worth it (the cost and the move of data and code buy less than a halving)."""
 
-MEASURED_COMPUTE_EFFICIENCY = {
-    "NVIDIA A100 80GB SXM": 0.76,
-    "NVIDIA H100 PCIe": 0.59,
-    "NVIDIA T4": 0.38,
-}
-"""Large-matmul efficiency measured with plain PyTorch (chsasank/device-benchmarks, as
-quoted in gpus_notes.md): A100 237 of 312 BF16 TFLOPS, H100 PCIe 449 of 756.5, T4 25 of 65.
-Other cards use ``Assumptions.compute_efficiency``."""
-
 
 @dataclass(frozen=True)
 class Assumptions:
     """The stated assumptions of the step-time and cost model.
 
+    Efficiencies are no longer assumptions: they come from published measurements per card
+    and GPU generation (``calibration``).
+
     Attributes:
-        compute_efficiency: Share of peak FLOP/s reached where no measurement is known
-            (0.6: between the measured 0.59 of H100 PCIe and 0.76 of A100; real models
-            with small kernels reach less, so times are optimistic).
-        memory_efficiency: Share of peak DRAM bandwidth reached (A100 80GB: 1490 of 2039
-            GB/s = 0.73, chsasank/device-benchmarks).
         launch_s_per_op: Kernel-launch cost added to this host's measured dispatch cost
             per operator (cudaLaunchKernel takes a few microseconds).
         usable_memory_fraction: Share of the marketed memory a process can use (nvidia-smi
@@ -61,8 +52,6 @@ class Assumptions:
         hours_per_month: Hours in a month.
     """
 
-    compute_efficiency: float = 0.6
-    memory_efficiency: float = 0.73
     launch_s_per_op: float = 4e-6
     usable_memory_fraction: float = 0.985
     utilization: float = 0.5
@@ -71,7 +60,11 @@ class Assumptions:
 
 @dataclass(frozen=True)
 class AdviceRow:
-    """One device in the advice table (times in seconds and hours, money in USD)."""
+    """One device in the advice table (times in seconds and hours, money in USD).
+
+    ``precision`` is the one the row is timed at (fp16 where the card lacks bf16);
+    ``max_batch_fits`` the largest batch whose peak plus context fits the card.
+    """
 
     device: str
     kind: str
@@ -92,95 +85,53 @@ class AdviceRow:
     crossover_batch: int | None
     verdict: str
     efficiency: dict[str, float] = field(default_factory=dict)
+    precision: str | None = None
+    samples_per_s: float | None = None
+    usd_per_million_samples: float | None = None
+    max_batch_fits: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the row."""
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class _Work:
-    """What one step costs as a function of batch size (linear in the batch)."""
+def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:
+    """The precision ``gpu`` runs ``precision`` work at.
 
-    flops_per_sample: float
-    fixed_bytes: float
-    bytes_per_sample: float
-    ops: int
-    input_bytes_per_sample: float
-    fixed_memory_bytes: float
-    memory_per_sample_bytes: float
-
-    @classmethod
-    def of(cls, est: MemoryEstimate) -> _Work:
-        fixed = float(est.bytes_moved.get("optimizer", 0))
-        per_sample = (est.bytes_moved_per_step - fixed) / est.batch_size
-        state = float(est.params_grads_optimizer_bytes)
-        return cls(
-            est.flops_per_step / est.batch_size,
-            fixed,
-            per_sample,
-            est.op_count,
-            est.input_bytes / est.batch_size,
-            state,
-            max(est.peak_bytes - state, 0.0) / est.batch_size,
-        )
+    Itself, or fp16 for bf16 on cards without bf16 units (T4, V100); None when the card
+    has neither.
+    """
+    if gpu.peak_flops(precision) is not None:
+        return precision
+    if precision == "bf16" and gpu.peak_flops("fp16") is not None:
+        return "fp16"
+    return None
 
 
-def _gpu_times(
-    gpu: GpuSpec, work: _Work, batch: int, precision: str, a: Assumptions, host: HostSpec
-) -> tuple[float, float, float] | None:
-    peak = gpu.peak_flops(precision)
-    if peak is None:
-        return None
-    efficiency = MEASURED_COMPUTE_EFFICIENCY.get(gpu.name, a.compute_efficiency)
-    compute = work.flops_per_sample * batch / (peak * efficiency)
-    memory = (work.fixed_bytes + work.bytes_per_sample * batch) / (
-        gpu.bandwidth_gbs * 1e9 * a.memory_efficiency
+def _gpu_time(
+    gpu: GpuSpec, est: MemoryEstimate, batch: int, precision: str, ctx: dict[str, Any]
+) -> StepTime | None:
+    a: Assumptions = ctx["assumptions"]
+    launch = ctx["host"].op_overhead_s + a.launch_s_per_op
+    return gpu_step_time(
+        est, gpu, precision, batch_size=batch, launch_s_per_kernel=launch, compiled=ctx["compiled"]
     )
-    launch = work.ops * (host.op_overhead_s + a.launch_s_per_op)
-    h2d = work.input_bytes_per_sample * batch / gpu.pcie_bytes_s
-    return compute, memory, max(launch - max(compute, memory), 0.0) + h2d
-
-
-def _cpu_times(host: HostSpec, work: _Work, batch: int) -> tuple[float, ...]:
-    # fp32 rate at every precision: a bf16 matmul can be faster on a CPU with bf16
-    # instructions while whole autocast steps are slower (2.6-2.8x on these EPYCs).
-    compute = work.flops_per_sample * batch / host.matmul_flops_s["fp32"]
-    bandwidth = host.bandwidth_bytes_s
-    working_set = work.fixed_memory_bytes + work.memory_per_sample_bytes * batch
-    if host.cache_bytes and host.cache_bandwidth_bytes_s and working_set <= host.cache_bytes:
-        bandwidth = host.cache_bandwidth_bytes_s  # the whole step stays in the CPU's cache
-    memory = (work.fixed_bytes + work.bytes_per_sample * batch) / bandwidth
-    return compute, memory, work.ops * host.op_overhead_s
-
-
-def _step(times: tuple[float, ...] | None) -> float | None:
-    return None if times is None else max(times[0], times[1]) + times[2]
 
 
 def _crossover(
-    gpu: GpuSpec, work: _Work, precision: str, a: Assumptions, host: HostSpec
+    gpu: GpuSpec, est: MemoryEstimate, precision: str, ctx: dict[str, Any]
 ) -> int | None:
     """Smallest power-of-two batch at which the GPU's step beats the CPU's."""
     for exponent in range(0, 17):
         batch = 1 << exponent
-        gpu_step = _step(_gpu_times(gpu, work, batch, precision, a, host))
-        cpu_step = _step(_cpu_times(host, work, batch))
-        if gpu_step is not None and cpu_step is not None and gpu_step < cpu_step:
+        gpu_step = _gpu_time(gpu, est, batch, precision, ctx)
+        cpu_step = cpu_step_s(cpu_times(ctx["host"], ctx["work"], batch))
+        if gpu_step is not None and gpu_step.step_s < cpu_step:
             return batch
     return None
 
 
-def _bound(times: tuple[float, ...]) -> str:
-    compute, memory, overhead = times
-    if overhead > max(compute, memory):
-        return "overhead"
-    return "compute" if compute >= memory else "memory"
-
-
-def _verdict(speedup: float | None, batch: int, crossover: int | None, bound: str | None) -> str:
-    if speedup is None:
-        return "precision not supported by this card's matrix units"
+def _verdict(speedup: float, batch: int, crossover: int | None, bound: str) -> str:
     if speedup < 1.0:
         wins = f"it wins from batch {crossover}" if crossover else "it does not win at any batch"
         return (
@@ -195,45 +146,70 @@ def _verdict(speedup: float | None, batch: int, crossover: int | None, bound: st
     return f"{speedup:.0f}x this CPU ({bound}-bound)"
 
 
-def _train_hours(
-    step_s: float | None, dataset_size: int, epochs: float, batch: int
-) -> float | None:
-    if step_s is None:
+def _train_hours(step_s: float | None, batch: int, ctx: dict[str, Any]) -> float | None:
+    if step_s is None or ctx["dataset_size"] is None or ctx["epochs"] is None:
         return None
-    return step_s * math.ceil(dataset_size / batch) * epochs / 3600.0
+    steps = math.ceil(ctx["dataset_size"] / batch) * float(ctx["epochs"])
+    hours: float = step_s * steps / 3600.0
+    return hours
+
+
+def _memory_at(work: StepWork, batch: int) -> float:
+    return work.fixed_memory_bytes + work.memory_per_sample_bytes * batch
+
+
+def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, int, str]:
+    """Whether the step fits the card, the largest batch that does, and the verdict if not."""
+    usable = gpu.memory_gib * 2**30 * ctx["assumptions"].usable_memory_fraction
+    room = usable - cuda_context_bytes(gpu.name)
+    work: StepWork = ctx["work"]
+    largest = int((room - work.fixed_memory_bytes) // max(work.memory_per_sample_bytes, 1.0))
+    need = est.peak_bytes + cuda_context_bytes(gpu.name)
+    if need <= usable:
+        return True, largest, ""
+    ways = ["--checkpoint"] if est.training else []
+    half = runnable_precision(gpu, "bf16")
+    if est.precision in ("fp32", "tf32") and half:
+        ways.append(f"--precision {half}")
+    verdict = f"does not fit: needs {need / 2**30:.1f} GiB with context, has {usable / 2**30:.1f}"
+    verdict += f" GiB usable; batch {largest} fits" if largest >= 1 else " GiB usable at any batch"
+    if ways:
+        verdict += f", or try {' or '.join(ways)}"
+    return False, max(largest, 0), verdict
 
 
 def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRow:
     a: Assumptions = ctx["assumptions"]
-    work, batch, precision, host = ctx["work"], est.batch_size, ctx["precision"], ctx["host"]
-    times = _gpu_times(gpu, work, batch, precision, a, host)
-    step = _step(times)
-    usable = gpu.memory_gib * 2**30 * a.usable_memory_fraction
-    fits = est.peak_bytes + est.cuda_context_bytes[1] <= usable
+    batch = est.batch_size
+    precision = runnable_precision(gpu, ctx["precision"])
+    time = _gpu_time(gpu, est, batch, precision, ctx) if precision else None
+    step = time.step_s if time else None
+    fits, largest, no_fit = _fit(gpu, est, ctx)
     speedup = ctx["cpu_step"] / step if step else None
-    hours = _train_hours(step, ctx["dataset_size"], ctx["epochs"], batch)
+    hours = _train_hours(step, batch, ctx)
     price = gpu.cloud_usd_per_hour
     cost = hours * price if hours is not None and price is not None else None
     months = None
     if gpu.launch_usd is not None and price:
         months = gpu.launch_usd / (price * a.hours_per_month * a.utilization)
-    crossover = _crossover(gpu, work, precision, a, host)
-    bound = _bound(times) if times else None
-    verdict = _verdict(speedup, batch, crossover, bound)
-    if not fits:
-        verdict = f"does not fit: needs {(est.peak_bytes + est.cuda_context_bytes[1]) / 2**30:.1f}"
-        verdict += f" GiB with context, has {usable / 2**30:.1f} GiB usable"
+    crossover = _crossover(gpu, est, precision, ctx) if precision else None
+    if time is None or speedup is None:
+        verdict = f"no {ctx['precision']} matrix units on this card"
+    else:
+        verdict = _verdict(speedup, batch, crossover, time.bound)
+        if precision != ctx["precision"]:
+            verdict = f"no {ctx['precision']} here: use {precision} (timed at it); " + verdict
     return AdviceRow(
         device=gpu.name,
         kind="gpu",
         memory_gib=gpu.memory_gib,
         fits=fits,
-        supported=times is not None,
+        supported=time is not None,
         step_s=step,
-        compute_s=times[0] if times else None,
-        memory_s=times[1] if times else None,
-        overhead_s=times[2] if times else None,
-        bound=bound,
+        compute_s=time.compute_s if time else None,
+        memory_s=time.memory_s if time else None,
+        overhead_s=(time.launch_s + time.h2d_s) if time else None,
+        bound=time.bound if time else None,
         speedup_vs_cpu=speedup,
         train_hours=hours,
         cloud_usd_per_hour=price,
@@ -241,17 +217,18 @@ def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRo
         price_date=PRICE_DATE if price is not None else None,
         months_to_buy=months,
         crossover_batch=crossover,
-        verdict=verdict,
-        efficiency={
-            "compute": MEASURED_COMPUTE_EFFICIENCY.get(gpu.name, a.compute_efficiency),
-            "memory": a.memory_efficiency,
-        },
+        verdict=verdict if fits else no_fit,
+        efficiency={"kernel_factor": kernel_factor(gpu.name)},
+        precision=precision,
+        samples_per_s=batch / step if step else None,
+        usd_per_million_samples=price * step / batch * 1e6 / 3600 if step and price else None,
+        max_batch_fits=largest,
     )
 
 
 def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRow:
-    times = _cpu_times(host, ctx["work"], est.batch_size)
-    step = _step(times)
+    times = cpu_times(host, ctx["work"], est.batch_size)
+    step = cpu_step_s(times)
     verdict = "this machine (already owned)"
     if ctx["precision"] in ("bf16", "fp16"):
         verdict += (
@@ -268,46 +245,60 @@ def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> Advice
         compute_s=times[0],
         memory_s=times[1],
         overhead_s=times[2],
-        bound=_bound(times),
+        bound=cpu_bound(times),
         speedup_vs_cpu=1.0,
-        train_hours=_train_hours(step, ctx["dataset_size"], ctx["epochs"], est.batch_size),
+        train_hours=_train_hours(step, est.batch_size, ctx),
         cloud_usd_per_hour=None,
         cost_usd=0.0,
         price_date=None,
         months_to_buy=None,
         crossover_batch=None,
         verdict=verdict,
-        efficiency={"compute": 1.0, "memory": 1.0},
+        efficiency={"kernel_factor": 1.0},
+        precision="fp32",
+        samples_per_s=est.batch_size / step,
+        usd_per_million_samples=0.0,
+        max_batch_fits=None,
     )
+
+
+def _rank(row: AdviceRow) -> tuple[bool, float]:
+    usable = row.fits and row.supported
+    if row.train_hours is not None:
+        return (not usable, row.train_hours)
+    return (not usable, -(row.samples_per_s or 0.0))
 
 
 def advise(
     estimate: MemoryEstimate,
-    dataset_size: int,
-    epochs: float,
+    dataset_size: int | None = None,
+    epochs: float | None = None,
     precision: str | None = None,
     budget_usd: float | None = None,
     utilization: float = 0.5,
     host: HostSpec | None = None,
     gpus: list[GpuSpec] | None = None,
     assumptions: Assumptions | None = None,
+    compiled: bool = False,
 ) -> list[AdviceRow]:
-    """Rank the catalog's GPUs and this CPU for training the estimated model.
+    """Rank the catalog's GPUs and this CPU for training (or serving) the estimated model.
 
     Args:
-        estimate: A training-step estimate (``memory.estimate``; FLOPs, bytes, peak).
-        dataset_size: Samples per epoch.
+        estimate: A traced estimate (``memory.estimate``; training or inference).
+        dataset_size: Samples per epoch (optional: without it and ``epochs`` the rows
+            rank by samples/s and show cost per million samples).
         epochs: Passes over the dataset.
         precision: Rates to use (default: the estimate's precision).
         budget_usd: Keep only devices whose training cost is known and at most this
             (this CPU, already owned, always stays).
         utilization: Busy share of a bought card, for months until buying beats renting.
-        host: This machine's CPU (default: measured now, about a second).
+        host: This machine's CPU (default: ``host.cached_host()``).
         gpus: GPUs to consider (default: the whole catalog).
-        assumptions: Efficiencies and overheads (default ``Assumptions()``).
+        assumptions: Overheads (default ``Assumptions()``).
+        compiled: The step runs under ``torch.compile`` (elementwise operators fused).
 
     Returns:
-        Rows sorted with devices that fit first, then by time to train.
+        Rows sorted with devices that fit first, then by time to train (or samples/s).
 
     Raises:
         UsageError: Unknown precision, or a dataset size or epoch count below 1.
@@ -318,14 +309,14 @@ def advise(
     """
     precision = precision or estimate.precision
     check_choice("precision", precision, PRECISIONS)
-    if dataset_size < 1 or epochs <= 0:
+    if (dataset_size is not None and dataset_size < 1) or (epochs is not None and epochs <= 0):
         raise UsageError(f"dataset size {dataset_size} and epochs {epochs} must be positive")
     if host is None:
-        from gpuwise.sizing.host import measure_host
+        from gpuwise.sizing.host import cached_host
 
-        host = measure_host()
+        host = cached_host()
     a = assumptions or Assumptions(utilization=utilization)
-    work = _Work.of(estimate)
+    work = StepWork.of(estimate)
     ctx: dict[str, Any] = {
         "assumptions": a,
         "work": work,
@@ -333,8 +324,9 @@ def advise(
         "host": host,
         "dataset_size": dataset_size,
         "epochs": epochs,
+        "compiled": compiled,
     }
-    ctx["cpu_step"] = _step(_cpu_times(host, work, estimate.batch_size))
+    ctx["cpu_step"] = cpu_step_s(cpu_times(host, work, estimate.batch_size))
     rows = [_cpu_row(host, estimate, ctx)]
     rows += [_gpu_row(g, estimate, ctx) for g in (gpus or list(load_catalog()))]
     if budget_usd is not None:
@@ -343,14 +335,14 @@ def advise(
             for r in rows
             if r.kind == "cpu" or (r.cost_usd is not None and r.cost_usd <= budget_usd)
         ]
-    return sorted(rows, key=lambda r: (not (r.fits and r.supported), r.train_hours or math.inf))
+    return sorted(rows, key=_rank)
 
 
 def advice_to_dict(
     rows: list[AdviceRow],
     estimate: MemoryEstimate,
-    dataset_size: int,
-    epochs: float,
+    dataset_size: int | None,
+    epochs: float | None,
     assumptions: Assumptions | None = None,
 ) -> dict[str, Any]:
     """The ``gpuwise.advise/1`` JSON object: inputs, assumptions and the ranked rows."""
@@ -360,6 +352,7 @@ def advice_to_dict(
         "model": estimate.model,
         "batch_size": estimate.batch_size,
         "precision": estimate.precision,
+        "training": estimate.training,
         "dataset_size": dataset_size,
         "epochs": epochs,
         "flops_per_step": estimate.flops_per_step,

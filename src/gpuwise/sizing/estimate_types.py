@@ -3,25 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.errors import UsageError
+
+if TYPE_CHECKING:
+    from gpuwise.sizing.opcost import OpCost
 
 ESTIMATE_SCHEMA = "gpuwise.estimate/1"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
 
-CUDA_CONTEXT_BYTES = (300 * 2**20, 1024 * 2**20)
-"""Device memory the CUDA context and PyTorch's kernels take before any tensor: about
-300 MiB with CUDA lazy module loading (PyTorch's default since 1.13 with CUDA >= 11.7) up
-to about 1 GiB with eager loading or cuDNN/cuBLAS workspaces (nvidia-smi showed 781 MB for
-a bare PyTorch process in pytorch/pytorch issue 34323). It varies with GPU, driver and
-libraries, so it is reported beside the allocator figure, not added to it."""
+CUDA_CONTEXT_BYTES = (800 * 2**20, 1330 * 2**20)
+"""Device memory the CUDA context, library handles and PyTorch's kernels take outside the
+caching allocator: about 800 MiB on Volta/Turing-era drivers (781 MB in pytorch/pytorch
+#34323) to 1.3 GiB on Hopper with recent drivers; per generation in
+``calibration.CUDA_CONTEXT_BYTES``. Reported beside the allocator figure, not in it."""
 CUDA_CONTEXT_SOURCE = (
-    "CUDA context + kernels, not seen by torch.cuda.max_memory_allocated: about 0.3 GiB "
-    "with lazy module loading to 1 GiB eager (781 MB in pytorch/pytorch#34323)"
+    "CUDA context + kernels, not seen by torch.cuda.max_memory_allocated: 781 MB in "
+    "pytorch/pytorch#34323 (Volta era) to 1.3 GiB on Hopper with recent drivers"
 )
+
+
+def nvidia_smi_by_generation(peak_bytes: int) -> dict[str, int]:
+    """What nvidia-smi will show per GPU generation.
+
+    The peak with the allocator's reserve, plus that generation's CUDA context
+    (``calibration.nvidia_smi_bytes``).
+    """
+    from gpuwise.sizing.calibration import ALLOCATOR_RESERVE, CUDA_CONTEXT_BYTES
+
+    reserved = int(peak_bytes * ALLOCATOR_RESERVE)
+    return {gen: reserved + context for gen, context in CUDA_CONTEXT_BYTES.items()}
 
 
 def check_choice(what: str, value: str, valid: Sequence[str]) -> None:
@@ -60,6 +74,8 @@ class MemoryEstimate:
         op_count: Operators (kernels) per step, views excluded.
         input_bytes: Bytes of one batch as the model receives it.
         trace_s: Seconds the trace took.
+        ops: Every operator of the counted step with its FLOPs and bytes
+            (``opcost.OpCost``), for the per-operator roofline; not in the JSON.
         cuda_context_bytes: ``(low, high)`` CUDA context overhead, outside the peak.
     """
 
@@ -86,6 +102,7 @@ class MemoryEstimate:
     input_bytes: int
     trace_s: float
     cuda_context_bytes: tuple[int, int] = field(default=CUDA_CONTEXT_BYTES)
+    ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def flops_per_step(self) -> int:
@@ -99,13 +116,15 @@ class MemoryEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``gpuwise.estimate/1`` JSON object."""
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ops"}
+        data["bytes_moved"] = dict(self.bytes_moved)
         data["input_shape"] = list(self.input_shape) if self.input_shape else None
         data["cuda_context_bytes"] = {
             "low": self.cuda_context_bytes[0],
             "high": self.cuda_context_bytes[1],
             "source": CUDA_CONTEXT_SOURCE,
         }
+        data["nvidia_smi_bytes"] = nvidia_smi_by_generation(self.peak_bytes)
         data["flops_per_step"] = self.flops_per_step
         data["bytes_moved_per_step"] = self.bytes_moved_per_step
         data["trace_s"] = round(self.trace_s, 3)

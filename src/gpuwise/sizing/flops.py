@@ -10,6 +10,7 @@ step is traced. Like PyTorch's own formulas, causal masking is not discounted.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -36,7 +37,9 @@ def _cpu_sdpa_backward_flops(
     return int(count(grad_out_shape, query_shape, key_shape, value_shape))  # type: ignore[no-untyped-call]
 
 
-def _extra_formulas() -> dict[Any, Any]:
+@functools.cache
+def extra_formulas() -> dict[Any, Any]:
+    """FLOP formulas of the CPU attention kernels, keyed by aten overload packet."""
     extra: dict[Any, Any] = {}
     forward = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
     backward = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
@@ -59,7 +62,7 @@ def flop_counter_mode() -> flop_counter.FlopCounterMode:
         >>> counter.get_total_flops()
         128
     """
-    return flop_counter.FlopCounterMode(display=False, custom_mapping=_extra_formulas())
+    return flop_counter.FlopCounterMode(display=False, custom_mapping=extra_formulas())
 
 
 def transformer_reference_flops(

@@ -8,10 +8,13 @@ achieved figures, so the advisor applies no efficiency factor to them.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -160,3 +163,42 @@ def measure_host(precisions: tuple[str, ...] = ("fp32",)) -> HostSpec:
         cache_bytes=last_level_cache_bytes(),
         cache_bandwidth_bytes_s=cache_bandwidth_bytes_s(),
     )
+
+
+def cache_dir() -> Path:
+    """Where measured host figures are kept: ``$XDG_CACHE_HOME/gpuwise`` (``~/.cache``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpuwise"
+
+
+def cached_host(directory: Path | None = None) -> HostSpec:
+    """This CPU's figures, measured once per machine and kept, so advice does not move.
+
+    Measuring takes about a second and varies by tens of percent from run to run on a
+    shared machine; the advisor's CPU row and every "x CPU" figure come from it, so it is
+    measured on the first call and read back afterwards (keyed by CPU model, thread count
+    and PyTorch version). Delete the file to measure again.
+
+    Args:
+        directory: Cache folder (default ``cache_dir()``).
+
+    Returns:
+        The cached or freshly measured host.
+    """
+    path = (directory or cache_dir()) / "host.json"
+    key = f"{cpu_model()}|{torch.get_num_threads()}|{torch.__version__}"
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("key") == key:
+            return HostSpec(**stored["host"])
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    host = measure_host()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"key": key, "host": dataclasses.asdict(host)}), "utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home still gets advice, measured each time
+    return host

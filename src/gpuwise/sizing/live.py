@@ -23,6 +23,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from gpuwise.sizing.opcost import OpCost, op_cost
+
 _MIN_BLOCK_BYTES = 512
 _SMALL_SIZE_BYTES = 1 << 20  # requests up to 1 MiB come from the small pool
 _MIN_LARGE_ALLOC_BYTES = 10 << 20  # above 10 MiB a request gets its own segment
@@ -82,6 +84,8 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
         self.bytes_moved: dict[str, int] = {}
         self.op_count: dict[str, int] = {}
         self.finished: list[StorageRecord] = []
+        self.record_ops = False
+        self.ops: list[OpCost] = []
 
     @contextmanager
     def in_phase(self, phase: str) -> Iterator[None]:
@@ -128,11 +132,15 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         for tensor in outputs:
             self.track(tensor)
-        if not getattr(func, "is_view", False):
+        if not getattr(func, "is_view", False) and getattr(func, "namespace", "aten") == "aten":
             inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
             moved = sum(t.numel() * t.element_size() for t in (*inputs, *outputs))
             self.bytes_moved[self.phase] = self.bytes_moved.get(self.phase, 0) + moved
             self.op_count[self.phase] = self.op_count.get(self.phase, 0) + 1
+        if self.record_ops:
+            cost = op_cost(func, args, kwargs or {}, out, self.phase)
+            if cost is not None:
+                self.ops.append(cost)
         return out
 
     def all_records(self) -> list[StorageRecord]:

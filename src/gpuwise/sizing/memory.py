@@ -10,16 +10,18 @@ forward and still alive when it ends) and temporaries. The second step's FLOPs
 count feed the roofline in ``advisor``.
 
 The trace runs on fake CPU tensors (``FakeTensorMode`` cannot fake CUDA tensors on a CPU
-build of PyTorch), so bf16/fp16 autocast follows the CPU autocast lists, which cast the
-same matmul and convolution ops as CUDA's. Optimizers use the multi-tensor (``foreach``)
-path that PyTorch picks on CUDA, whose temporaries count.
+build of PyTorch), so bf16/fp16 autocast runs CPU autocast with CUDA's fp32 list on top
+(``autocast_policy``): LayerNorm, softmax and losses in fp32, as on the GPU.
+Optimizers use the multi-tensor (``foreach``) path that PyTorch picks on CUDA, whose
+temporaries count.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -28,6 +30,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.errors import UsageError
 from gpuwise.sizing import loading
+from gpuwise.sizing.attention import ATTENTIONS, attention_mode
+from gpuwise.sizing.autocast_policy import cuda_autocast
+from gpuwise.sizing.checkpointing import checkpoint_blocks
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
     PRECISIONS,
@@ -35,8 +40,10 @@ from gpuwise.sizing.estimate_types import (
     check_choice,
 )
 from gpuwise.sizing.flops import flop_counter_mode
+from gpuwise.sizing.inputs import input_spec, with_vocab
 from gpuwise.sizing.live import LiveBytesMode, StorageRecord, live_at, peak_of
 from gpuwise.sizing.models import InputSpec
+from gpuwise.sizing.shadow import ShadowValues
 
 __all__ = ["OPTIMIZERS", "PRECISIONS", "MemoryEstimate", "estimate"]
 
@@ -64,22 +71,8 @@ def autocast_for(precision: str, device_type: str = "cpu") -> AbstractContextMan
 
 
 def _input_spec(source: loading.ModelSource, example: InputLike, seq_len: int | None) -> InputSpec:
-    spec = source.input_spec
-    if isinstance(example, str):
-        example = loading.parse_shape(example)
-    if isinstance(example, tuple) and example and all(isinstance(d, int) for d in example):
-        kind = spec.kind if spec else "image"
-        return InputSpec(kind, example, spec.vocab_size if spec else None, None)  # type: ignore[arg-type]
-    if spec is None:
-        raise UsageError(
-            f"model {source.name!r} is not built in, so its input is unknown; pass the shape "
-            "of one sample (--input 3x224x224) or an example tensor"
-        )
-    if seq_len is not None:
-        if spec.kind != "tokens":
-            raise UsageError(f"--seq applies to token models; {source.name!r} takes images")
-        return InputSpec(spec.kind, (seq_len,), spec.vocab_size, spec.num_classes)
-    return spec
+    shape = example if isinstance(example, (str, tuple)) else None
+    return input_spec(source, shape, seq_len)  # type: ignore[arg-type]
 
 
 def _fake_inputs(example: InputLike, spec: InputSpec | None, batch: int) -> tuple[Any, ...]:
@@ -111,17 +104,20 @@ class _Tracer:
         cast: Any,
         state: dict[str, Any],
         count: bool,
+        plan: tuple[bool, bool] = (True, True),
     ) -> None:
+        """One micro-step; ``plan`` is (zero the gradients first, run the optimizer after)."""
         mode = self.mode
         training = self.opt is not None
-        if self.opt is not None:
+        zero, update = plan
+        if self.opt is not None and zero:
             self.opt.zero_grad(set_to_none=True)
         with mode.in_phase("input"):
             inputs = batch_fn()
         self.input_bytes = sum(t.numel() * t.element_size() for t in inputs)
         counter = flop_counter_mode() if count else nullcontext()
         grad = nullcontext() if training else torch.no_grad()
-        with mode.in_phase("forward"), counter, grad, cast:
+        with mode.in_phase("forward"), counter, grad, cast():
             state["out"] = self.model(*inputs)
             state["loss"] = loss_fn(state["out"], inputs) if training else None
         self.forward_end.append(mode.seq)
@@ -135,6 +131,8 @@ class _Tracer:
         if count:
             self.flops["backward"] = counter.get_total_flops()  # type: ignore[union-attr]
         self.mark([p.grad for p in self.model.parameters() if p.grad is not None], "gradients")
+        if not update:
+            return
         with mode.in_phase("optimizer"):
             self.opt.step()
         for per_param in self.opt.state.values():
@@ -167,6 +165,10 @@ def estimate(
     seq_len: int | None = None,
     foreach: bool = True,
     loss_fn: LossFn | None = None,
+    checkpoint: bool = False,
+    freeze: tuple[str, ...] = (),
+    accumulation_steps: int = 1,
+    attention: str = "sdpa",
 ) -> MemoryEstimate:
     """Estimate peak memory, FLOPs and bytes moved of one step of ``model``.
 
@@ -188,6 +190,16 @@ def estimate(
         foreach: Use the multi-tensor optimizer path (PyTorch's default on CUDA).
         loss_fn: ``loss_fn(output, inputs) -> scalar``; default cross-entropy for the
             built-ins, ``output.sum()`` otherwise.
+        checkpoint: Checkpoint each block of the model's stack of repeated blocks
+            (``checkpointing.checkpoint_blocks``); models that call
+            ``torch.utils.checkpoint`` themselves are traced as they are.
+        accumulation_steps: Micro-batches per optimizer step (gradient accumulation):
+            the gradients stay alive through the next micro-batch's forward and backward.
+            Sizes, FLOPs and bytes are per micro-batch of ``batch_size``.
+        attention: ``"sdpa"``: ``scaled_dot_product_attention`` as the fused kernel CUDA
+            runs; ``"eager"``: as explicit matmuls and softmax that keep the scores.
+        freeze: Parameter-name prefixes to freeze (LoRA-style fine-tuning): no gradients
+            and no optimizer state for them.
 
     Returns:
         The estimate (all sizes in bytes).
@@ -204,6 +216,7 @@ def estimate(
     check_choice("precision", precision, PRECISIONS)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_choice("device", device, ("cuda", "cpu"))
+    check_choice("attention", attention, ATTENTIONS)
     source = loading.resolve_model(model)
     tensors_given = isinstance(example_input, torch.Tensor) or (
         isinstance(example_input, tuple)
@@ -218,30 +231,38 @@ def estimate(
     shape_text = "x".join(map(str, spec.shape)) if spec else "(example tensors)"
     started = time.perf_counter()
     tracker = LiveBytesMode(cuda_rounding=device == "cuda")
-    loss = loss_fn or loading.make_loss(spec)
+    loss = loss_fn or loading.make_loss(spec if source.input_spec else None)
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input
-        with tracker, tracker.in_phase("build"):
+        shadow = ShadowValues(paused=lambda: tracker.phase == "input")
+        with tracker, shadow, tracker.in_phase("build"):
             net = source.build()
             net.train(training)
+            if checkpoint and training:
+                checkpoint_blocks(net)
+            freeze_parameters(net, freeze)
+            spec = with_vocab(spec, net) if spec is not None else None
             tracer = _Tracer(tracker, net, None)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
             params = [p for p in net.parameters() if p.requires_grad]
             tracer.opt = make_optimizer(optimizer, params, foreach) if training else None
             state: dict[str, Any] = {}
-            cast = autocast_for(precision)
+            cast = functools.partial(_forward_modes, precision, attention)
             with loading.layer_errors(net, shape_text):
-                for i in range(2 if training else 1):
-                    last = i == (1 if training else 0)
+                plans = _plans(training, accumulation_steps)
+                for i, plan in enumerate(plans):
+                    last = i == len(plans) - 1
                     if last:
                         tracker.bytes_moved.clear()
                         tracker.op_count.clear()
+                        tracker.record_ops = True
                     tracer.step(
                         lambda: _fake_inputs(example, spec, batch_size),
                         loss,
                         cast,
                         state,
                         count=last,
+                        plan=plan,
                     )
             state.clear()
             records = tracker.all_records()
@@ -259,6 +280,48 @@ def estimate(
         tracer,
         time.perf_counter() - started,
     )
+
+
+@contextmanager
+def _forward_modes(precision: str, attention: str) -> Iterator[None]:
+    with cuda_autocast(precision), attention_mode(attention):
+        yield
+
+
+def _plans(training: bool, accumulation_steps: int) -> list[tuple[bool, bool]]:
+    """Micro-steps to trace, each (zero gradients first, optimizer step after).
+
+    A warm-up step first, so the optimizer's state exists; then the counted step, or
+    with accumulation a micro-step that keeps its gradients and the one that updates.
+    """
+    if not training:
+        return [(False, False)]
+    if accumulation_steps < 1:
+        raise UsageError(f"accumulation steps {accumulation_steps} must be 1 or more")
+    if accumulation_steps == 1:
+        return [(True, True), (True, True)]
+    return [(True, True), (True, False), (False, True)]
+
+
+def freeze_parameters(net: nn.Module, prefixes: tuple[str, ...]) -> None:
+    """Stop gradients of the parameters whose names start with one of ``prefixes``.
+
+    Raises:
+        UsageError: A prefix given and no parameter matches; lists the top-level names.
+    """
+    if not prefixes:
+        return
+    frozen = 0
+    for name, param in net.named_parameters():
+        if name.startswith(prefixes):
+            param.requires_grad_(False)
+            frozen += 1
+    if not frozen:
+        names = sorted({n.split(".")[0] for n, _ in net.named_parameters()})
+        raise UsageError(
+            f"--freeze {' '.join(prefixes)} matches no parameter; top-level names: "
+            f"{', '.join(names)}"
+        )
 
 
 def _batch_of(example: Any) -> int:
@@ -318,4 +381,5 @@ def _summarize(
         op_count=sum(tracker.op_count.values()),
         input_bytes=tracer.input_bytes,
         trace_s=trace_s,
+        ops=tuple(tracker.ops),
     )

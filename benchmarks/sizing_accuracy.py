@@ -1,0 +1,205 @@
+"""Sizing against published measurements: predicted vs measured, row by row.
+
+Reproduces every row of the shipped ``measured_calibration.csv`` that the built-in
+ResNet-50 can: single-GPU training and inference throughput on catalog cards, time to
+train, epoch times, and nvidia-smi memory peaks. Training-throughput rows
+(``train_throughput``) calibrate the per-generation kernel factor; their error is shown
+leave-one-out (each row predicted with a factor fitted on the others of its generation),
+and every other row is held out. Prints the median |ln(predicted/measured)| per group
+and Kendall's tau of predicted against measured throughput across GPUs.
+
+    python benchmarks/sizing_accuracy.py           # all rows (about a minute)
+    python benchmarks/sizing_accuracy.py --quick   # a few rows
+    python benchmarks/sizing_accuracy.py --fit     # also print the fitted factors
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+from gpuwise.sizing import calibration
+from gpuwise.sizing.calibration import Measurement, generation, same_card
+from gpuwise.sizing.catalog import GpuSpec, load_catalog
+from gpuwise.sizing.memory import MemoryEstimate, estimate
+from gpuwise.sizing.roofline import gpu_step_time
+
+IMAGENET_SAMPLES = 1_281_167
+THROUGHPUT = ("train_throughput", "train_samples_per_second", "infer_throughput")
+THROUGHPUT += ("infer_samples_per_second",)
+TIMES = ("time_to_train_90_epochs", "epoch_time")
+MEMORY = ("gpu_memory_used_nvidia_smi_peak",)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One reproduced measurement."""
+
+    m: Measurement
+    predicted: float
+    group: str
+    gpu: str
+
+
+def _precision(text: str) -> str:
+    return "fp16" if "fp16" in text else "bf16" if "bf16" in text else "fp32"
+
+
+def _card(name: str) -> GpuSpec | None:
+    if name.startswith(("CPU", "n/a")) or "x NVIDIA" in name:
+        return None
+    return next((g for g in load_catalog() if same_card(name, g.name)), None)
+
+
+@functools.cache
+def _trace(batch: int, precision: str, training: bool) -> MemoryEstimate:
+    return estimate(
+        "resnet50",
+        batch_size=batch,
+        precision=precision,
+        optimizer="sgd_momentum",
+        training=training,
+    )
+
+
+def _samples_s(m: Measurement, gpu: GpuSpec) -> float | None:
+    training = m.metric.startswith("train") or m.metric in TIMES
+    est = _trace(m.batch or 256, _precision(m.precision), training)
+    step = gpu_step_time(est, gpu, _precision(m.precision), with_h2d=False)
+    return None if step is None else est.batch_size / step.step_s
+
+
+def reproduce(m: Measurement) -> Row | None:
+    """Predict one measurement with the built-in ResNet-50, or None if it cannot."""
+    if "resnet" not in m.model.lower() or m.batch is None or "channels_last" in m.task:
+        return None
+    if m.metric in MEMORY:
+        peak = _trace(m.batch, _precision(m.precision), True).peak_bytes
+        return Row(m, calibration.nvidia_smi_bytes(peak, m.gpu) / 2**20, "memory", m.gpu)
+    gpu = _card(m.gpu)
+    if gpu is None or m.metric not in THROUGHPUT + TIMES:
+        return None
+    rate = _samples_s(m, gpu)
+    if rate is None:
+        return None
+    if m.metric in THROUGHPUT:
+        group = "calibration" if m.metric == "train_throughput" else "held out"
+        return Row(m, rate, group, gpu.name)
+    epochs = 90 if m.metric == "time_to_train_90_epochs" else 1
+    seconds = IMAGENET_SAMPLES * epochs / rate
+    return Row(m, seconds / 3600 if m.unit.startswith("hours") else seconds, "held out", gpu.name)
+
+
+def _leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
+    """Calibration rows predicted with their generation's factor refitted without them."""
+    pairs = []
+    for row in rows:
+        gen = generation(row.gpu)
+        others = [r for r in rows if r is not row and generation(r.gpu) == gen]
+        if not others:
+            continue
+        shift = statistics.median(math.log(r.m.value / r.predicted) for r in others)
+        pairs.append((row.predicted * math.exp(shift), row.m.value))
+    return pairs
+
+
+def _memory_leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
+    """nvidia-smi rows predicted with the reserve refitted on the other rows."""
+    pairs = []
+    for row in rows:
+        others = [r.m.value / r.predicted for r in rows if r is not row]
+        if others:
+            pairs.append((row.predicted * statistics.median(others), row.m.value))
+    return pairs
+
+
+def fitted_factors(rows: list[Row]) -> dict[str, float]:
+    """Kernel factor per generation that makes its calibration rows' median ratio 1."""
+    by_gen: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        by_gen[generation(r.gpu)].append(math.log(r.m.value / r.predicted))
+    current = calibration.KERNEL_FACTOR
+    return {g: round(current[g] * math.exp(statistics.median(v)), 3) for g, v in by_gen.items()}
+
+
+def kendall_tau(pairs: list[tuple[float, float]]) -> float:
+    """Kendall's tau-a of predicted against measured over ``(predicted, measured)``."""
+    concordant = discordant = 0
+    for i, (p1, m1) in enumerate(pairs):
+        for p2, m2 in pairs[i + 1 :]:
+            sign = (p1 - p2) * (m1 - m2)
+            concordant += sign > 0
+            discordant += sign < 0
+    total = len(pairs) * (len(pairs) - 1) / 2
+    return (concordant - discordant) / total if total else math.nan
+
+
+def _print_rows(rows: list[Row]) -> None:
+    print(f"{'group':<12} {'metric':<26} {'gpu':<24} {'batch':>5} {'prec':<5}", end="")
+    print(f" {'measured':>9} {'predicted':>9} {'ratio':>6}")
+    for r in rows:
+        ratio = r.predicted / r.m.value
+        print(f"{r.group:<12} {r.m.metric[:26]:<26} {r.gpu[:24]:<24} {r.m.batch:>5}", end="")
+        print(f" {_precision(r.m.precision):<5} {r.m.value:>9,.0f} {r.predicted:>9,.0f}", end="")
+        print(f" {ratio:>6.2f}")
+
+
+def _summary(rows: list[Row]) -> None:
+    cal = [r for r in rows if r.group == "calibration"]
+    groups = {
+        "throughput, calibration rows (in sample)": [(r.predicted, r.m.value) for r in cal],
+        "throughput, calibration rows (leave-one-out)": _leave_one_out(cal),
+        "throughput and times, held-out rows": [
+            (r.predicted, r.m.value) for r in rows if r.group == "held out"
+        ],
+        "memory, nvidia-smi peaks (in sample)": [
+            (r.predicted, r.m.value) for r in rows if r.group == "memory"
+        ],
+        "memory, nvidia-smi peaks (leave-one-out)": _memory_leave_one_out(
+            [r for r in rows if r.group == "memory"]
+        ),
+    }
+    for name, pairs in groups.items():
+        median = calibration.median_abs_log_ratio(pairs)
+        times = math.exp(median)
+        print(f"{name:<46} n={len(pairs):>2}  median |ln ratio| {median:.3f} (x{times:.2f})")
+    lambda_rows = [r for r in cal if "Lambda" in r.m.task]
+    for precision in ("fp16", "fp32"):
+        pairs = [
+            (r.predicted, r.m.value) for r in lambda_rows if _precision(r.m.precision) == precision
+        ]
+        tau = kendall_tau(pairs)
+        print(f"Kendall tau across GPUs, Lambda {precision} rows: {tau:.2f} (n={len(pairs)})")
+
+
+def main() -> None:
+    """Reproduce the rows, print them and the summary."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few rows only")
+    parser.add_argument("--fit", action="store_true", help="print fitted kernel factors")
+    args = parser.parse_args()
+    measurements = calibration.load_measurements()
+    if args.quick:
+        measurements = tuple(m for m in measurements if m.batch in (256,))[:6]
+    rows = [r for r in map(reproduce, measurements) if r is not None]
+    _print_rows(rows)
+    print()
+    _summary(rows)
+    if args.fit:
+        cal = [r for r in rows if r.group == "calibration"]
+        print("fitted KERNEL_FACTOR:", fitted_factors(cal))
+        print("shipped KERNEL_FACTOR:", calibration.KERNEL_FACTOR)
+        ratios = [r.m.value / r.predicted for r in rows if r.group == "memory"]
+        if ratios:
+            fitted = calibration.ALLOCATOR_RESERVE * statistics.median(ratios)
+            print(
+                f"ALLOCATOR_RESERVE: fitted {fitted:.3f}, shipped {calibration.ALLOCATOR_RESERVE}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Published measurements the step-time model is calibrated on, and the factors fitted to them.
+
+``measured_calibration.csv`` (shipped with the package) holds 82 published rows, one
+source per row: ResNet-50 training and inference throughput across GPUs, nvidia-smi memory
+peaks, and large-GEMM and copy microbenchmarks. The microbenchmarks give each card's
+achieved share of its datasheet rate (``matmul_efficiency``, ``copy_efficiency``); the
+ResNet-50 training rows give one factor per GPU generation for how much slower real
+kernels run than a large GEMM or copy (``KERNEL_FACTOR``), fitted by
+``benchmarks/sizing_accuracy.py`` (which prints the fit, per-row errors and the held-out
+check).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import math
+import statistics
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuwise.sizing.catalog import GpuSpec
+
+GENERATIONS = (
+    ("H200", "hopper"),
+    ("H100", "hopper"),
+    ("A100", "ampere"),
+    ("A10", "ampere"),
+    ("A40", "ampere"),
+    ("3090", "ampere"),
+    ("L40S", "ada"),
+    ("L4", "ada"),
+    ("4090", "ada"),
+    ("5090", "blackwell"),
+    ("T4", "turing"),
+    ("2080", "turing"),
+    ("RTX 6000", "turing"),
+    ("V100", "volta"),
+    ("MI300X", "cdna3"),
+)
+"""Name fragment -> GPU generation, first match wins (so ``A100`` before ``A10``)."""
+
+KERNEL_FACTOR = {
+    "volta": 0.871,
+    "turing": 0.699,
+    "ampere": 0.699,
+    "ada": 0.694,
+    "hopper": 0.485,
+    "blackwell": 0.694,
+    "cdna3": 0.485,
+}
+"""Share of the microbenchmarked GEMM and copy rates that a whole training step's kernels
+reach, per generation: fitted on the published ResNet-50 training rows by
+``benchmarks/sizing_accuracy.py --fit`` (median over each generation's rows). Turing and
+Blackwell have no training rows: Turing takes Ampere's factor, Blackwell Ada's; AMD's
+CDNA3 takes Hopper's (no rows; a guess, marked so in the advice)."""
+
+CUDA_CONTEXT_BYTES = {
+    "volta": 800 * 2**20,
+    "turing": 800 * 2**20,
+    "ampere": 1100 * 2**20,
+    "ada": 1100 * 2**20,
+    "hopper": 1330 * 2**20,
+    "blackwell": 1330 * 2**20,
+    "cdna3": 1330 * 2**20,
+}
+"""Device memory the CUDA context, cuBLAS/cuDNN handles and PyTorch's kernels take outside
+the caching allocator: 781 MB for a bare PyTorch process on a Volta-era driver
+(pytorch/pytorch#34323), 1.3 GiB measured on recent drivers on Hopper (issue #11 of this
+project); Ampere and Ada sit between (lazy module loading, CUDA 11.7 and newer)."""
+
+ALLOCATOR_RESERVE = 1.19
+"""nvidia-smi's figure over the caching allocator's peak, context excluded: blocks kept
+cached, split segments and cuDNN workspaces. Fitted (median) on the four published
+nvidia-smi rows of ResNet-50 training by ``benchmarks/sizing_accuracy.py --fit``, which
+also shows the leave-one-out error; with the context, the peak comes to 0.75-0.8 of
+nvidia-smi on those max-batch runs."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One published row (see the CSV's header for the columns)."""
+
+    model: str
+    task: str
+    batch: int | None
+    precision: str
+    gpu: str
+    metric: str
+    value: float
+    unit: str
+    source: str
+
+
+def generation(gpu_name: str) -> str:
+    """The GPU generation of a card name (``"ampere"`` for ``NVIDIA A100 80GB SXM``).
+
+    Returns:
+        The generation, or ``"unknown"``.
+    """
+    upper = gpu_name.upper()
+    for fragment, gen in GENERATIONS:
+        if fragment.upper() in upper:
+            return gen
+    return "unknown"
+
+
+def _value(text: str) -> float | None:
+    try:
+        return float(text.split()[0].replace(",", ""))
+    except (ValueError, IndexError):
+        return None
+
+
+@functools.cache
+def load_measurements() -> tuple[Measurement, ...]:
+    """The shipped published rows that carry a number."""
+    text = resources.files("gpuwise.sizing").joinpath("measured_calibration.csv")
+    rows = []
+    for row in csv.DictReader(io.StringIO(text.read_text(encoding="utf-8"))):
+        value = _value(row["value"])
+        if value is None:
+            continue
+        batch = int(row["batch"]) if row["batch"].strip().isdigit() else None
+        rows.append(
+            Measurement(
+                row["model"],
+                row["task"],
+                batch,
+                row["precision"],
+                row["gpu"],
+                row["metric"],
+                value,
+                row["unit"],
+                row["source"],
+            )
+        )
+    return tuple(rows)
+
+
+def same_card(published: str, catalog_name: str) -> bool:
+    """Whether a published GPU name denotes the catalog card (its words are a subset).
+
+    ``NVIDIA V100 32GB (form factor not stated)`` is ``NVIDIA V100 SXM2 32GB``; ``A10`` is
+    not ``A100``.
+    """
+
+    def words(text: str) -> set[str]:
+        text = text.upper().replace("NVIDIA", "").replace("GEFORCE", "").split("(")[0]
+        return set(text.split())
+
+    a = words(published)
+    return bool(a) and a <= words(catalog_name)
+
+
+@functools.cache
+def _micro(metric: str) -> tuple[Measurement, ...]:
+    return tuple(m for m in load_measurements() if m.metric == metric)
+
+
+def _share(gpu: GpuSpec, precision: str) -> float | None:
+    peak = gpu.tflops.get(precision)
+    for m in _micro("achieved_tflops"):
+        if peak and m.precision == precision and same_card(m.gpu, gpu.name):
+            return min(m.value / peak, 1.0)
+    return None
+
+
+def matmul_efficiency(gpu: GpuSpec, precision: str) -> float:
+    """Achieved share of the datasheet matrix rate, from the large-GEMM microbenchmarks.
+
+    The card's own row at the precision when published (TF32 and a missing bf16 take the
+    fp16 row: all are tensor-core rates), else the mean of its generation's cards, else 0.6.
+    """
+    wanted = [precision] if precision == "fp32" else [precision, "fp16"]
+    wanted = ["fp16"] if precision == "tf32" else wanted
+    for p in wanted:
+        own = _share(gpu, p)
+        if own is not None:
+            return own
+    shares = _generation_shares(generation(gpu.name), wanted[-1])
+    return statistics.mean(shares) if shares else 0.6
+
+
+@functools.cache
+def _generation_shares(gen: str, precision: str) -> tuple[float, ...]:
+    from gpuwise.sizing.catalog import load_catalog
+
+    shares = [_share(g, precision) for g in load_catalog() if generation(g.name) == gen]
+    return tuple(s for s in shares if s is not None)
+
+
+def copy_efficiency(gpu_name: str, bandwidth_gbs: float) -> float:
+    """Achieved share of the datasheet bandwidth from the copy microbenchmarks (else 0.78)."""
+    for m in _micro("achieved_bandwidth"):
+        if same_card(m.gpu, gpu_name):
+            return min(m.value / bandwidth_gbs, 1.0)
+    return 0.78
+
+
+def kernel_factor(gpu_name: str) -> float:
+    """Share of microbenchmark rates a training step's kernels reach on this card."""
+    return KERNEL_FACTOR.get(generation(gpu_name), statistics.median(KERNEL_FACTOR.values()))
+
+
+def cuda_context_bytes(gpu_name: str) -> int:
+    """CUDA context bytes on this card's generation (outside the caching allocator)."""
+    return CUDA_CONTEXT_BYTES.get(generation(gpu_name), 1330 * 2**20)
+
+
+def nvidia_smi_bytes(peak_bytes: int, gpu_name: str) -> int:
+    """What nvidia-smi shows for a process whose allocator peak is ``peak_bytes``.
+
+    The peak times the caching allocator's reserve (``ALLOCATOR_RESERVE``) plus the CUDA
+    context of the card's generation (``CUDA_CONTEXT_BYTES``).
+    """
+    return int(peak_bytes * ALLOCATOR_RESERVE) + cuda_context_bytes(gpu_name)
+
+
+def median_abs_log_ratio(pairs: list[tuple[float, float]]) -> float:
+    """Median of ``|ln(predicted / measured)|`` over ``(predicted, measured)`` pairs."""
+    return statistics.median(abs(math.log(p / m)) for p, m in pairs) if pairs else math.nan

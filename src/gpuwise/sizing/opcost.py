@@ -1,0 +1,154 @@
+"""What each traced operator costs on a GPU: its FLOPs, its bytes, and how CUDA runs it.
+
+The fake trace sees every aten operator the step dispatches. ``op_cost`` turns one of them
+into an ``OpCost``: FLOPs from PyTorch's own formulas (``torch.utils.flop_counter``, plus
+the CPU attention kernel, see ``flops``), bytes read plus written, and how a CUDA build
+would run it:
+
+- views (``is_view``) launch no kernel and move no bytes;
+- matrix multiplies, convolutions and attention run on the matrix units (``matrix``);
+  attention is the fused kernel (one read of Q, K, V, one write of the output), which is
+  what ``scaled_dot_product_attention`` picks on CUDA for these shapes;
+- the dtype casts that autocast inserts in front of a matmul (``cast``) are counted as
+  their own copy kernel, as CUDA runs them, except casts of parameters, which autocast
+  caches once per forward and are small;
+- elementwise operators after a matmul are fused into it when the step is compiled
+  (``fusible``), so with ``compile=True`` the roofline charges them no bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils import flop_counter
+from torch.utils._pytree import tree_flatten
+
+from gpuwise.sizing.flops import extra_formulas
+
+aten = torch.ops.aten
+
+_MATRIX_OPS = frozenset(
+    {
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "convolution",
+        "_convolution",
+        "convolution_backward",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_backward",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_efficient_attention_backward",
+    }
+)
+"""Operators that run on the matrix (tensor-core) units."""
+
+_CONV_OPS = frozenset({"convolution", "_convolution", "convolution_backward"})
+"""Convolutions: under plain fp32, PyTorch lets cuDNN use TF32 on Ampere and newer
+(``torch.backends.cudnn.allow_tf32`` defaults to True), while matmuls stay fp32."""
+
+_FUSIBLE_OPS = frozenset(
+    {
+        "add",
+        "add_",
+        "mul",
+        "mul_",
+        "relu",
+        "relu_",
+        "gelu",
+        "threshold_backward",
+        "gelu_backward",
+        "div",
+        "sub",
+        "where",
+        "clone",
+        "_to_copy",
+    }
+)
+"""Elementwise operators that ``torch.compile`` fuses into the neighbouring kernel."""
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One operator of a traced step, as a CUDA build would run it.
+
+    Attributes:
+        name: Aten operator name (``mm``, ``convolution``, ...).
+        phase: ``forward``, ``backward`` or ``optimizer``.
+        flops: Floating-point operations (multiply-add = 2).
+        bytes_moved: Bytes read plus written.
+        matrix: Runs on the matrix units (matmul, convolution, fused attention).
+        conv: A convolution (TF32 under fp32 on Ampere and newer).
+        fusible: Elementwise, fused away under ``torch.compile``.
+        kernels: GPU kernels it launches (0 for views and folded casts).
+    """
+
+    name: str
+    phase: str
+    flops: int
+    bytes_moved: int
+    matrix: bool
+    conv: bool
+    fusible: bool
+    kernels: int
+
+
+def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    packet = getattr(func, "_overloadpacket", None)
+    formula = flop_counter.flop_registry.get(packet)
+    if formula is None and packet in extra_formulas():
+        formula = flop_counter.shape_wrapper(extra_formulas()[packet])  # type: ignore[no-untyped-call]
+    if formula is None:
+        return 0
+    return int(formula(*args, **kwargs, out_val=out))
+
+
+def _tensor_bytes(tree: Any) -> int:
+    return sum(
+        t.numel() * t.element_size() for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)
+    )
+
+
+def _is_parameter_cast(name: str, args: tuple[Any, ...]) -> bool:
+    if name != "_to_copy" or not args or not isinstance(args[0], torch.Tensor):
+        return False
+    return bool(args[0].requires_grad and args[0].is_leaf)
+
+
+def op_cost(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, phase: str
+) -> OpCost | None:
+    """The cost of one dispatched operator, or None for a view or query (no kernel).
+
+    Args:
+        func: The aten overload.
+        args: Its positional arguments.
+        kwargs: Its keyword arguments.
+        out: What it returned.
+        phase: Step phase it ran in.
+
+    Returns:
+        The operator's cost.
+    """
+    if getattr(func, "is_view", False) or getattr(func, "namespace", "aten") != "aten":
+        return None  # views and queries such as prim::device launch nothing
+    if phase == "input":
+        return None  # the batch arrives by the host-to-device copy, counted apart
+    name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
+    folded = _is_parameter_cast(name, args)
+    moved = 0 if folded else _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
+    return OpCost(
+        name=name,
+        phase=phase,
+        flops=_flops(func, args, kwargs, out),
+        bytes_moved=moved,
+        matrix=name in _MATRIX_OPS,
+        conv=name in _CONV_OPS,
+        fusible=name in _FUSIBLE_OPS,
+        kernels=0 if folded else 1,
+    )

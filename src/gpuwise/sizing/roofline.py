@@ -1,0 +1,204 @@
+"""Step time on a GPU as a sum over the traced operators, each on its own roofline.
+
+Each operator (``opcost.OpCost``) takes
+
+    op_s = max(flops / matrix_or_vector_rate, bytes / bandwidth, min_kernel_s)
+
+and the step is the sum over its operators, bounded below by the host's time to launch
+them (launches are asynchronous: the GPU's work hides them until it runs out):
+
+    step_s = max(sum(op_s), kernels * launch_s) + h2d_s
+
+Rates are the catalog's datasheet figures times the card's microbenchmarked share
+(``calibration.matmul_efficiency``/``copy_efficiency``) times the generation's fitted
+``calibration.kernel_factor``. Matrix operators run at the precision's tensor-core rate;
+convolutions under fp32 run at TF32 on cards that have it (cuDNN's default in PyTorch);
+operators whose FLOPs are not matrix work run at the fp32 vector rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpuwise.sizing.calibration import copy_efficiency, kernel_factor, matmul_efficiency
+from gpuwise.sizing.catalog import GpuSpec
+from gpuwise.sizing.estimate_types import MemoryEstimate
+from gpuwise.sizing.opcost import OpCost
+
+MIN_KERNEL_S = 3e-6
+"""Shortest time a kernel occupies the GPU (launch latency and tail), a few microseconds."""
+
+HOST_LAUNCH_S = 10e-6
+"""Host time to dispatch and launch one eager PyTorch operator on a typical server CPU
+(Python, dispatcher and ``cudaLaunchKernel``); the advisor uses this machine's measured
+dispatch cost plus ``Assumptions.launch_s_per_op`` instead."""
+
+
+@dataclass(frozen=True)
+class DeviceRates:
+    """What a device achieves at one precision (FLOP/s and bytes/s)."""
+
+    matrix_flops_s: float
+    conv_flops_s: float
+    vector_flops_s: float
+    bandwidth_bytes_s: float
+    min_kernel_s: float = MIN_KERNEL_S
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One step's predicted time (seconds) and what bounds it.
+
+    Attributes:
+        step_s: Whole step: ``max(kernels_s, launch_s) + h2d_s``.
+        kernels_s: Sum of every operator's roofline time on the GPU.
+        compute_s: Sum of the operators' FLOP times alone.
+        memory_s: Sum of the operators' byte times alone.
+        launch_s: Host time to launch every kernel.
+        h2d_s: Copy of the batch to the device.
+        bound: ``compute``, ``memory`` or ``overhead`` (host launch or kernel minimums).
+        precision: Precision the matrix operators ran at.
+    """
+
+    step_s: float
+    kernels_s: float
+    compute_s: float
+    memory_s: float
+    launch_s: float
+    h2d_s: float
+    bound: str
+    precision: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return asdict(self)
+
+
+def gpu_rates(gpu: GpuSpec, precision: str) -> DeviceRates | None:
+    """Achieved rates of ``gpu`` at ``precision``; None when its matrix units lack it."""
+    peak = gpu.peak_flops(precision)
+    if peak is None:
+        return None
+    factor = kernel_factor(gpu.name)
+    matrix = peak * matmul_efficiency(gpu, precision) * factor
+    conv = matrix
+    if precision == "fp32" and gpu.tflops.get("tf32"):
+        tf32 = gpu.peak_flops("tf32") or peak
+        conv = tf32 * matmul_efficiency(gpu, "tf32") * factor
+    vector = (gpu.peak_flops("fp32") or peak) * matmul_efficiency(gpu, "fp32") * factor
+    bandwidth = gpu.bandwidth_gbs * 1e9 * copy_efficiency(gpu.name, gpu.bandwidth_gbs) * factor
+    return DeviceRates(matrix, conv, vector, bandwidth)
+
+
+def _scaled(op: OpCost, scale: float) -> tuple[float, float]:
+    if op.phase == "optimizer":
+        return float(op.flops), float(op.bytes_moved)
+    return op.flops * scale, op.bytes_moved * scale
+
+
+def step_time(
+    ops: Sequence[OpCost],
+    rates: DeviceRates,
+    precision: str,
+    *,
+    batch_scale: float = 1.0,
+    launch_s_per_kernel: float = HOST_LAUNCH_S,
+    h2d_s: float = 0.0,
+    compiled: bool = False,
+) -> StepTime:
+    """Predicted step time of the traced operators on a device.
+
+    Args:
+        ops: The traced step's operators.
+        rates: The device's achieved rates (``gpu_rates``).
+        precision: Precision the rates are for (reported back).
+        batch_scale: Batch asked over batch traced: forward and backward operators scale
+            with it, optimizer operators do not.
+        launch_s_per_kernel: Host cost of one launch.
+        h2d_s: Host-to-device copy of the batch.
+        compiled: ``torch.compile``: elementwise operators fuse into their neighbours
+            (no bytes, no launch of their own).
+
+    Returns:
+        The step time and its parts.
+    """
+    compute = memory = 0.0
+    by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+    kernels = 0
+    for op in ops:
+        if op.kernels == 0 or (compiled and op.fusible):
+            continue
+        flops, moved = _scaled(op, batch_scale)
+        rate = rates.conv_flops_s if op.conv else rates.matrix_flops_s
+        op_compute = flops / (rate if op.matrix else rates.vector_flops_s)
+        op_memory = moved / rates.bandwidth_bytes_s
+        compute += op_compute
+        memory += op_memory
+        op_s = max(op_compute, op_memory, rates.min_kernel_s)
+        if op_s == rates.min_kernel_s:
+            by_bound["overhead"] += op_s
+        else:
+            by_bound["compute" if op_compute >= op_memory else "memory"] += op_s
+        kernels += op.kernels
+    kernels_s = sum(by_bound.values())
+    launch = kernels * launch_s_per_kernel
+    bound = "overhead" if launch > kernels_s else max(by_bound, key=by_bound.__getitem__)
+    step = max(kernels_s, launch) + h2d_s
+    return StepTime(step, kernels_s, compute, memory, launch, h2d_s, bound, precision)
+
+
+def _aggregate_ops(est: MemoryEstimate) -> tuple[OpCost, ...]:
+    """Stand-ins for an estimate made without per-operator records.
+
+    One matrix operator with all FLOPs, and the bytes spread evenly over the operators.
+    """
+    optimizer = est.bytes_moved.get("optimizer", 0)
+    rest = est.bytes_moved_per_step - optimizer
+    kernels = max(est.op_count - 2, 1)
+    return (
+        OpCost("matrix", "forward", est.flops_per_step, 0, True, False, False, 1),
+        OpCost("other", "forward", 0, rest, False, False, False, kernels),
+        OpCost("optimizer", "optimizer", 0, optimizer, False, False, False, 1),
+    )
+
+
+def gpu_step_time(
+    est: MemoryEstimate,
+    gpu: GpuSpec,
+    precision: str,
+    *,
+    batch_size: int | None = None,
+    launch_s_per_kernel: float = HOST_LAUNCH_S,
+    with_h2d: bool = True,
+    compiled: bool = False,
+) -> StepTime | None:
+    """Predicted step time of a traced estimate on ``gpu`` (None: precision unsupported).
+
+    Args:
+        est: A traced estimate (its ``ops``).
+        gpu: Catalog card.
+        precision: Precision to run at.
+        batch_size: Batch to predict for (default: the traced batch; scaled linearly).
+        launch_s_per_kernel: Host cost of one launch.
+        with_h2d: Add the PCIe copy of the batch (False when a loader overlaps it).
+        compiled: ``torch.compile`` fuses elementwise operators.
+
+    Returns:
+        The step time, or None when the card's matrix units lack ``precision``.
+    """
+    rates = gpu_rates(gpu, precision)
+    if rates is None:
+        return None
+    batch = batch_size or est.batch_size
+    h2d = est.input_bytes / est.batch_size * batch / gpu.pcie_bytes_s if with_h2d else 0.0
+    return step_time(
+        est.ops or _aggregate_ops(est),
+        rates,
+        precision,
+        batch_scale=batch / est.batch_size,
+        launch_s_per_kernel=launch_s_per_kernel,
+        h2d_s=h2d,
+        compiled=compiled,
+    )

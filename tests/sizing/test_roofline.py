@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpuwise.errors import UsageError
+from gpuwise.sizing.catalog import find_gpus
+from gpuwise.sizing.memory import estimate
+from gpuwise.sizing.opcost import OpCost
+from gpuwise.sizing.roofline import DeviceRates, gpu_rates, gpu_step_time, step_time
+
+RATES = DeviceRates(
+    matrix_flops_s=100e12,
+    conv_flops_s=50e12,
+    vector_flops_s=10e12,
+    bandwidth_bytes_s=1e12,
+    min_kernel_s=5e-6,
+)
+
+
+def op(name: str, flops: int, nbytes: int, **kw: object) -> OpCost:
+    fields = {"phase": "forward", "matrix": False, "conv": False, "fusible": False, "kernels": 1}
+    fields.update(kw)
+    return OpCost(name, flops=flops, bytes_moved=nbytes, **fields)  # type: ignore[arg-type]
+
+
+def test_each_operator_on_its_own_roofline() -> None:
+    ops = [
+        op("mm", 10**12, 10**9, matrix=True),  # 10 ms compute vs 1 ms bytes
+        op("convolution", 10**12, 10**9, matrix=True, conv=True),  # 20 ms
+        op("relu", 0, 4 * 10**9, fusible=True),  # 4 ms of bytes
+        op("add", 0, 10, fusible=True),  # a tiny kernel: its minimum time
+    ]
+    t = step_time(ops, RATES, "bf16", launch_s_per_kernel=1e-6)
+    assert t.compute_s == pytest.approx(0.030)
+    assert t.memory_s == pytest.approx(0.006 + 1e-11)
+    assert t.kernels_s == pytest.approx(0.010 + 0.020 + 0.004 + 5e-6)
+    assert t.step_s == pytest.approx(t.kernels_s)
+    assert t.bound == "compute"
+    fused = step_time(ops, RATES, "bf16", compiled=True)
+    assert fused.kernels_s == pytest.approx(0.030)
+
+
+def test_batch_scale_leaves_the_optimizer_alone_and_launches_bound_tiny_steps() -> None:
+    ops = [op("mm", 10**9, 10**6, matrix=True), op("_foreach_add_", 0, 10**9, phase="optimizer")]
+    one = step_time(ops, RATES, "fp16")
+    four = step_time(ops, RATES, "fp16", batch_scale=4.0)
+    assert four.compute_s == pytest.approx(4 * one.compute_s)
+    assert four.memory_s - one.memory_s == pytest.approx(3 * 10**6 / 1e12)
+    tiny = step_time([op("add", 0, 8)] * 100, RATES, "fp32", launch_s_per_kernel=20e-6)
+    assert tiny.bound == "overhead"
+    assert tiny.step_s == pytest.approx(100 * 20e-6)
+
+
+def test_cards_without_the_precision_have_no_rates() -> None:
+    t4 = find_gpus(["T4"])[0]
+    assert gpu_rates(t4, "bf16") is None
+    rates = gpu_rates(t4, "fp16")
+    assert rates is not None
+    assert rates.matrix_flops_s == pytest.approx(25e12 * 0.699)  # T4 GEMM row x Turing factor
+
+
+def test_traced_ops_skip_views_and_count_matmul_flops() -> None:
+    est = estimate("mnist_mlp", batch_size=32, optimizer="sgd")
+    names = {o.name for o in est.ops}
+    assert "view" not in names
+    assert "t" not in names
+    assert "device" not in names
+    matrix = sum(o.flops for o in est.ops if o.matrix)
+    assert matrix == est.flops_per_step
+    a100 = find_gpus(["A100 80GB SXM"])[0]
+    t = gpu_step_time(est, a100, "fp32", with_h2d=False)
+    assert t is not None
+    assert t.bound == "overhead"
+    assert t.step_s == pytest.approx(sum(o.kernels for o in est.ops) * 10e-6)
+
+
+def test_token_factory_gets_integer_ids_of_its_vocabulary() -> None:
+    est = estimate("tests.sizing.factories:tiny_lm", seq_len=16, batch_size=4, optimizer="sgd")
+    assert est.input_bytes == 4 * 16 * torch.tensor(0).element_size()  # int64 ids
+    assert est.flops_forward == 2 * 4 * 16 * 32 * 1000
+
+
+def test_item_on_values_made_without_the_batch_is_traced() -> None:
+    est = estimate("tests.sizing.factories:drop_path_net", (32,), batch_size=8, optimizer="sgd")
+    assert est.parameter_count == 4 * (32 * 32 + 32) + 32 * 10 + 10
+    # the first block's rate is 0.0: it always runs, so its matmul FLOPs are counted
+    assert est.flops_forward >= 2 * 8 * 32 * 32 + 2 * 8 * 32 * 10
+
+
+def test_item_on_values_of_the_batch_names_the_layer() -> None:
+    with pytest.raises(UsageError, match=r"layer 1 \(_DataDependent\) needs real data"):
+        estimate("tests.sizing.factories:data_dependent", (32,), batch_size=8)
