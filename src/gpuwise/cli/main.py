@@ -39,6 +39,7 @@ Keep deep-learning jobs' GPUs busy, and prove it.
   verify     gpuwise compare before.json after.json --max-regression 5
   fix        gpuwise pack images/ store/ · gpuwise store info store/
   size       gpuwise estimate resnet50 · gpuwise tune resnet18 · gpuwise advise resnet50
+  serve      gpuwise serve-bench --slo-p99-ms 100
 
 Every command that prints a result takes --json. Run `gpuwise COMMAND --help` for its
 flags and an example."""
