@@ -2,8 +2,8 @@
 
 The child gets ``_site/`` on ``PYTHONPATH`` and the handshake variables (``hooks.child_env``);
 every process of the job that steps writes its own step file, which this module reads back
-once the command has ended, however it ended. SIGTERM, and SIGINT that did not already
-reach the child from the terminal, are forwarded to the child while it runs.
+once the command has ended, however it ended. Starting the child, passing signals on to
+it and its exit code follow the protocol in ``gpuwise.childproc``.
 """
 
 from __future__ import annotations
@@ -13,22 +13,27 @@ import datetime as dt
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise import childproc
+from gpuwise.atomic import pid_alive
+from gpuwise.childproc import exit_code
 from gpuwise.errors import UsageError
 from gpuwise.profile.hooks import child_env
 from gpuwise.profile.recorder import StepFiles, read_step_files
 from gpuwise.records import Run, Sample, Step
 
 log = logging.getLogger(__name__)
+
+TEMP_PREFIX = "gpuwise-profile-"
+
+__all__ = ["ProfileConfig", "build_run", "exit_code", "profile_command"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ def profile_command(
     if not argv:
         raise UsageError("no command to profile; give one after --, e.g. -- python train.py")
     sampler = _sampler(config, backends)
-    directory = config.steps_dir or tempfile.mkdtemp(prefix="gpuwise-profile-")
+    directory = config.steps_dir or _temp_dir()
     try:
         os.makedirs(directory, exist_ok=True)
         return _profile(list(argv), config, sampler, directory)
@@ -106,67 +111,35 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     child = _spawn(argv, child_env(os.environ, directory, t0_wall_s), config)
     if sampler is not None:
         sampler.watch(child.pid)
-    with _forward_signals(child) as received:
-        returncode = child.wait()
+    with childproc.forward_signals(child) as received:
+        code = childproc.wait(child)
     samples: list[Sample] = sampler.stop() if sampler is not None else []
     files = read_step_files(directory)
     meta = _meta(config, t0_wall_s, time.monotonic() - t0_mono_s, files, received)
     if sampler is not None and sampler.unavailable:
         meta["unavailable"] = dict(sampler.unavailable)
-    run = build_run(argv, exit_code(returncode), devices, files, samples, meta)
+    run = build_run(argv, code, devices, files, samples, meta)
     _add_rank_files(run, directory)
     return run
 
 
 def _spawn(argv: list[str], env: dict[str, str], config: ProfileConfig) -> subprocess.Popen[bytes]:
     out = 2 if config.stdout_to_stderr else None  # file descriptor 2: standard error
-    try:
-        return subprocess.Popen(argv, env=env, stdout=out)
-    except OSError as err:
-        raise UsageError(
-            f"cannot start {argv[0]!r}: {err.strerror or err}; check the command after --"
-        ) from err
+    return childproc.start(argv, env=env, stdout=out)
 
 
-def exit_code(returncode: int) -> int:
-    """Shell-style exit code: a child ended by signal N (returncode -N) gives 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
+def _temp_dir() -> str:
+    """A fresh ``gpuwise-profile-<pid>-*`` directory; stale ones of dead runs are removed.
 
-
-@contextlib.contextmanager
-def _forward_signals(child: subprocess.Popen[bytes]) -> Iterator[list[str]]:
-    """Forward SIGTERM, and SIGINT the child did not get from the terminal, while it runs."""
-    received: list[str] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-
-    def forward(signum: int, frame: Any) -> None:
-        received.append(signal.Signals(signum).name)
-        if signum != signal.SIGINT or not _child_saw_terminal_interrupt():
-            with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signum)
-
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield received
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
-
-
-def _child_saw_terminal_interrupt() -> bool:
-    """True when we run in the terminal's foreground group: Ctrl-C reached the child too."""
-    try:
-        tty = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
-    except OSError:  # no controlling terminal: the signal was sent to us alone
-        return False
-    try:
-        return os.tcgetpgrp(tty) == os.getpgrp()
-    except OSError:
-        return False
-    finally:
-        os.close(tty)
+    A gpuwise killed with SIGKILL cannot remove its own directory; the next run does.
+    """
+    base = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(base):
+            pid = name[len(TEMP_PREFIX) :].split("-", 1)[0]
+            if name.startswith(TEMP_PREFIX) and pid.isdigit() and not pid_alive(int(pid)):
+                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
 
 
 def _meta(
