@@ -98,7 +98,7 @@ def dtype_name(dtype: str) -> str:
 def _labels(path: str | None) -> Any:
     import numpy as np
 
-    from gpuwise.errors import GpuwiseError
+    from gpuwise.errors import GpuwiseError, InputKindError
 
     if path is None:
         return None
@@ -107,7 +107,7 @@ def _labels(path: str | None) -> Any:
     except FileNotFoundError as err:
         raise GpuwiseError(f"labels file '{path}' does not exist; check the path") from err
     except (OSError, ValueError) as err:
-        raise GpuwiseError(
+        raise InputKindError(
             f"cannot read labels from '{path}' ({err}); give a .npy file saved with np.save"
         ) from err
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from gpuwise.data.pack_sources import (
 )
 from gpuwise.data.store import FieldSpec
 from gpuwise.data.store_write import StoreWriter, check_destination
-from gpuwise.errors import GpuwiseError, UsageError
+from gpuwise.errors import GpuwiseError, InputKindError, UsageError
 
 __all__ = ["PackConfig", "PackResult", "Progress", "pack", "write_source"]
 
@@ -231,16 +232,27 @@ def _source_of(src: Any, config: PackConfig, labels: np.ndarray | None) -> Sourc
     path = Path(src)
     if path.is_dir():
         return imagefolder_source(path, config)
-    if path.suffix == ".npy" and path.is_file():
-        return array_source(np.load(path, mmap_mode="r", allow_pickle=False), labels, config)
-    if path.suffix == ".npz" and path.is_file():
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        if "images" not in arrays:
-            raise UsageError(f"{path} has no 'images' array (has {sorted(arrays)}); add one")
-        images, found = arrays.pop("images"), arrays.pop("labels", None)
-        return array_source(images, found if labels is None else labels, config, arrays)
+    if path.suffix in (".npy", ".npz") and path.is_file():
+        return _numpy_source(path, config, labels)
     raise UsageError(
         f"{path} is not an image directory, .npy or .npz file; give an ImageFolder tree "
         "(ROOT/CLASS/IMAGE) or N x H x W x C uint8 arrays"
     )
+
+
+def _numpy_source(path: Path, config: PackConfig, labels: np.ndarray | None) -> Source:
+    """Arrays from a ``.npy`` or ``.npz`` file; pickled (object) arrays are refused."""
+    try:
+        if path.suffix == ".npy":
+            return array_source(np.load(path, mmap_mode="r", allow_pickle=False), labels, config)
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as err:
+        raise InputKindError(
+            f"{path} cannot be read as plain numpy arrays ({err}); gpuwise never unpickles; "
+            "save uint8 image arrays with np.save / np.savez"
+        ) from err
+    if "images" not in arrays:
+        raise UsageError(f"{path} has no 'images' array (has {sorted(arrays)}); add one")
+    images, found = arrays.pop("images"), arrays.pop("labels", None)
+    return array_source(images, found if labels is None else labels, config, arrays)

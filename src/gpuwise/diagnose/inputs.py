@@ -136,7 +136,7 @@ def read_piece(path: str, *, strict: bool = False) -> Piece:
         return _json_document(path, kind)
     if kind == "jsonl":
         return _jsonl(path, strict)
-    return _nvsmi(path)
+    return _nvsmi(path, strict)
 
 
 def _kineto(path: str, strict: bool) -> Piece:
@@ -208,7 +208,7 @@ def _jsonl_line(piece: Piece, number: int, line: str, strict: bool) -> None:
         piece.skipped.append({"file": piece.path, "line": number, "reason": str(err)})
 
 
-def _nvsmi(path: str) -> Piece:
+def _nvsmi(path: str, strict: bool) -> Piece:
     name = "gpuwise.telemetry.readers.nvsmi"
     try:
         from gpuwise.telemetry.readers.nvsmi import read_log
@@ -220,7 +220,7 @@ def _nvsmi(path: str) -> Piece:
             f"log reader; pass {FORMATS_READ}"
         ) from err
     try:
-        log = read_log(path)
+        log = read_log(path, strict=strict)
     except LogFormatError as err:
         raise LogFormatError(f"{err} (gpuwise analyze reads {FORMATS_READ})") from err
     skipped = [{"file": path, "line": s.line, "reason": s.reason} for s in log.skipped]
