@@ -75,14 +75,18 @@ def check_header(header: dict[str, Any], root: Path, header_file: Path) -> None:
     for shard in shards:
         shard_path(root, shard.get("file"), header_file)
         if not _whole(shard.get("bytes")) or not isinstance(shard.get("sha256"), str):
-            raise _fail(header_file, f"shard {shard.get('file')!r} has no whole byte count or sha256")
+            raise _fail(
+                header_file, f"shard {shard.get('file')!r} has no whole byte count or sha256"
+            )
         names.add(shard["file"])
     for name, spec in fields.items():
         if not isinstance(spec, dict):
             raise _fail(header_file, f"field {name!r} is {spec!r}, not an object")
         for key in ("file", "index") if spec.get("kind") == "jpeg" else ("file",):
             if spec.get(key) not in names:
-                raise _fail(header_file, f"field {name!r} {key} {spec.get(key)!r} is no listed shard")
+                raise _fail(
+                    header_file, f"field {name!r} {key} {spec.get(key)!r} is no listed shard"
+                )
     if header.get("mode", "raw") not in ("raw", "jpeg"):
         raise _fail(header_file, f"'mode' is {header.get('mode')!r}, not 'raw' or 'jpeg'")
     classes = header.get("classes")

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from gpuwise.errors import LogFormatError
 from gpuwise.records import RUN_SCHEMA, SAMPLES_SCHEMA, Run, Sample, Step
+from gpuwise.records.checks import parse_each
 
 HEAD_CHARS = 64 * 1024
 """Characters read to recognise a file (enough for a trace's deviceProperties header)."""
@@ -133,7 +134,7 @@ def read_piece(path: str, *, strict: bool = False) -> Piece:
     if kind == "kineto":
         return _kineto(path, strict)
     if kind in ("run", "samples"):
-        return _json_document(path, kind)
+        return _json_document(path, kind, strict)
     if kind == "jsonl":
         return _jsonl(path, strict)
     return _nvsmi(path, strict)
@@ -154,7 +155,7 @@ def _kineto(path: str, strict: bool) -> Piece:
     )
 
 
-def _json_document(path: str, kind: str) -> Piece:
+def _json_document(path: str, kind: str, strict: bool) -> Piece:
     try:
         with open_text(path) as fh:
             doc = json.load(fh)
@@ -163,9 +164,12 @@ def _json_document(path: str, kind: str) -> Piece:
             f"{path!r} looks like a gpuwise {kind} document but is not valid JSON ({err}); "
             "write it again with --json or --out"
         ) from err
+    if not isinstance(doc, dict):
+        raise LogFormatError(f"{path!r} holds a JSON {type(doc).__name__}, not a gpuwise {kind}")
+    bad: list[dict[str, Any]] = []
     if kind == "run":
-        run = Run.from_dict(doc)
-        return Piece(
+        run = Run.from_dict(doc, bad)
+        piece = Piece(
             path,
             "gpuwise-run",
             steps=list(run.steps),
@@ -174,8 +178,17 @@ def _json_document(path: str, kind: str) -> Piece:
             interval_s=run.meta.get("interval_s"),
             run=run,
         )
-    samples = [Sample.from_dict(s) for s in doc.get("samples") or []]
-    return Piece(path, "gpuwise-samples", samples=samples, devices=list(doc.get("devices") or []))
+    else:
+        samples = parse_each(doc.get("samples"), Sample.from_dict, "samples", bad)
+        devices = [d for d in doc.get("devices") or [] if isinstance(d, dict)]
+        piece = Piece(path, "gpuwise-samples", samples=samples, devices=devices)
+    if strict and bad:
+        raise LogFormatError(
+            f"{path!r} {bad[0]['record']}: {bad[0]['reason']}; --strict stops at the first bad "
+            "record; read without --strict to skip it"
+        )
+    piece.skipped = [{"file": path, **b} for b in bad]
+    return piece
 
 
 def _jsonl(path: str, strict: bool) -> Piece:

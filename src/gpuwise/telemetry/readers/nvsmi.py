@@ -169,7 +169,9 @@ def _read_text(path: Path) -> str:
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # PowerShell redirection writes UTF-16
         return raw.decode("utf-16", errors="replace")
     if b"\0" in raw[:_BINARY_PROBE_BYTES]:
-        raise InputKindError(f"{path}: a binary file (it holds NUL bytes), not a text log; {_READS}")
+        raise InputKindError(
+            f"{path}: a binary file (it holds NUL bytes), not a text log; {_READS}"
+        )
     return raw.decode("utf-8-sig", errors="replace")
 
 
