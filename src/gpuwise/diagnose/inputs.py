@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from gpuwise.errors import LogFormatError
+from gpuwise.errors import InputKindError, LogFormatError
 from gpuwise.records import RUN_SCHEMA, SAMPLES_SCHEMA, Run, Sample, Step
 from gpuwise.records.checks import parse_each
 
@@ -76,11 +76,9 @@ def open_text(path: str) -> IO[str]:
 
 def detect(path: str) -> str:
     """Return ``"kineto"``, ``"run"``, ``"samples"``, ``"jsonl"`` or ``"nvsmi"`` for a file."""
-    try:
-        with open_text(path) as fh:
-            head = fh.read(HEAD_CHARS)
-    except (OSError, EOFError, zlib.error) as err:
-        raise LogFormatError(f"cannot read {path!r}: {err}; pass {FORMATS_READ}") from err
+    head = _head(path)
+    if "\0" in head:
+        raise InputKindError(f"{path!r} is a binary file (it holds NUL bytes); pass {FORMATS_READ}")
     text = head.lstrip()
     if not text.startswith(("{", "[")):
         return "nvsmi"
@@ -94,6 +92,28 @@ def detect(path: str) -> str:
     if f'"{SAMPLES_SCHEMA}"' in head:
         return "samples"
     raise LogFormatError(f"{path!r} is JSON but not one of {FORMATS_READ}")
+
+
+def _head(path: str) -> str:
+    """The first ``HEAD_CHARS`` characters; a gzip file cut short gives what it holds."""
+    from gpuwise.telemetry.readers._json_stream import TextSource
+
+    parts: list[str] = []
+    size = 0
+    try:
+        with TextSource(path) as source:
+            while size < HEAD_CHARS and (piece := source.read()):
+                parts.append(piece)
+                size += len(piece)
+    except EOFError:  # truncated gzip: the text before the cut still tells the format
+        pass
+    except OSError as err:
+        raise LogFormatError(
+            f"cannot open {path!r}: {err.strerror}; check the path and pass {FORMATS_READ}"
+        ) from err
+    except zlib.error as err:
+        raise LogFormatError(f"cannot read {path!r}: {err}; pass {FORMATS_READ}") from err
+    return "".join(parts)[:HEAD_CHARS]
 
 
 def _first_object(text: str) -> dict[str, Any] | None:
@@ -193,10 +213,16 @@ def _json_document(path: str, kind: str, strict: bool) -> Piece:
 
 def _jsonl(path: str, strict: bool) -> Piece:
     piece = Piece(path, "gpuwise-jsonl")
-    with open_text(path) as fh:
-        for number, line in enumerate(fh, start=1):
-            if line.strip():
-                _jsonl_line(piece, number, line, strict)
+    number = 0
+    try:
+        with open_text(path) as fh:
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    _jsonl_line(piece, number, line, strict)
+    except (EOFError, zlib.error) as err:  # a gzip file cut short: keep the lines before
+        if strict:
+            raise LogFormatError(f"{path!r} after line {number}: {err}; re-copy the file") from err
+        piece.skipped.append({"file": path, "line": number + 1, "reason": f"file cut short: {err}"})
     return piece
 
 

@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import gzip
+import logging
 import os
 import statistics
 import zlib
@@ -35,6 +35,8 @@ from gpuwise.errors import InputKindError, LogFormatError
 from gpuwise.records import Sample
 from gpuwise.telemetry.readers import nvsmi_capture, nvsmi_dmon, nvsmi_query
 from gpuwise.telemetry.readers.nvsmi_fields import Parsed, SkippedRecord
+
+log = logging.getLogger(__name__)
 
 __all__ = ["FORMATS", "LogRead", "LogSection", "SkippedRecord", "read_log"]
 
@@ -160,12 +162,7 @@ def _read_text(path: Path) -> str:
             f"{path}: cannot be read ({err.strerror}); check its permissions"
         ) from err
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as err:
-            raise LogFormatError(
-                f"{path}: gzip data is corrupt or cut short ({err}); re-copy the file"
-            ) from err
+        raw = _gunzip(raw, path)
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # PowerShell redirection writes UTF-16
         return raw.decode("utf-16", errors="replace")
     if b"\0" in raw[:_BINARY_PROBE_BYTES]:
@@ -173,6 +170,26 @@ def _read_text(path: Path) -> str:
             f"{path}: a binary file (it holds NUL bytes), not a text log; {_READS}"
         )
     return raw.decode("utf-8-sig", errors="replace")
+
+
+def _gunzip(raw: bytes, path: Path) -> bytes:
+    """Decompress; a stream cut short gives the text before the cut (its last row is cut)."""
+    unzip = zlib.decompressobj(wbits=47)
+    try:
+        out = unzip.decompress(raw)
+        while unzip.eof and unzip.unused_data:  # a further gzip member
+            rest = unzip.unused_data
+            unzip = zlib.decompressobj(wbits=47)
+            out += unzip.decompress(rest)
+    except zlib.error as err:
+        raise LogFormatError(f"{path}: gzip data is corrupt ({err}); re-copy the file") from err
+    if not unzip.eof and not out:
+        raise LogFormatError(
+            f"{path}: gzip data is corrupt or cut short before any text; re-copy the file"
+        )
+    if not unzip.eof:
+        log.warning("%s: the gzip stream is cut short; reading the rows before the cut", path)
+    return out
 
 
 def _detect(lines: list[str], name: str) -> tuple[str, int]:
