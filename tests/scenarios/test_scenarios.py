@@ -27,6 +27,7 @@ from tests.scenarios.harness import (
     INTERVAL_S,
     SLACK_S,
     TIMEOUT_S,
+    LoadProbe,
     Profiled,
     Scenario,
     assert_stage_finding,
@@ -187,7 +188,10 @@ def test_torchrun_two_ranks(profiled: Profiled) -> None:
     assert len(run.steps) == 2 * s.steps
     assert sorted(p["rank"] for p in run.meta["processes"]) == [0, 1]
     assert {p["world_size"] for p in run.meta["processes"]} == {2}
-    assert_stage_finding(top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(
+        top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
 
 
 def test_inference_loop_steps_at_the_loader(profiled: Profiled) -> None:
@@ -196,7 +200,10 @@ def test_inference_loop_steps_at_the_loader(profiled: Profiled) -> None:
     assert len(run.steps) == s.steps  # one step per batch, the last one included
     assert all(st.post_s == 0.0 for st in run.steps)  # no optimizer: no postprocess phase
     assert all(st.compute_s >= s.compute_s for st in run.steps)
-    assert_stage_finding(top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(
+        top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
 
 
 @pytest.mark.skipif(CUDA, reason="on a GPU the copies are real; see the gpu test")
@@ -256,9 +263,10 @@ def test_sigint_still_leaves_the_report(tmp_path: Path) -> None:
             stderr=err,
         )
         try:
-            _wait_for(marker, proc)
-            proc.send_signal(signal.SIGINT)
-            code = proc.wait(timeout=TIMEOUT_S)
+            with LoadProbe() as probe:
+                _wait_for(marker, proc)
+                proc.send_signal(signal.SIGINT)
+                code = proc.wait(timeout=TIMEOUT_S)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -269,7 +277,10 @@ def test_sigint_still_leaves_the_report(tmp_path: Path) -> None:
     assert doc["meta"]["signals"] == ["SIGINT"]
     assert doc["steps"]["count"] >= s.warm
     finding = Finding.from_dict(doc["findings"][0])
-    assert_stage_finding(finding, "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = probe.load()
+    assert_stage_finding(
+        finding, "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
 
 
 def _wait_for(marker: Path, proc: subprocess.Popen[bytes]) -> None:

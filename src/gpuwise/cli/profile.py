@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         _print(args, result)
     except BrokenPipeError:  # the reader went away; the files and the exit code still count
         drop_stdout()
-    for path in written:
+    for path in written or []:
         print(f"gpuwise profile: wrote {path}", file=sys.stderr)
     return code if written is not None or code else 1
 

@@ -118,6 +118,7 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     meta = _meta(config, t0_wall_s, time.monotonic() - t0_mono_s, files, received)
     if sampler is not None and sampler.unavailable:
         meta["unavailable"] = dict(sampler.unavailable)
+    code = _scripts_code(code, directory, meta)
     run = build_run(argv, code, devices, files, samples, meta)
     _add_rank_files(run, directory)
     return run
@@ -126,6 +127,31 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
 def _spawn(argv: list[str], env: dict[str, str], config: ProfileConfig) -> subprocess.Popen[bytes]:
     out = 2 if config.stdout_to_stderr else None  # file descriptor 2: standard error
     return childproc.start(argv, env=env, stdout=out)
+
+
+def _scripts_code(code: int, directory: str, meta: dict[str, Any]) -> int:
+    """The job's exit code: the launcher's, unless every rank's script ended with 0.
+
+    gloo sometimes aborts a rank at interpreter exit, after its script has ended ("terminate
+    called without an active exception"), and torchrun then exits 1 although the job's work
+    all succeeded. When every rank of the world wrote an ``exit`` end record with code 0,
+    the failure came after the scripts: gpuwise exits 0 and says so in ``meta.exit_note``.
+    """
+    if code == 0:
+        return code
+    from gpuwise.dist.recorder import read_rank_files
+
+    records = read_rank_files(directory)
+    worlds = {int((r["header"] or {}).get("world_size") or 0) for r in records}
+    if len(worlds) != 1 or {r["rank"] for r in records} != set(range(worlds.pop() or -1)):
+        return code
+    if any((r["end"] or {}).get("exit_code") != 0 for r in records):
+        return code
+    meta["exit_note"] = (
+        f"the launcher exited {code} after every rank's script had ended with code 0 (an abort "
+        "at interpreter exit, after the job's work); the exit code is the scripts' own, 0"
+    )
+    return 0
 
 
 def _temp_dir() -> str:
