@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -23,15 +24,30 @@ def env_for(tmp_path: Path) -> dict[str, str]:
 
 
 def start(args: list[str], tmp_path: Path, **popen: Any) -> subprocess.Popen[bytes]:
-    """Start ``gpuwise ARGS`` in ``tmp_path`` (stdin closed; stdout/stderr as given)."""
-    popen.setdefault("stdout", subprocess.PIPE)
-    popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(
-        [*GPUWISE, *args], cwd=tmp_path, env=env_for(tmp_path), stdin=subprocess.DEVNULL, **popen
-    )
+    """Start ``gpuwise ARGS`` in ``tmp_path``; stdout and stderr go to ``out.txt``/``err.txt``.
+
+    Read them with :func:`output` once the process has ended.
+    """
+    with (tmp_path / "out.txt").open("wb") as out, (tmp_path / "err.txt").open("wb") as err:
+        popen.setdefault("stdout", out)
+        popen.setdefault("stderr", err)
+        return subprocess.Popen(
+            [*GPUWISE, *args],
+            cwd=tmp_path,
+            env=env_for(tmp_path),
+            stdin=subprocess.DEVNULL,
+            **popen,
+        )
 
 
-def run(args: list[str], tmp_path: Path, timeout_s: float = WAIT_S) -> subprocess.CompletedProcess[str]:
+def output(tmp_path: Path) -> tuple[str, str]:
+    """What a process started with :func:`start` printed: ``(stdout, stderr)``."""
+    return (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
+
+
+def run(
+    args: list[str], tmp_path: Path, timeout_s: float = WAIT_S
+) -> subprocess.CompletedProcess[str]:
     """Run ``gpuwise ARGS`` to its end; return the exit code and the text it printed."""
     return subprocess.run(
         [*GPUWISE, *args],
@@ -49,16 +65,10 @@ def wait_for(path: Path, proc: subprocess.Popen[bytes] | None = None) -> str:
     """Wait until ``path`` holds text; return it."""
     deadline = time.monotonic() + WAIT_S
     while not (path.exists() and path.read_text().strip()):
-        assert proc is None or proc.poll() is None, f"process ended early: {_err(proc)}"
+        assert proc is None or proc.poll() is None, f"process ended early (rc {proc.returncode})"
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.02)
     return path.read_text().strip()
-
-
-def _err(proc: subprocess.Popen[bytes]) -> str:
-    if proc.stderr is None:
-        return ""
-    return proc.stderr.read().decode(errors="replace")[-2000:]
 
 
 def alive(pid: int) -> bool:
@@ -86,10 +96,8 @@ def gone_within(pid: int, timeout_s: float = 10.0) -> bool:
 
 def kill_quietly(pid: int) -> None:
     """Make sure a process a test started is gone (cleanup after a failed assertion)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def sleeper(pid_file: Path, seconds: float = 60.0, code: int = 0) -> list[str]:

@@ -87,8 +87,7 @@ def test_nvidia_smi_logs_skip_and_list_impossible_values(
 
 def _sample(t_s: float, util: object, mem: object = 1000) -> str:
     return (
-        f'{{"t_s": {t_s}, "device": "gpu0", "utilization_pct": {util}, '
-        f'"memory_used_bytes": {mem}}}'
+        f'{{"t_s": {t_s}, "device": "gpu0", "utilization_pct": {util}, "memory_used_bytes": {mem}}}'
     )
 
 
