@@ -74,7 +74,19 @@ def make_console(*, stderr: bool = False, pipe_width: int = PIPE_WIDTH) -> Conso
     console = Console(stderr=stderr)
     if not console.is_terminal:
         console = Console(stderr=stderr, width=pipe_width)
+    console.on_broken_pipe = functools.partial(_broken_pipe, console)  # type: ignore[method-assign]
     return console
+
+
+def _broken_pipe(console: Console) -> None:
+    """A closed stdout ends the output, not the command: rich's default exits 1 at once.
+
+    Raises:
+        BrokenPipeError: Always, for ``guard`` (exit 0) or the subcommand to handle.
+    """
+    console.quiet = True
+    drop_stdout()
+    raise BrokenPipeError("the reader of stdout went away")
 
 
 def na(value: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
