@@ -29,3 +29,7 @@ bench: $(STAMP)  # quick pass over every budget; run a script without --quick fo
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: faults
+faults: $(STAMP)  # the fault-injection suite: signals, closed stdout, full disk, hostile inputs
+	$(BIN)/pytest -q tests/faults
