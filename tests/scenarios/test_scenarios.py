@@ -56,7 +56,10 @@ def test_slow_getitem_is_input_bound(profiled: Profiled) -> None:
     assert run.exit_code == 0
     assert len(run.steps) == s.steps
     assert {st.batch_size for st in run.steps} == {s.batch}
-    assert_stage_finding(top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(
+        top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
     assert top(run).evidence["steps"] == s.steps
     assert "num_workers=" in top(run).fixes[0].how
 
@@ -91,7 +94,10 @@ def test_heavy_cpu_postprocess(profiled: Profiled) -> None:
     s = Scenario("postprocess.py", {"steps": 30, "batch": 16, "compute_s": 0.015, "post_s": 0.03})
     run = profiled(s.argv())
     assert len(run.steps) == s.steps
-    assert_stage_finding(top(run), "postprocess_bound", "post_fraction", (s.post_s, 0), s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(
+        top(run), "postprocess_bound", "post_fraction", (s.post_s, 0), s.compute_s, load
+    )
     assert top(run).evidence["post_mean_s"] >= s.post_s
 
 
@@ -138,7 +144,8 @@ def test_crash_midway_keeps_steps_and_exit_code(
     out = tmp_path / "run.json"
     args = ["profile", "--json", "--interval", str(INTERVAL_S), "--out", str(out), "--"]
 
-    code = main([*args, *s.argv()])
+    with LoadProbe() as probe:
+        code = main([*args, *s.argv()])
 
     assert code == 1  # the script's uncaught exception
     doc = json.loads(capsys.readouterr().out)
@@ -147,7 +154,10 @@ def test_crash_midway_keeps_steps_and_exit_code(
     assert [st.index for st in run.steps] == list(range(s.crash_at))
     finding = top(run)
     assert doc["findings"][0]["kind"] == finding.kind
-    assert_stage_finding(finding, "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = probe.load()
+    assert_stage_finding(
+        finding, "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
 
 
 SPAWN_WORKERS = Scenario(
@@ -170,7 +180,8 @@ def test_spawned_workers_under_main_guard(profiled: Profiled) -> None:
     assert finding.kind == "input_bound", finding.summary
     supply_s = s.batch * s.item_s / s.workers
     wait = (supply_s - s.compute_s, 1)
-    assert_stage_finding(finding, "input_bound", "data_wait_fraction", wait, s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(finding, "input_bound", "data_wait_fraction", wait, s.compute_s, load)
     assert finding.evidence["data_wait_fraction"] == pytest.approx(
         step_stats(run.steps[1:])["fractions"]["data_wait"], abs=1e-4
     )
