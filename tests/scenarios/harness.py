@@ -104,6 +104,11 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[round(q * (len(ordered) - 1))]
 
 
+def slack_s(load: Load = IDLE) -> float:
+    """Seconds a step may take beyond its one injected sleep under ``load``."""
+    return SLACK_S * load.slowdown + load.overshoot_s
+
+
 def share_range(
     part_s: float, rest_s: float, part_sleeps: int = 1, load: Load = IDLE
 ) -> tuple[float, float]:

@@ -25,7 +25,6 @@ from gpuwise.cli.main import main
 from gpuwise.records import Finding, Run, step_stats
 from tests.scenarios.harness import (
     INTERVAL_S,
-    SLACK_S,
     TIMEOUT_S,
     LoadProbe,
     Profiled,
@@ -33,6 +32,7 @@ from tests.scenarios.harness import (
     assert_stage_finding,
     data_wait,
     kinds,
+    slack_s,
     top,
 )
 
@@ -83,7 +83,7 @@ def test_enough_workers_remove_the_input_wait(profiled: Profiled) -> None:
     assert len(fixed.steps) == s.steps
     assert top(fixed).kind == "healthy", top(fixed).summary
     # Left to wait for: the first batch (nothing to overlap with) and the slack.
-    wait_s = data_s / s.steps + SLACK_S
+    wait_s = data_s / s.steps + slack_s(profiled.load(fixed))
     assert float(top(fixed).evidence["data_wait_fraction"]) <= wait_s / (wait_s + s.compute_s)
     gained = naive.step_stats()["mean_s"] / fixed.step_stats()["mean_s"]
     assert gained <= top(naive).max_speedup * 1.1  # the Amdahl bound held
@@ -108,7 +108,7 @@ def test_tiny_batches_are_small_batch(profiled: Profiled) -> None:
     assert finding.kind == "small_batch", finding.summary
     assert finding.evidence["batch_size"] == s.batch
     step_s = float(finding.evidence["step_mean_s"])
-    assert s.overhead_s <= step_s <= s.overhead_s + SLACK_S
+    assert s.overhead_s <= step_s <= s.overhead_s + slack_s(profiled.load(run))
     assert finding.evidence["samples_per_s"] == pytest.approx(s.batch / step_s, rel=1e-3)
     assert "batch" in finding.fixes[0].action.lower()
 
@@ -131,7 +131,7 @@ def test_compute_bound_control_is_healthy(profiled: Profiled) -> None:
     assert finding.kind == "healthy", finding.summary
     assert not [f.kind for f in run.findings if f.severity in ("critical", "warning")]
     compute = float(finding.evidence["compute_fraction"])
-    assert s.compute_s / (s.compute_s + SLACK_S) <= compute <= 1.0
+    assert s.compute_s / (s.compute_s + slack_s(profiled.load(run))) <= compute <= 1.0
 
 
 def test_crash_midway_keeps_steps_and_exit_code(
@@ -258,7 +258,7 @@ def test_item_every_step_is_no_host_sync_on_cpu(profiled: Profiled) -> None:
     finding = top(run)
     assert finding.kind == "healthy", finding.summary
     compute = float(finding.evidence["compute_fraction"])
-    assert compute >= s.compute_s / (s.compute_s + SLACK_S)
+    assert compute >= s.compute_s / (s.compute_s + slack_s(profiled.load(run)))
 
 
 def test_sigint_still_leaves_the_report(tmp_path: Path) -> None:
@@ -310,4 +310,4 @@ def test_loop_without_a_data_loader(profiled: Profiled) -> None:
     finding = top(run)
     assert finding.kind == "healthy", finding.summary
     step_s = run.step_stats()["mean_s"]
-    assert s.compute_s <= step_s <= s.compute_s + SLACK_S
+    assert s.compute_s <= step_s <= s.compute_s + slack_s(profiled.load(run))
