@@ -32,3 +32,7 @@ gpu-check: $(STAMP)  # every GPU-only check, one JSON of figures; says so and ex
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: faults
+faults: $(STAMP)  # the fault-injection suite: signals, closed stdout, full disk, hostile inputs
+	$(BIN)/pytest -q tests/faults

@@ -7,7 +7,19 @@ from __future__ import annotations
 
 
 class GpuwiseError(Exception):
-    """Base class of every error gpuwise raises on purpose."""
+    """Base class of every error gpuwise raises on purpose.
+
+    Attributes:
+        exit_status: The command line's exit code for it (1: the work failed).
+    """
+
+    exit_status = 1
+
+
+class InputKindError(GpuwiseError):
+    """An input is not of a kind the command reads (exit 2, as a usage error)."""
+
+    exit_status = 2
 
 
 class UsageError(GpuwiseError):
@@ -36,6 +48,12 @@ class LogFormatError(GpuwiseError):
 
 class StoreFormatError(GpuwiseError):
     """A gpuwise store is malformed, corrupt, or from an unsupported format version."""
+
+
+class StoreHeaderError(StoreFormatError):
+    """A store header names a field or shard wrongly (a mistyped value, a path outside it)."""
+
+    exit_status = 2
 
 
 class OutOfMemoryProbe(GpuwiseError):

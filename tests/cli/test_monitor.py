@@ -98,7 +98,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 
 def test_unknown_command_is_a_runtime_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["monitor", "--", "gpuwise-no-such-program-xyz"]) == 1
-    assert "cannot run 'gpuwise-no-such-program-xyz'" in capsys.readouterr().err
+    assert "cannot start 'gpuwise-no-such-program-xyz'" in capsys.readouterr().err
 
 
 def test_once_with_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

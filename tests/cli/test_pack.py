@@ -68,8 +68,10 @@ def test_text_info_and_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "classes: 2 (ant, bee)" in out
     assert main(["pack", str(tmp_path / "src"), dst]) == 1
     assert "already exists" in capsys.readouterr().err
-    assert main(["pack", str(tmp_path / "src"), str(tmp_path / "t")]) == 1
-    assert "--size" in capsys.readouterr().err
+    assert main(["pack", str(tmp_path / "src"), str(tmp_path / "t"), "--mode", "raw"]) == 1
+    err = capsys.readouterr().err
+    assert "--size" in err
+    assert "--mode jpeg" in err
     assert main(["store", "info", str(tmp_path / "src")]) == 1
     assert "not a gpuwise store" in capsys.readouterr().err
 

@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from gpuwise.errors import UsageError
+from gpuwise.atomic import WriteError
 from gpuwise.records import Finding, Fix, Run, Sample
 from gpuwise.report import svg
 from gpuwise.report.html import MAX_BARS, render_html, step_bins, write_html
@@ -210,7 +210,7 @@ def test_write_html_writes_the_page(tmp_path):
 
 def test_write_html_to_missing_directory_names_the_path(tmp_path):
     target = tmp_path / "nope" / "r.html"
-    with pytest.raises(UsageError, match=r"nope.*existing, writable directory"):
+    with pytest.raises(WriteError, match=r"nope.*choose another path"):
         write_html(make_run(), target)
 
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from gpuwise.errors import UsageError
+from gpuwise.atomic import WriteError
 from gpuwise.records import PHASES, Run, Sample, Step
 from gpuwise.report.trace import COUNTER_FIELDS, DEVICE_PID_BASE, trace_document, write_trace
 from tests.report.runs import gpu_samples, make_run, uniform_steps
@@ -139,5 +139,5 @@ def test_empty_run_gives_an_empty_but_valid_trace(tmp_path):
 
 
 def test_write_trace_to_missing_directory_names_the_path(tmp_path):
-    with pytest.raises(UsageError, match="nope"):
+    with pytest.raises(WriteError, match="nope"):
         write_trace(make_run(), tmp_path / "nope" / "t.json")

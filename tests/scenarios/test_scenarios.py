@@ -25,13 +25,14 @@ from gpuwise.cli.main import main
 from gpuwise.records import Finding, Run, step_stats
 from tests.scenarios.harness import (
     INTERVAL_S,
-    SLACK_S,
     TIMEOUT_S,
+    LoadProbe,
     Profiled,
     Scenario,
     assert_stage_finding,
     data_wait,
     kinds,
+    slack_s,
     top,
 )
 
@@ -55,7 +56,10 @@ def test_slow_getitem_is_input_bound(profiled: Profiled) -> None:
     assert run.exit_code == 0
     assert len(run.steps) == s.steps
     assert {st.batch_size for st in run.steps} == {s.batch}
-    assert_stage_finding(top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(
+        top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
     assert top(run).evidence["steps"] == s.steps
     assert "num_workers=" in top(run).fixes[0].how
 
@@ -79,7 +83,7 @@ def test_enough_workers_remove_the_input_wait(profiled: Profiled) -> None:
     assert len(fixed.steps) == s.steps
     assert top(fixed).kind == "healthy", top(fixed).summary
     # Left to wait for: the first batch (nothing to overlap with) and the slack.
-    wait_s = data_s / s.steps + SLACK_S
+    wait_s = data_s / s.steps + slack_s(profiled.load(fixed))
     assert float(top(fixed).evidence["data_wait_fraction"]) <= wait_s / (wait_s + s.compute_s)
     gained = naive.step_stats()["mean_s"] / fixed.step_stats()["mean_s"]
     assert gained <= top(naive).max_speedup * 1.1  # the Amdahl bound held
@@ -90,7 +94,10 @@ def test_heavy_cpu_postprocess(profiled: Profiled) -> None:
     s = Scenario("postprocess.py", {"steps": 30, "batch": 16, "compute_s": 0.015, "post_s": 0.03})
     run = profiled(s.argv())
     assert len(run.steps) == s.steps
-    assert_stage_finding(top(run), "postprocess_bound", "post_fraction", (s.post_s, 0), s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(
+        top(run), "postprocess_bound", "post_fraction", (s.post_s, 0), s.compute_s, load
+    )
     assert top(run).evidence["post_mean_s"] >= s.post_s
 
 
@@ -101,7 +108,7 @@ def test_tiny_batches_are_small_batch(profiled: Profiled) -> None:
     assert finding.kind == "small_batch", finding.summary
     assert finding.evidence["batch_size"] == s.batch
     step_s = float(finding.evidence["step_mean_s"])
-    assert s.overhead_s <= step_s <= s.overhead_s + SLACK_S
+    assert s.overhead_s <= step_s <= s.overhead_s + slack_s(profiled.load(run))
     assert finding.evidence["samples_per_s"] == pytest.approx(s.batch / step_s, rel=1e-3)
     assert "batch" in finding.fixes[0].action.lower()
 
@@ -124,7 +131,7 @@ def test_compute_bound_control_is_healthy(profiled: Profiled) -> None:
     assert finding.kind == "healthy", finding.summary
     assert not [f.kind for f in run.findings if f.severity in ("critical", "warning")]
     compute = float(finding.evidence["compute_fraction"])
-    assert s.compute_s / (s.compute_s + SLACK_S) <= compute <= 1.0
+    assert s.compute_s / (s.compute_s + slack_s(profiled.load(run))) <= compute <= 1.0
 
 
 def test_crash_midway_keeps_steps_and_exit_code(
@@ -137,7 +144,8 @@ def test_crash_midway_keeps_steps_and_exit_code(
     out = tmp_path / "run.json"
     args = ["profile", "--json", "--interval", str(INTERVAL_S), "--out", str(out), "--"]
 
-    code = main([*args, *s.argv()])
+    with LoadProbe() as probe:
+        code = main([*args, *s.argv()])
 
     assert code == 1  # the script's uncaught exception
     doc = json.loads(capsys.readouterr().out)
@@ -146,7 +154,10 @@ def test_crash_midway_keeps_steps_and_exit_code(
     assert [st.index for st in run.steps] == list(range(s.crash_at))
     finding = top(run)
     assert doc["findings"][0]["kind"] == finding.kind
-    assert_stage_finding(finding, "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = probe.load()
+    assert_stage_finding(
+        finding, "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
 
 
 SPAWN_WORKERS = Scenario(
@@ -169,7 +180,8 @@ def test_spawned_workers_under_main_guard(profiled: Profiled) -> None:
     assert finding.kind == "input_bound", finding.summary
     supply_s = s.batch * s.item_s / s.workers
     wait = (supply_s - s.compute_s, 1)
-    assert_stage_finding(finding, "input_bound", "data_wait_fraction", wait, s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(finding, "input_bound", "data_wait_fraction", wait, s.compute_s, load)
     assert finding.evidence["data_wait_fraction"] == pytest.approx(
         step_stats(run.steps[1:])["fractions"]["data_wait"], abs=1e-4
     )
@@ -187,7 +199,10 @@ def test_torchrun_two_ranks(profiled: Profiled) -> None:
     assert len(run.steps) == 2 * s.steps
     assert sorted(p["rank"] for p in run.meta["processes"]) == [0, 1]
     assert {p["world_size"] for p in run.meta["processes"]} == {2}
-    assert_stage_finding(top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(
+        top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
 
 
 def test_inference_loop_steps_at_the_loader(profiled: Profiled) -> None:
@@ -196,7 +211,10 @@ def test_inference_loop_steps_at_the_loader(profiled: Profiled) -> None:
     assert len(run.steps) == s.steps  # one step per batch, the last one included
     assert all(st.post_s == 0.0 for st in run.steps)  # no optimizer: no postprocess phase
     assert all(st.compute_s >= s.compute_s for st in run.steps)
-    assert_stage_finding(top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = profiled.load(run)
+    assert_stage_finding(
+        top(run), "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
 
 
 @pytest.mark.skipif(CUDA, reason="on a GPU the copies are real; see the gpu test")
@@ -240,7 +258,7 @@ def test_item_every_step_is_no_host_sync_on_cpu(profiled: Profiled) -> None:
     finding = top(run)
     assert finding.kind == "healthy", finding.summary
     compute = float(finding.evidence["compute_fraction"])
-    assert compute >= s.compute_s / (s.compute_s + SLACK_S)
+    assert compute >= s.compute_s / (s.compute_s + slack_s(profiled.load(run)))
 
 
 def test_sigint_still_leaves_the_report(tmp_path: Path) -> None:
@@ -256,9 +274,10 @@ def test_sigint_still_leaves_the_report(tmp_path: Path) -> None:
             stderr=err,
         )
         try:
-            _wait_for(marker, proc)
-            proc.send_signal(signal.SIGINT)
-            code = proc.wait(timeout=TIMEOUT_S)
+            with LoadProbe() as probe:
+                _wait_for(marker, proc)
+                proc.send_signal(signal.SIGINT)
+                code = proc.wait(timeout=TIMEOUT_S)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -269,7 +288,10 @@ def test_sigint_still_leaves_the_report(tmp_path: Path) -> None:
     assert doc["meta"]["signals"] == ["SIGINT"]
     assert doc["steps"]["count"] >= s.warm
     finding = Finding.from_dict(doc["findings"][0])
-    assert_stage_finding(finding, "input_bound", "data_wait_fraction", data_wait(s), s.compute_s)
+    load = probe.load()
+    assert_stage_finding(
+        finding, "input_bound", "data_wait_fraction", data_wait(s), s.compute_s, load
+    )
 
 
 def _wait_for(marker: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -288,4 +310,4 @@ def test_loop_without_a_data_loader(profiled: Profiled) -> None:
     finding = top(run)
     assert finding.kind == "healthy", finding.summary
     step_s = run.step_stats()["mean_s"]
-    assert s.compute_s <= step_s <= s.compute_s + SLACK_S
+    assert s.compute_s <= step_s <= s.compute_s + slack_s(profiled.load(run))

@@ -43,7 +43,7 @@ def print_json(doc: Any) -> None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        _drop_stdout()
+        drop_stdout()
 
 
 def _finite(value: Any) -> Any:
@@ -56,7 +56,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _drop_stdout() -> None:
+def drop_stdout() -> None:
     """Point stdout at /dev/null so that the flush at exit does not fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
@@ -74,7 +74,19 @@ def make_console(*, stderr: bool = False, pipe_width: int = PIPE_WIDTH) -> Conso
     console = Console(stderr=stderr)
     if not console.is_terminal:
         console = Console(stderr=stderr, width=pipe_width)
+    console.on_broken_pipe = functools.partial(_broken_pipe, console)  # type: ignore[method-assign]
     return console
+
+
+def _broken_pipe(console: Console) -> None:
+    """A closed stdout ends the output, not the command: rich's default exits 1 at once.
+
+    Raises:
+        BrokenPipeError: Always, for ``guard`` (exit 0) or the subcommand to handle.
+    """
+    console.quiet = True
+    drop_stdout()
+    raise BrokenPipeError("the reader of stdout went away")
 
 
 def na(value: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
@@ -174,21 +186,35 @@ def check_run_files(args: argparse.Namespace) -> None:
 
 
 def write_run_files(args: argparse.Namespace, run: Run) -> list[str]:
-    """Write the ``--out``, ``--html`` and ``--trace`` files; return the paths written."""
+    """Write the ``--out``, ``--html`` and ``--trace`` files; return the paths written.
+
+    Each file is written atomically; one that fails does not stop the others.
+
+    Raises:
+        GpuwiseError: A file could not be written (the first such failure is named).
+    """
+    errors: list[GpuwiseError] = []
     for path, what in _run_files(args):
         try:
             _write_run_file(run, path, what)
         except OSError as err:
-            raise GpuwiseError(
-                f"cannot write the {what} to '{path}': {err.strerror}; choose another path"
-            ) from err
+            errors.append(
+                GpuwiseError(
+                    f"cannot write the {what} to '{path}': {err.strerror}; choose another path"
+                )
+            )
+        except GpuwiseError as err:
+            errors.append(err)
+    if errors:
+        raise errors[0]
     return [path for path, _ in _run_files(args)]
 
 
 def _write_run_file(run: Run, path: str, what: str) -> None:
     if what == "run":
-        text = json.dumps(_finite(run.to_dict()), default=str)
-        Path(path).write_text(text, encoding="utf-8")
+        from gpuwise.atomic import write_atomic
+
+        write_atomic(path, json.dumps(_finite(run.to_dict()), default=str), what=what)
     elif what == "HTML report":
         from gpuwise.report.html import write_html
 
@@ -242,7 +268,7 @@ def guard(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
         except (GpuwiseError, KeyboardInterrupt):
             raise
         except BrokenPipeError:
-            _drop_stdout()
+            drop_stdout()
             return 0
         except OSError as err:
             raise GpuwiseError(os_error_message(err)) from err

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code (2 usage, 1 runtime error)."""
+    """Run the command line; return the exit code (2 usage or input kind, 1 runtime error)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._run(args))
     except GpuwiseError as err:
         print(f"gpuwise {args.command}: error: {err}", file=sys.stderr)
-        return 1
+        return err.exit_status
     except KeyboardInterrupt:
         print(f"gpuwise {args.command}: interrupted", file=sys.stderr)
         return 130

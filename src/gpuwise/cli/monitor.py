@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import subprocess
 import sys
 import time
@@ -40,7 +39,9 @@ EXAMPLES = """\
                                            it, prints the summary and exits 0
   gpuwise monitor --once --json            one reading of every device as JSON
   gpuwise monitor --duration 60 --log gpu.jsonl --csv gpu.csv
-  gpuwise monitor -- python train.py       record while train.py runs, print the summary
+  gpuwise monitor -- python train.py       record while train.py runs, print the summary;
+                                           SIGTERM/SIGHUP are passed on to train.py, the
+                                           summary still printed, its exit code kept
   gpuwise monitor --fake 2 --duration 5    demo with 2 simulated GPUs (no GPU needed)"""
 
 CHILD_STOP_S = 10.0
@@ -53,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--duration",
         type=seconds(0.0),
         metavar="S",
-        help="stop after S seconds (default: run until Ctrl-C, or until the command ends)",
+        help="stop after S seconds (default: run until Ctrl-C, or until the command ends); "
+        "with a command, end it then (SIGTERM, SIGKILL 10 s later)",
     )
     parser.add_argument("--once", action="store_true", help="read every device once and exit")
     parser.add_argument("--log", metavar="FILE.jsonl", help="append each sample as a JSON line")
@@ -130,7 +132,7 @@ def _record(
         time.sleep(args.interval)  # a window for rates such as CPU %
         return 0, sampler.tick()
     if cmd:
-        return _record_command(cmd, sampler, args.json), sampler.samples()
+        return _record_command(cmd, sampler, args.json, args.duration), sampler.samples()
     sampler.start()
     if args.duration is None and (args.json or not console.is_terminal):
         what = "the JSON" if args.json else "the summary"
@@ -150,26 +152,24 @@ def _child_stdout(json_out: bool) -> int | None:
         return subprocess.DEVNULL
 
 
-def _record_command(cmd: list[str], sampler: Sampler, json_out: bool) -> int:
-    from gpuwise.errors import GpuwiseError
+def _record_command(
+    cmd: list[str], sampler: Sampler, json_out: bool, duration_s: float | None
+) -> int:
+    """Run the command (stopped after ``duration_s``), sampling it; return its exit code.
 
-    try:
-        child = subprocess.Popen(cmd, stdout=_child_stdout(json_out))
-    except OSError as err:
-        raise GpuwiseError(f"cannot run '{cmd[0]}': {err.strerror}; check the command") from err
+    SIGTERM, SIGHUP and Ctrl-C reach the command (see ``gpuwise.childproc``); gpuwise waits
+    for it to end and still prints the summary.
+    """
+    from gpuwise import childproc
+
+    child = childproc.start(cmd, stdout=_child_stdout(json_out))
     sampler.watch(child.pid)
     sampler.start()
     try:
-        code = child.wait()
-    except KeyboardInterrupt:
-        if child.poll() is None:
-            child.send_signal(signal.SIGINT)
-        try:
-            code = child.wait(CHILD_STOP_S)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            code = child.wait(CHILD_STOP_S)
-    return code if code >= 0 else 128 - code  # killed by signal N: the shell's 128 + N
+        with childproc.forward_signals(child):
+            return childproc.wait(child, duration_s)
+    except KeyboardInterrupt:  # not in the main thread: the signal was not forwarded
+        return childproc.stop(child, CHILD_STOP_S)
 
 
 def _watch(args: argparse.Namespace, sampler: Sampler, console: Console) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from gpuwise.cli._common import add_json, guard, make_console, number, positive_int, print_json
@@ -11,6 +15,7 @@ PACK_SCHEMA = "gpuwise.pack/1"
 
 HELP = "pack an image folder or numpy arrays into a fast-loading store"
 EXAMPLES = """\
+  gpuwise pack images/ train.store                     # photos of any size: JPEG bytes kept
   gpuwise pack images/ train.store --size 224          # decoded 224x224 uint8 (fastest)
   gpuwise pack images/ train.store --size 224 --workers 8 --json   # result on stdout
   gpuwise pack images/ train.store --mode jpeg         # keep the JPEG bytes (smallest)
@@ -25,15 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dst", help="store directory to create")
     parser.add_argument(
         "--mode",
-        choices=("raw", "jpeg"),
-        default="raw",
-        help="raw: decoded uint8 pixels (default, fastest to load); jpeg: JPEG bytes (smallest)",
+        choices=("auto", "raw", "jpeg"),
+        default="auto",
+        help="raw: decoded uint8 pixels (fastest to load); jpeg: JPEG bytes (smallest); auto "
+        "(default): raw with --size or for arrays, jpeg for an image folder without --size",
     )
     parser.add_argument(
         "--size",
         type=positive_int("pixel count"),
         metavar="PX",
-        help="output side in pixels, e.g. 224 (needed for image folders in raw mode)",
+        help="output side in pixels, e.g. 224 (image folders: decode to raw pixels of this size)",
     )
     parser.add_argument(
         "--resize",
@@ -82,6 +88,9 @@ def _summary(result: dict[str, Any]) -> str:
         )
     lines.append(f"  skipped: {len(result['skipped'])}")
     lines.extend(f"    {s['item']}: {s['reason']}" for s in result["skipped"])
+    if result.get("notes"):
+        lines.append(f"  notes: {len(result['notes'])}")
+        lines.extend(f"    {n['item']}: {n['note']}" for n in result["notes"])
     return "\n".join(lines)
 
 
@@ -98,7 +107,7 @@ def dtype_name(dtype: str) -> str:
 def _labels(path: str | None) -> Any:
     import numpy as np
 
-    from gpuwise.errors import GpuwiseError
+    from gpuwise.errors import GpuwiseError, InputKindError
 
     if path is None:
         return None
@@ -107,7 +116,7 @@ def _labels(path: str | None) -> Any:
     except FileNotFoundError as err:
         raise GpuwiseError(f"labels file '{path}' does not exist; check the path") from err
     except (OSError, ValueError) as err:
-        raise GpuwiseError(
+        raise InputKindError(
             f"cannot read labels from '{path}' ({err}); give a .npy file saved with np.save"
         ) from err
 
@@ -131,7 +140,10 @@ def run(args: argparse.Namespace) -> int:
     labels = _labels(args.labels)
     console = make_console(stderr=True)
     columns = ("packing", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+    with (
+        _exit_on_termination(),
+        Progress(*columns, console=console, disable=not console.is_terminal) as bar,
+    ):
         task = bar.add_task("packing", total=None)
         result = pack(
             args.src,
@@ -145,3 +157,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_summary(result))
     return 0
+
+
+@contextlib.contextmanager
+def _exit_on_termination() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the pack like Ctrl-C: the temporary store is removed first."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)

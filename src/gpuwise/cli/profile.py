@@ -12,12 +12,14 @@ from gpuwise.cli._common import (
     add_run_files,
     check_run_files,
     command_argv,
+    drop_stdout,
     guard,
     make_console,
     print_json,
     write_run_files,
 )
 from gpuwise.cli._efficiency import add_efficiency_flags, efficiency_around
+from gpuwise.errors import GpuwiseError
 
 HELP = "run a script unmodified, time every step's phases, and diagnose the bottleneck"
 EXAMPLES = """\
@@ -27,7 +29,9 @@ EXAMPLES = """\
                                                     script's own output goes to stderr
   gpuwise profile --out run.json                    keep the whole Run for `gpuwise analyze`
   gpuwise profile --html report.html --trace trace.json -- torchrun --nproc-per-node=2 train.py
-gpuwise profile exits with the script's exit code (130 when Ctrl-C stops it)."""
+gpuwise profile exits with the script's exit code (130 when Ctrl-C stops it), also when
+stdout is closed early (`| head`) or a report file cannot be written (then 1 if the script
+exited 0)."""
 
 NO_STEPS_HINT = (
     "gpuwise profile: no training steps were seen; steps are found where the script iterates "
@@ -71,10 +75,24 @@ def run(args: argparse.Namespace) -> int:
     result.findings = diagnose(result)
     if not result.steps:
         print(NO_STEPS_HINT, file=sys.stderr)
-    _print(args, result)
-    for path in write_run_files(args, result):
+    code = int(result.exit_code or 0)
+    written = _write_files(args, result)  # before stdout: `| head` must not lose them
+    try:
+        _print(args, result)
+    except BrokenPipeError:  # the reader went away; the files and the exit code still count
+        drop_stdout()
+    for path in written or []:
         print(f"gpuwise profile: wrote {path}", file=sys.stderr)
-    return int(result.exit_code or 0)
+    return code if written is not None or code else 1
+
+
+def _write_files(args: argparse.Namespace, result: Any) -> list[str] | None:
+    """Write --out/--html/--trace; a failure is reported, and the script's code is kept."""
+    try:
+        return write_run_files(args, result)
+    except GpuwiseError as err:
+        print(f"gpuwise profile: error: {err}", file=sys.stderr)
+        return None
 
 
 def _print(args: argparse.Namespace, result: Any) -> None:

@@ -28,6 +28,52 @@ def is_jpeg(data: bytes | memoryview | np.ndarray) -> bool:
     return bytes(np.frombuffer(data, dtype=np.uint8)[:2]) == b"\xff\xd8"
 
 
+MAX_PIXELS = 178_956_970
+"""Largest image decoded (Pillow's own bomb limit, ~179 MP, about 537 MB as RGB): an image
+claiming more is a decompression bomb and is skipped, not decoded."""
+
+SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+"""Pillow modes of 16-bit grey images: scaled to 8 bits, not clipped."""
+
+
+def check_pixels(data: bytes | memoryview | np.ndarray) -> None:
+    """Refuse an image whose header claims more than ``MAX_PIXELS`` before decoding it.
+
+    Raises:
+        ValueError: The image claims too many pixels (the message gives its size).
+    """
+    if is_jpeg(data):
+        import simplejpeg
+
+        try:
+            h, w, _, _ = simplejpeg.decode_jpeg_header(data)
+        except ValueError:
+            return  # a corrupt header: the strict decode names the problem
+    else:
+        h, w = _pillow_size(data)
+    if h * w > MAX_PIXELS:
+        raise ValueError(
+            f"image claims {w} x {h} pixels, over the {MAX_PIXELS} pixel limit "
+            "(a decompression bomb, or an image to downscale first)"
+        )
+
+
+def _pillow_size(data: bytes | memoryview | np.ndarray) -> tuple[int, int]:
+    import warnings
+
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(bytes(data))) as im:
+                return im.size[1], im.size[0]
+    except Image.DecompressionBombError as err:
+        raise ValueError(f"decompression bomb: {err}") from err
+    except Exception:  # not an image Pillow can identify: the strict decode says why
+        return 0, 0
+
+
 def _cv2() -> Any:
     try:
         import cv2
@@ -45,8 +91,11 @@ def decode_rgb(data: bytes | memoryview | np.ndarray) -> np.ndarray:
     Returns:
         The decoded image.
 
+    16-bit grey images are scaled to 8 bits (value / 257), not clipped at 255.
+
     Raises:
-        ValueError: The bytes are corrupt, truncated, or not an image (message = reason).
+        ValueError: The bytes are corrupt, truncated, not an image, or claim more than
+            ``MAX_PIXELS`` pixels (message = reason).
     """
     jpeg_error = None
     if is_jpeg(data):
@@ -58,12 +107,34 @@ def decode_rgb(data: bytes | memoryview | np.ndarray) -> np.ndarray:
             jpeg_error = err
     from PIL import Image, UnidentifiedImageError
 
+    check_pixels(data)
     try:
         with Image.open(io.BytesIO(bytes(data))) as im:
+            if im.mode in SIXTEEN_BIT_MODES:
+                return _grey16_to_rgb(np.asarray(im))
             return np.asarray(im.convert("RGB"))
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as err:
         reason = jpeg_error or ("not a known image format" if "identify" in str(err) else err)
         raise ValueError(f"cannot decode image: {reason}") from err
+
+
+def is_sixteen_bit(data: bytes | memoryview | np.ndarray) -> bool:
+    """True for a 16-bit grey image (decoded scaled to 8 bits: worth a note)."""
+    if is_jpeg(data):
+        return False
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(bytes(data))) as im:
+            return im.mode in SIXTEEN_BIT_MODES
+    except Exception:  # not an image: decode_rgb says why
+        return False
+
+
+def _grey16_to_rgb(grey: np.ndarray) -> np.ndarray:
+    """Scale 0..65535 grey to 0..255 (x / 257, rounded) and repeat it in three channels."""
+    scaled = np.clip((grey.astype(np.float64) / 257.0).round(), 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(np.repeat(scaled[..., None], 3, axis=-1))
 
 
 def encode_jpeg(img: np.ndarray, quality: int = 95) -> bytes:

@@ -43,7 +43,7 @@ import torch
 from gpuwise.data import buffers, jpeg, sharding
 from gpuwise.data.store import Store
 from gpuwise.dist.ranks import rank_info
-from gpuwise.errors import GpuwiseError, UsageError
+from gpuwise.errors import GpuwiseError, StoreFormatError, UsageError
 from gpuwise.profile.hooks import register_loader
 
 
@@ -298,6 +298,9 @@ class _Epoch(Iterator[tuple[torch.Tensor, ...]]):
                 f"batch {k} took longer than {self.loader.timeout_s} s; a decoder is stuck or "
                 "the store is on a very slow disk; check the store with `gpuwise store verify`"
             ) from err
+        except GpuwiseError:  # a corrupt record: stop the threads, then name it
+            self.close()
+            raise
         self.next_batch = k + 1
         return self._view(k)
 
@@ -336,7 +339,15 @@ class _Epoch(Iterator[tuple[torch.Tensor, ...]]):
     def _crop_one(self, name: str, i: int, out: np.ndarray, rng: np.random.Generator) -> None:
         loader, store = self.loader, self.loader.store
         if store.fields[name].kind == "jpeg":
-            jpeg.decode_crop(store.jpeg(name, i), out, rng, loader.scale, loader.ratio, loader.flip)
+            try:
+                jpeg.decode_crop(
+                    store.jpeg(name, i), out, rng, loader.scale, loader.ratio, loader.flip
+                )
+            except jpeg.CorruptImageError as err:
+                raise StoreFormatError(
+                    f"record {i} of store {store.path} (field {name!r}) cannot be decoded: "
+                    f"{err}; run `gpuwise store verify {store.path}`, or re-pack the store"
+                ) from err
             return
         img = store.raw(name)[i]
         box = jpeg.sample_box(rng, img.shape[0], img.shape[1], loader.scale, loader.ratio)

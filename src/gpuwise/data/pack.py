@@ -18,9 +18,11 @@ processed on a thread pool (decoders release the GIL) and written in source orde
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.data.pack_sources import (
+    NOTE_KEY,
     PackConfig,
     SkipRecord,
     Source,
@@ -39,7 +42,7 @@ from gpuwise.data.pack_sources import (
 )
 from gpuwise.data.store import FieldSpec
 from gpuwise.data.store_write import StoreWriter, check_destination
-from gpuwise.errors import GpuwiseError, UsageError
+from gpuwise.errors import GpuwiseError, InputKindError, UsageError
 
 __all__ = ["PackConfig", "PackResult", "Progress", "pack", "write_source"]
 
@@ -60,6 +63,8 @@ class PackResult:
         bytes: Total shard bytes.
         elapsed_s: Wall time of the pack.
         header: The store header written.
+        notes: ``{"item", "note"}`` for records packed with a change worth knowing (a
+            16-bit image scaled to 8 bits).
     """
 
     path: str
@@ -68,13 +73,14 @@ class PackResult:
     bytes: int = 0
     elapsed_s: float = 0.0
     header: dict[str, Any] = field(default_factory=dict)
+    notes: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Give the ``gpuwise pack --json`` object.
 
         Returns:
             ``{"path", "records", "skipped", "bytes", "elapsed_s", "mode", "fields",
-            "classes"}``.
+            "classes", "notes"}``.
         """
         return {
             "path": self.path,
@@ -85,12 +91,13 @@ class PackResult:
             "mode": self.header.get("mode"),
             "fields": self.header.get("fields"),
             "classes": self.header.get("classes"),
+            "notes": self.notes,
         }
 
 
 def _check_config(config: PackConfig) -> None:
     if config.mode not in ("raw", "jpeg"):
-        raise UsageError(f"pack mode {config.mode!r} is not known; use 'raw' or 'jpeg'")
+        raise UsageError(f"pack mode {config.mode!r} is not known; use 'auto', 'raw' or 'jpeg'")
     if config.resize not in ("center", "stretch"):
         raise UsageError(f"resize {config.resize!r} is not known; use 'center' or 'stretch'")
     if config.size is not None and config.size < 1:
@@ -128,6 +135,9 @@ def write_source(
 ) -> PackResult:
     """Process every record of a source on a thread pool and write the store.
 
+    The store is built in ``DST.tmp-<pid>`` and renamed into place at the end; any error
+    (a full disk included) removes the temporary store before it is raised.
+
     Args:
         source: The records to pack.
         dst: The store directory to create.
@@ -138,52 +148,93 @@ def write_source(
         The PackResult.
 
     Raises:
-        GpuwiseError: Every record was skipped, or a bad record under ``strict``.
+        GpuwiseError: Every record was skipped, a bad record under ``strict``, or the
+            store could not be written (the message names the path and the cause).
     """
     start = time.perf_counter()
-    run = _safe(source, config.strict)
-    skipped: list[dict[str, str]] = []
+    found = _Found()
     writer: StoreWriter | None = None
-    workers = config.workers or os.cpu_count() or 1
     try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="gpuwise-pack") as pool:
-            for lo in range(0, source.count, config.chunk):
-                ids = range(lo, min(lo + config.chunk, source.count))
-                for i, rec in zip(ids, pool.map(run, ids), strict=True):
-                    if isinstance(rec, str):
-                        skipped.append({"item": source.name(i), "reason": rec})
-                        logger.info("skipped %s: %s", source.name(i), rec)
-                        continue
-                    if writer is None:
-                        specs = [_spec(k, v) for k, v in rec.items()]
-                        writer = StoreWriter(dst, specs, overwrite=config.overwrite)
-                    writer.append(rec)
-                if progress is not None:
-                    progress(ids.stop, source.count)
-        if writer is None:
-            raise GpuwiseError(
-                f"all {source.count} records were skipped (first: {skipped[0]}); "
-                "nothing to pack; check the source images"
-            )
+        writer = _write_records(source, dst, config, progress, found)
         pack_meta = {"mode": config.mode, "size": config.size, "resize": config.resize}
         header = writer.commit(
             mode=config.mode,
             classes=source.classes,
             source=source.kind,
-            skipped=skipped,
+            skipped=found.skipped,
+            notes=found.notes,
             pack={**pack_meta, "quality": config.quality},
         )
+    except OSError as err:
+        raise GpuwiseError(
+            f"cannot write the store {dst}: {err.strerror or err}; the partial store was "
+            "removed; free space on that disk or pack to another place"
+        ) from err
     finally:
         if writer is not None:
             writer.__exit__(None, None, None)
     return PackResult(
         str(dst),
         int(header["records"]),
-        skipped,
+        found.skipped,
         sum(int(s["bytes"]) for s in header["shards"]),
         time.perf_counter() - start,
         header,
+        found.notes,
     )
+
+
+@dataclass(slots=True)
+class _Found:
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    notes: list[dict[str, str]] = field(default_factory=list)
+    writer: StoreWriter | None = None
+
+
+def _write_records(
+    source: Source, dst: str | Path, config: PackConfig, progress: Progress | None, found: _Found
+) -> StoreWriter:
+    run = _safe(source, config.strict)
+    workers = config.workers or os.cpu_count() or 1
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="gpuwise-pack") as pool:
+            for lo in range(0, source.count, config.chunk):
+                ids = range(lo, min(lo + config.chunk, source.count))
+                for i, rec in zip(ids, pool.map(run, ids), strict=True):
+                    _write_one(source, i, rec, dst, config, found)
+                if progress is not None:
+                    progress(ids.stop, source.count)
+    except BaseException:
+        if found.writer is not None:
+            found.writer.abort()
+        raise
+    if found.writer is None:
+        raise GpuwiseError(
+            f"all {source.count} records were skipped (first: {found.skipped[0]}); "
+            "nothing to pack; check the source images"
+        )
+    return found.writer
+
+
+def _write_one(
+    source: Source,
+    i: int,
+    rec: dict[str, Any] | str,
+    dst: str | Path,
+    config: PackConfig,
+    found: _Found,
+) -> None:
+    if isinstance(rec, str):
+        found.skipped.append({"item": source.name(i), "reason": rec})
+        logger.info("skipped %s: %s", source.name(i), rec)
+        return
+    note = rec.pop(NOTE_KEY, None)
+    if note is not None:
+        found.notes.append({"item": source.name(i), "note": str(note)})
+    if found.writer is None:
+        specs = [_spec(k, v) for k, v in rec.items()]
+        found.writer = StoreWriter(dst, specs, overwrite=config.overwrite)
+    found.writer.append(rec)
 
 
 def pack(
@@ -201,7 +252,8 @@ def pack(
             ``.npz`` with ``images`` (plus ``labels`` and any per-record extras), an
             in-memory uint8 image array, or a map-style dataset of ``(image, label, ...)``.
         dst: The store directory to create (written to ``DST.tmp-<pid>`` first).
-        config: Mode, size and threads (default: raw mode as given).
+        config: Mode, size and threads (default: ``mode="auto"``: JPEG bytes for an image
+            folder without a size, raw otherwise).
         labels: Labels for a ``.npy`` or in-memory image array.
         progress: Called as ``progress(done, total)`` while packing.
 
@@ -217,10 +269,18 @@ def pack(
         >>> result.records, len(result.skipped)                            # doctest: +SKIP
         (4000, 0)
     """
-    config = config or PackConfig()
+    config = _resolved(config or PackConfig(), src)
     _check_config(config)
     check_destination(Path(dst), config.overwrite)
     return write_source(_source_of(src, config, labels), dst, config, progress)
+
+
+def _resolved(config: PackConfig, src: Any) -> PackConfig:
+    """Settle ``mode="auto"``: jpeg for an image folder without a size, else raw."""
+    if config.mode != "auto":
+        return config
+    folder = isinstance(src, (str, Path)) and Path(src).is_dir()
+    return dataclasses.replace(config, mode="jpeg" if folder and config.size is None else "raw")
 
 
 def _source_of(src: Any, config: PackConfig, labels: np.ndarray | None) -> Source:
@@ -231,16 +291,27 @@ def _source_of(src: Any, config: PackConfig, labels: np.ndarray | None) -> Sourc
     path = Path(src)
     if path.is_dir():
         return imagefolder_source(path, config)
-    if path.suffix == ".npy" and path.is_file():
-        return array_source(np.load(path, mmap_mode="r", allow_pickle=False), labels, config)
-    if path.suffix == ".npz" and path.is_file():
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        if "images" not in arrays:
-            raise UsageError(f"{path} has no 'images' array (has {sorted(arrays)}); add one")
-        images, found = arrays.pop("images"), arrays.pop("labels", None)
-        return array_source(images, found if labels is None else labels, config, arrays)
+    if path.suffix in (".npy", ".npz") and path.is_file():
+        return _numpy_source(path, config, labels)
     raise UsageError(
         f"{path} is not an image directory, .npy or .npz file; give an ImageFolder tree "
         "(ROOT/CLASS/IMAGE) or N x H x W x C uint8 arrays"
     )
+
+
+def _numpy_source(path: Path, config: PackConfig, labels: np.ndarray | None) -> Source:
+    """Arrays from a ``.npy`` or ``.npz`` file; pickled (object) arrays are refused."""
+    try:
+        if path.suffix == ".npy":
+            return array_source(np.load(path, mmap_mode="r", allow_pickle=False), labels, config)
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as err:
+        raise InputKindError(
+            f"{path} cannot be read as plain numpy arrays ({err}); gpuwise never unpickles; "
+            "save uint8 image arrays with np.save / np.savez"
+        ) from err
+    if "images" not in arrays:
+        raise UsageError(f"{path} has no 'images' array (has {sorted(arrays)}); add one")
+    images, found = arrays.pop("images"), arrays.pop("labels", None)
+    return array_source(images, found if labels is None else labels, config, arrays)

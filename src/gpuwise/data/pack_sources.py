@@ -26,7 +26,9 @@ class PackConfig:
     """How to pack.
 
     Attributes:
-        mode: ``"raw"`` (decoded fixed-size uint8) or ``"jpeg"`` (encoded bytes).
+        mode: ``"raw"`` (decoded fixed-size uint8), ``"jpeg"`` (encoded bytes) or
+            ``"auto"`` (default): raw for arrays and whenever ``size`` is given, jpeg for an
+            image folder without a size, so that mixed-size photos pack with no flags.
         size: Output side in pixels for raw mode (required for image files).
         resize: ``"center"`` (shorter side + centre crop) or ``"stretch"``.
         quality: JPEG quality when an image must be (re-)encoded.
@@ -40,7 +42,7 @@ class PackConfig:
         >>> pack("images/", "train.store", config)       # doctest: +SKIP
     """
 
-    mode: str = "raw"
+    mode: str = "auto"
     size: int | None = None
     resize: str = "center"
     quality: int = 95
@@ -48,6 +50,10 @@ class PackConfig:
     strict: bool = False
     overwrite: bool = False
     chunk: int = 64
+
+
+NOTE_KEY = "_note"
+"""A record may carry a note under this key (kept out of the store, listed in the result)."""
 
 
 class SkipRecord(Exception):
@@ -100,13 +106,35 @@ def _loader_reads(data: bytes) -> bool:
     return True
 
 
+def _read(path: Path) -> bytes:
+    """The file's bytes; one that vanished, dangles or is unreadable is skipped, not fatal."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as err:
+        what = "a dangling symlink" if path.is_symlink() else "the file vanished while packing"
+        raise SkipRecord(f"cannot read: {what}") from err
+    except OSError as err:
+        raise SkipRecord(f"cannot read: {err.strerror or err}") from err
+
+
 def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
-    data = path.read_bytes()
+    data = _read(path)
+    try:
+        codec.check_pixels(data)
+    except ValueError as err:
+        raise SkipRecord(str(err)) from err
+    if codec.is_sixteen_bit(data):
+        rec = _decoded_record(data, label, config)
+        return {**rec, NOTE_KEY: "16-bit grey image, scaled to 8 bits (value / 257)"}
     fast = _fast_jpeg_resize(data, config)
     if fast is not None:
         return {"image": fast, "label": label}
     if config.mode == "jpeg" and _loader_reads(data):
         return {"image": data, "label": label}
+    return _decoded_record(data, label, config)
+
+
+def _decoded_record(data: bytes, label: int, config: PackConfig) -> dict[str, Any]:
     try:
         img = codec.decode_rgb(data)
     except ValueError as err:
@@ -131,15 +159,18 @@ def imagefolder_source(root: Path, config: PackConfig) -> Source:
     files: list[tuple[Path, int]] = []
     for label, name in enumerate(classes):
         for p in sorted((root / name).rglob("*")):
-            if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file():
-                files.append((p, label))
+            if p.suffix.lower() in IMAGE_SUFFIXES and (p.is_file() or p.is_symlink()):
+                files.append((p, label))  # a dangling link is listed as skipped, not dropped
     if not files:
         raise UsageError(
             f"{root} holds no images in class subdirectories (looked for "
             f"{', '.join(IMAGE_SUFFIXES)}); expected ROOT/CLASS/IMAGE files"
         )
     if config.mode == "raw" and config.size is None:
-        raise UsageError("raw mode needs one image size; pass --size (e.g. --size 224)")
+        raise UsageError(
+            "raw mode needs one image size; pass --size (e.g. --size 224), or --mode jpeg "
+            "to keep the images' own sizes as JPEG bytes"
+        )
 
     def load(i: int) -> dict[str, Any]:
         return _file_record(files[i][0], files[i][1], config)

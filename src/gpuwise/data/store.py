@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.errors import StoreFormatError
+from gpuwise.data.store_check import check_header, shard_path
+from gpuwise.errors import StoreFormatError, StoreHeaderError
 
 FORMAT = "gpuwise-store"
 FORMAT_VERSION = 1
@@ -94,7 +95,7 @@ def _parse_field(name: str, d: dict[str, Any], where: Path) -> FieldSpec:
             raise ValueError(f"kind {d['kind']!r} shape {shape}")
         return FieldSpec(name, "raw", dtype, shape, d["file"])
     except (KeyError, TypeError, ValueError) as err:
-        raise StoreFormatError(
+        raise StoreHeaderError(
             f"{where}: field {name!r} is malformed ({err}); expected kind 'raw' with a numeric "
             "dtype and shape, or kind 'jpeg' with file and index; re-pack it with `gpuwise pack`"
         ) from err
@@ -112,6 +113,7 @@ def read_header(path: str | Path) -> dict[str, Any]:
     Raises:
         StoreFormatError: Missing or unreadable header, or a format version this gpuwise
             does not read.
+        StoreHeaderError: A mistyped value, no fields, or a shard outside the store.
     """
     root = Path(path)
     file = root / HEADER
@@ -132,6 +134,7 @@ def read_header(path: str | Path) -> dict[str, Any]:
             f"store {root} has format {version}; this gpuwise reads {FORMAT_VERSION}; "
             "re-pack it with `gpuwise pack` (or upgrade gpuwise)"
         )
+    check_header(header, root, file)
     return header
 
 
@@ -299,7 +302,7 @@ class Store:
         return spec
 
     def _shard(self, name: str, expected_bytes: int | None = None) -> Path:
-        file = self.path / name
+        file = shard_path(self.path, name, self.path / HEADER)
         shard = self._shards.get(name)
         if shard is None:
             raise StoreFormatError(f"{self.path / HEADER} lists no shard {name!r}; re-pack it")

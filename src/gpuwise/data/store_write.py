@@ -7,16 +7,17 @@ sees half a store. Checksums are computed while writing, not by re-reading.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
 from gpuwise._version import __version__
+from gpuwise.atomic import remove_quietly, remove_stale, tmp_name, write_atomic
 from gpuwise.data.store import FORMAT, FORMAT_VERSION, HEADER, INDEX_DTYPE, FieldSpec
 from gpuwise.errors import UsageError
 
@@ -61,8 +62,8 @@ class StoreWriter:
         self.dst = Path(dst)
         check_destination(self.dst, overwrite)
         self.fields = fields
-        self.tmp = self.dst.with_name(f"{self.dst.name}.tmp-{os.getpid()}")
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp = tmp_name(self.dst)
+        remove_stale(self.dst)  # left by a writer killed before it could clean up
         self.tmp.mkdir(parents=True)
         self.records = 0
         self._shards: dict[str, _Shard] = {}
@@ -119,6 +120,8 @@ class StoreWriter:
             The header written.
         """
         for shard in self._shards.values():
+            shard.file.flush()
+            os.fsync(shard.file.fileno())
             shard.file.close()
         header = {
             "format": FORMAT,
@@ -129,17 +132,23 @@ class StoreWriter:
             "shards": [s.entry() for s in self._shards.values()],
             **header_extra,
         }
-        (self.tmp / HEADER).write_text(json.dumps(header, indent=1) + "\n", encoding="utf-8")
-        if self.dst.exists():
-            shutil.rmtree(self.dst)
+        write_atomic(self.tmp / HEADER, json.dumps(header, indent=1) + "\n", what="store header")
+        old = self.dst.with_name(f"{self.dst.name}.old-{os.getpid()}")
+        if self.dst.exists():  # replaced by two renames: never a moment with half a store
+            self.dst.rename(old)
         self.tmp.rename(self.dst)
+        remove_quietly(old)
         return header
 
     def abort(self) -> None:
-        """Close the shards and remove the temporary directory."""
+        """Close the shards and remove the temporary directory; never fails.
+
+        On a full disk closing a shard fails again, and the directory must still go.
+        """
         for shard in self._shards.values():
-            shard.file.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                shard.file.close()
+        remove_quietly(self.tmp)
 
 
 def check_destination(dst: Path, overwrite: bool) -> None:

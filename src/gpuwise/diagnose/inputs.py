@@ -15,8 +15,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from gpuwise.errors import LogFormatError
+from gpuwise.errors import InputKindError, LogFormatError
 from gpuwise.records import RUN_SCHEMA, SAMPLES_SCHEMA, Run, Sample, Step
+from gpuwise.records.checks import parse_each
 
 HEAD_CHARS = 64 * 1024
 """Characters read to recognise a file (enough for a trace's deviceProperties header)."""
@@ -75,11 +76,9 @@ def open_text(path: str) -> IO[str]:
 
 def detect(path: str) -> str:
     """Return ``"kineto"``, ``"run"``, ``"samples"``, ``"jsonl"`` or ``"nvsmi"`` for a file."""
-    try:
-        with open_text(path) as fh:
-            head = fh.read(HEAD_CHARS)
-    except (OSError, EOFError, zlib.error) as err:
-        raise LogFormatError(f"cannot read {path!r}: {err}; pass {FORMATS_READ}") from err
+    head = _head(path)
+    if "\0" in head:
+        raise InputKindError(f"{path!r} is a binary file (it holds NUL bytes); pass {FORMATS_READ}")
     text = head.lstrip()
     if not text.startswith(("{", "[")):
         return "nvsmi"
@@ -93,6 +92,28 @@ def detect(path: str) -> str:
     if f'"{SAMPLES_SCHEMA}"' in head:
         return "samples"
     raise LogFormatError(f"{path!r} is JSON but not one of {FORMATS_READ}")
+
+
+def _head(path: str) -> str:
+    """The first ``HEAD_CHARS`` characters; a gzip file cut short gives what it holds."""
+    from gpuwise.telemetry.readers._json_stream import TextSource
+
+    parts: list[str] = []
+    size = 0
+    try:
+        with TextSource(path) as source:
+            while size < HEAD_CHARS and (piece := source.read()):
+                parts.append(piece)
+                size += len(piece)
+    except EOFError:  # truncated gzip: the text before the cut still tells the format
+        pass
+    except OSError as err:
+        raise LogFormatError(
+            f"cannot open {path!r}: {err.strerror}; check the path and pass {FORMATS_READ}"
+        ) from err
+    except zlib.error as err:
+        raise LogFormatError(f"cannot read {path!r}: {err}; pass {FORMATS_READ}") from err
+    return "".join(parts)[:HEAD_CHARS]
 
 
 def _first_object(text: str) -> dict[str, Any] | None:
@@ -133,10 +154,10 @@ def read_piece(path: str, *, strict: bool = False) -> Piece:
     if kind == "kineto":
         return _kineto(path, strict)
     if kind in ("run", "samples"):
-        return _json_document(path, kind)
+        return _json_document(path, kind, strict)
     if kind == "jsonl":
         return _jsonl(path, strict)
-    return _nvsmi(path)
+    return _nvsmi(path, strict)
 
 
 def _kineto(path: str, strict: bool) -> Piece:
@@ -154,7 +175,7 @@ def _kineto(path: str, strict: bool) -> Piece:
     )
 
 
-def _json_document(path: str, kind: str) -> Piece:
+def _json_document(path: str, kind: str, strict: bool) -> Piece:
     try:
         with open_text(path) as fh:
             doc = json.load(fh)
@@ -163,9 +184,12 @@ def _json_document(path: str, kind: str) -> Piece:
             f"{path!r} looks like a gpuwise {kind} document but is not valid JSON ({err}); "
             "write it again with --json or --out"
         ) from err
+    if not isinstance(doc, dict):
+        raise LogFormatError(f"{path!r} holds a JSON {type(doc).__name__}, not a gpuwise {kind}")
+    bad: list[dict[str, Any]] = []
     if kind == "run":
-        run = Run.from_dict(doc)
-        return Piece(
+        run = Run.from_dict(doc, bad)
+        piece = Piece(
             path,
             "gpuwise-run",
             steps=list(run.steps),
@@ -174,16 +198,31 @@ def _json_document(path: str, kind: str) -> Piece:
             interval_s=run.meta.get("interval_s"),
             run=run,
         )
-    samples = [Sample.from_dict(s) for s in doc.get("samples") or []]
-    return Piece(path, "gpuwise-samples", samples=samples, devices=list(doc.get("devices") or []))
+    else:
+        samples = parse_each(doc.get("samples"), Sample.from_dict, "samples", bad)
+        devices = [d for d in doc.get("devices") or [] if isinstance(d, dict)]
+        piece = Piece(path, "gpuwise-samples", samples=samples, devices=devices)
+    if strict and bad:
+        raise LogFormatError(
+            f"{path!r} {bad[0]['record']}: {bad[0]['reason']}; --strict stops at the first bad "
+            "record; read without --strict to skip it"
+        )
+    piece.skipped = [{"file": path, **b} for b in bad]
+    return piece
 
 
 def _jsonl(path: str, strict: bool) -> Piece:
     piece = Piece(path, "gpuwise-jsonl")
-    with open_text(path) as fh:
-        for number, line in enumerate(fh, start=1):
-            if line.strip():
-                _jsonl_line(piece, number, line, strict)
+    number = 0
+    try:
+        with open_text(path) as fh:
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    _jsonl_line(piece, number, line, strict)
+    except (EOFError, zlib.error) as err:  # a gzip file cut short: keep the lines before
+        if strict:
+            raise LogFormatError(f"{path!r} after line {number}: {err}; re-copy the file") from err
+        piece.skipped.append({"file": path, "line": number + 1, "reason": f"file cut short: {err}"})
     return piece
 
 
@@ -208,7 +247,7 @@ def _jsonl_line(piece: Piece, number: int, line: str, strict: bool) -> None:
         piece.skipped.append({"file": piece.path, "line": number, "reason": str(err)})
 
 
-def _nvsmi(path: str) -> Piece:
+def _nvsmi(path: str, strict: bool) -> Piece:
     name = "gpuwise.telemetry.readers.nvsmi"
     try:
         from gpuwise.telemetry.readers.nvsmi import read_log
@@ -220,7 +259,7 @@ def _nvsmi(path: str) -> Piece:
             f"log reader; pass {FORMATS_READ}"
         ) from err
     try:
-        log = read_log(path)
+        log = read_log(path, strict=strict)
     except LogFormatError as err:
         raise LogFormatError(f"{err} (gpuwise analyze reads {FORMATS_READ})") from err
     skipped = [{"file": path, "line": s.line, "reason": s.reason} for s in log.skipped]

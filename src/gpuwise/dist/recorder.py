@@ -8,8 +8,9 @@ everything it wrote before:
   "pid", "cores", "torch_threads", "omp_num_threads", "t_s"}`` — once, at start;
 * ``{"type": "ddp", ...}`` — the settings of each ``DistributedDataParallel`` built;
 * ``{"type": "comm", ...}`` — one per gradient all-reduce iteration (``gpuwise.dist.comm``);
-* ``{"type": "end", "how": "exit" | "exception" | "signal", "detail", "t_s"}`` — how the rank
-  ended. A rank killed outright (SIGKILL, a crash in native code, the OOM killer) writes no
+* ``{"type": "end", "how": "exit" | "exception" | "signal", "detail", "t_s", "exit_code"}`` —
+  how the rank ended (``exit_code``, with ``"exit"`` only: the code ``sys.exit`` was given,
+  else 0). A rank killed outright (SIGKILL, a crash in native code, the OOM killer) writes no
   end record: its absence is the evidence.
 
 Times (``t_s`` and the ``*_s`` fields of comm records) are seconds on the Run's clock, the same
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from gpuwise.dist.ranks import RankInfo
 
@@ -63,6 +64,7 @@ class RankRecorder:
         self.clock = clock
         self.records: list[dict[str, Any]] = []
         self.exception: str | None = None
+        self.exit_status: str | int | None = None  # the argument of sys.exit, when the script called it
         self._lock = threading.Lock()
         self._closed = False
         self._file: IO[str] | None = None
@@ -113,7 +115,11 @@ class RankRecorder:
         """
         if self.exception is not None and how == "exit":
             how, detail = "exception", self.exception
-        self.write({"type": "end", "how": how, "detail": detail, "t_s": self.now_s()})
+        end = {"type": "end", "how": how, "detail": detail, "t_s": self.now_s()}
+        if how == "exit":  # what the script itself ended with (sys.exit's code, else 0)
+            status = self.exit_status
+            end["exit_code"] = status if isinstance(status, int) else int(status is not None)
+        self.write(end)
         with self._lock:
             self._closed = True
             if self._file is not None and os.getpid() == self.pid:
@@ -146,6 +152,13 @@ def watch_exit(recorder: RankRecorder, before_close: Callable[[], None]) -> None
         previous_hook(kind, err, tb)
 
     sys.excepthook = excepthook
+    real_exit = sys.exit
+
+    def exit_(status: str | int | None = None) -> NoReturn:
+        recorder.exit_status = status
+        real_exit(status)
+
+    sys.exit = exit_
     _on_sigterm(recorder, lambda: finish("signal", "SIGTERM"))
 
 

@@ -2,8 +2,8 @@
 
 The child gets ``_site/`` on ``PYTHONPATH`` and the handshake variables (``hooks.child_env``);
 every process of the job that steps writes its own step file, which this module reads back
-once the command has ended, however it ended. SIGTERM, and SIGINT that did not already
-reach the child from the terminal, are forwarded to the child while it runs.
+once the command has ended, however it ended. Starting the child, passing signals on to
+it and its exit code follow the protocol in ``gpuwise.childproc``.
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise import childproc
+from gpuwise.atomic import pid_alive
+from gpuwise.childproc import exit_code
 from gpuwise.errors import UsageError
 from gpuwise.profile.hooks import child_env
 from gpuwise.profile.recorder import read_site_notes
@@ -28,6 +29,10 @@ from gpuwise.profile.recording import run_from_directory, run_meta
 from gpuwise.records import Run, Sample
 
 log = logging.getLogger(__name__)
+
+TEMP_PREFIX = "gpuwise-profile-"
+
+__all__ = ["ProfileConfig", "exit_code", "profile_command"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,7 @@ def profile_command(
     if not argv:
         raise UsageError("no command to profile; give one after --, e.g. -- python train.py")
     sampler = _sampler(config, backends)
-    directory = config.steps_dir or tempfile.mkdtemp(prefix="gpuwise-profile-")
+    directory = config.steps_dir or _temp_dir()
     try:
         os.makedirs(directory, exist_ok=True)
         return _profile(list(argv), config, sampler, directory)
@@ -105,8 +110,8 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     child = _spawn(argv, child_env(os.environ, directory, t0_wall_s), config)
     if sampler is not None:
         sampler.watch(child.pid)
-    with _forward_signals(child) as received:
-        returncode = child.wait()
+    with childproc.forward_signals(child) as received:
+        code = childproc.wait(child)
     samples: list[Sample] = sampler.stop() if sampler is not None else []
     interval_s = config.interval_s if config.sample else None
     meta = run_meta(t0_wall_s, time.monotonic() - t0_mono_s, interval_s, None)
@@ -117,55 +122,49 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     notes = read_site_notes(directory)
     if notes:
         meta["interpreters"] = notes
-    return run_from_directory(directory, argv, exit_code(returncode), devices, samples, meta)
+    code = _scripts_code(code, directory, meta)
+    return run_from_directory(directory, argv, code, devices, samples, meta)
 
 
 def _spawn(argv: list[str], env: dict[str, str], config: ProfileConfig) -> subprocess.Popen[bytes]:
     out = 2 if config.stdout_to_stderr else None  # file descriptor 2: standard error
-    try:
-        return subprocess.Popen(argv, env=env, stdout=out)
-    except OSError as err:
-        raise UsageError(
-            f"cannot start {argv[0]!r}: {err.strerror or err}; check the command after --"
-        ) from err
+    return childproc.start(argv, env=env, stdout=out)
 
 
-def exit_code(returncode: int) -> int:
-    """Shell-style exit code: a child ended by signal N (returncode -N) gives 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
+def _scripts_code(code: int, directory: str, meta: dict[str, Any]) -> int:
+    """The job's exit code: the launcher's, unless every rank's script ended with 0.
+
+    gloo sometimes aborts a rank at interpreter exit, after its script has ended ("terminate
+    called without an active exception"), and torchrun then exits 1 although the job's work
+    all succeeded. When every rank of the world wrote an ``exit`` end record with code 0,
+    the failure came after the scripts: gpuwise exits 0 and says so in ``meta.exit_note``.
+    """
+    if code == 0:
+        return code
+    from gpuwise.dist.recorder import read_rank_files
+
+    records = read_rank_files(directory)
+    worlds = {int((r["header"] or {}).get("world_size") or 0) for r in records}
+    if len(worlds) != 1 or {r["rank"] for r in records} != set(range(worlds.pop() or -1)):
+        return code
+    if any((r["end"] or {}).get("exit_code") != 0 for r in records):
+        return code
+    meta["exit_note"] = (
+        f"the launcher exited {code} after every rank's script had ended with code 0 (an abort "
+        "at interpreter exit, after the job's work); the exit code is the scripts' own, 0"
+    )
+    return 0
 
 
-@contextlib.contextmanager
-def _forward_signals(child: subprocess.Popen[bytes]) -> Iterator[list[str]]:
-    """Forward SIGTERM, and SIGINT the child did not get from the terminal, while it runs."""
-    received: list[str] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
+def _temp_dir() -> str:
+    """A fresh ``gpuwise-profile-<pid>-*`` directory; stale ones of dead runs are removed.
 
-    def forward(signum: int, frame: Any) -> None:
-        received.append(signal.Signals(signum).name)
-        if signum != signal.SIGINT or not _child_saw_terminal_interrupt():
-            with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signum)
-
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield received
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
-
-
-def _child_saw_terminal_interrupt() -> bool:
-    """True when we run in the terminal's foreground group: Ctrl-C reached the child too."""
-    try:
-        tty = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
-    except OSError:  # no controlling terminal: the signal was sent to us alone
-        return False
-    try:
-        return os.tcgetpgrp(tty) == os.getpgrp()
-    except OSError:
-        return False
-    finally:
-        os.close(tty)
+    A gpuwise killed with SIGKILL cannot remove its own directory; the next run does.
+    """
+    base = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(base):
+            pid = name[len(TEMP_PREFIX) :].split("-", 1)[0]
+            if name.startswith(TEMP_PREFIX) and pid.isdigit() and not pid_alive(int(pid)):
+                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")

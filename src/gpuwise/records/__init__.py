@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise.records.checks import check_sample, check_step, parse_each
+
 RUN_SCHEMA = "gpuwise.run/1"
 SAMPLES_SCHEMA = "gpuwise.samples/1"
 
@@ -80,7 +82,12 @@ class Sample:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sample:
-        """Build a Sample from its JSON form; unknown keys are ignored."""
+        """Build a Sample from its JSON form; unknown keys are ignored.
+
+        Raises:
+            ValueError: A time or metric that is not a finite reading (``records.checks``).
+        """
+        check_sample(d, METRIC_FIELDS)
         kwargs = {k: d[k] for k in SAMPLE_FIELDS if k in d}
         if kwargs.get("throttle_reasons") is not None:
             kwargs["throttle_reasons"] = tuple(kwargs["throttle_reasons"])
@@ -153,7 +160,12 @@ class Step:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Step:
-        """Build a Step from its JSON form; unknown keys are ignored."""
+        """Build a Step from its JSON form; unknown keys are ignored.
+
+        Raises:
+            ValueError: A phase time that is missing, NaN, infinite or negative.
+        """
+        check_step(d)
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -361,8 +373,16 @@ class Run:
         return doc
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Run:
-        """Rebuild a Run from its JSON document (records and samples included)."""
+    def from_dict(cls, d: Mapping[str, Any], skipped: list[dict[str, Any]] | None = None) -> Run:
+        """Rebuild a Run from its JSON document (records and samples included).
+
+        Args:
+            d: The ``gpuwise.run/1`` document.
+            skipped: Receives ``{"record", "reason"}`` for each step or sample left out
+                because its values cannot be data (NaN, negative times, ...).
+        """
+        bad: list[dict[str, Any]] = [] if skipped is None else skipped
+        records = (d.get("steps") or {}).get("records") if isinstance(d.get("steps"), dict) else []
         known = {
             "schema",
             "source",
@@ -380,8 +400,8 @@ class Run:
             command=d.get("command"),
             exit_code=d.get("exit_code"),
             devices=list(d.get("devices") or []),
-            steps=[Step.from_dict(s) for s in (d.get("steps") or {}).get("records", [])],
-            samples=[Sample.from_dict(s) for s in d.get("samples") or []],
+            steps=parse_each(records, Step.from_dict, "steps.records", bad),
+            samples=parse_each(d.get("samples"), Sample.from_dict, "samples", bad),
             utilization=dict(d.get("utilization") or {}),
             findings=[Finding.from_dict(f) for f in d.get("findings") or []],
             meta=dict(d.get("meta") or {}),

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise._version import __version__
-from gpuwise.errors import UsageError
+from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Finding, Run, Step
 from gpuwise.report import bars, svg
 from gpuwise.report.html_tables import (
@@ -61,19 +61,12 @@ def write_html(run: Run, path: str | Path) -> None:
         path: Where to write; the directory must exist.
 
     Raises:
-        UsageError: When the file cannot be written.
+        WriteError: When the file cannot be written (no partial file is left).
 
     Example:
         >>> write_html(run, "report.html")  # doctest: +SKIP
     """
-    text = render_html(run)
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise UsageError(
-            f"cannot write the HTML report to '{path}' ({err.strerror}); "
-            "give a path in an existing, writable directory"
-        ) from err
+    write_atomic(path, render_html(run), what="HTML report")
 
 
 def render_html(run: Run) -> str:

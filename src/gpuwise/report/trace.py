@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise._version import __version__
-from gpuwise.errors import UsageError
+from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Run, Sample, Step, devices_of
 from gpuwise.report.units import command_line
 
@@ -52,23 +52,16 @@ def write_trace(run: Run, path: str | Path) -> None:
         path: Where to write; a name ending in ``.gz`` is gzip-compressed.
 
     Raises:
-        UsageError: When the file cannot be written.
+        WriteError: When the file cannot be written (no partial file is left).
 
     Example:
         >>> write_trace(run, "run.trace.json")  # doctest: +SKIP
         >>> # then open it at https://ui.perfetto.dev
     """
     data = json.dumps(trace_document(run), separators=(",", ":")).encode()
-    target = Path(path)
-    try:
-        if target.name.endswith(".gz"):
-            data = gzip.compress(data, compresslevel=6)
-        target.write_bytes(data)
-    except OSError as err:
-        raise UsageError(
-            f"cannot write the trace to '{path}' ({err.strerror}); "
-            "give a path in an existing, writable directory"
-        ) from err
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6)
+    write_atomic(path, data, what="trace")
 
 
 def trace_document(run: Run) -> dict[str, Any]:

@@ -266,13 +266,16 @@ COLUMNS = {
     "temperature.gpu": ("", "temperature_c", 1),
 }
 
+TOP = {"utilization.gpu": 100, "memory.used": 90000, "power.draw": 90000, "temperature.gpu": 200}
+"""The largest value a reading of each column can take (percent tops out at 100)."""
+
 
 @settings(max_examples=40, deadline=None, database=None)
 @given(
     order=st.permutations(sorted(COLUMNS)),
     units_in_values=st.booleans(),
     rows=st.lists(
-        st.tuples(*[st.one_of(st.none(), st.integers(0, 90000)) for _ in COLUMNS]),
+        st.tuples(*[st.one_of(st.none(), st.integers(0, TOP[c])) for c in sorted(COLUMNS)]),
         min_size=1,
         max_size=6,
     ),

@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import gzip
+import logging
 import os
 import statistics
 import zlib
@@ -31,14 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuwise.errors import LogFormatError
+from gpuwise.errors import InputKindError, LogFormatError
 from gpuwise.records import Sample
 from gpuwise.telemetry.readers import nvsmi_capture, nvsmi_dmon, nvsmi_query
 from gpuwise.telemetry.readers.nvsmi_fields import Parsed, SkippedRecord
 
+log = logging.getLogger(__name__)
+
 __all__ = ["FORMATS", "LogRead", "LogSection", "SkippedRecord", "read_log"]
 
 FORMATS = ("nvsmi-query-csv", "nvsmi-dmon", "nvsmi-capture")
+_BINARY_PROBE_BYTES = 8192
 
 _READS = (
     "gpuwise reads `nvidia-smi --query-gpu=... --format=csv` logs (with their header line), "
@@ -99,18 +102,21 @@ class LogRead:
         return summarize(self.samples, self.interval_s)
 
 
-def read_log(path: str | os.PathLike[str]) -> LogRead:
+def read_log(path: str | os.PathLike[str], *, strict: bool = False) -> LogRead:
     """Read a recorded nvidia-smi log, detecting its format.
 
     Args:
         path: A query CSV log, dmon output or multi-section capture; ``.gz`` accepted.
+        strict: Fail on the first record that cannot be read whole (default: skip it
+            and list it in ``skipped``).
 
     Returns:
         The samples, devices, skipped records and sampling interval of the file.
 
     Raises:
         LogFormatError: The file is missing, unreadable, or in none of the formats above
-            (the message names the file and line).
+            (the message names the file and line); under ``strict``, a skipped record.
+        InputKindError: The file is binary, not a text log.
 
     Example:
         >>> log = read_log("nvidia-smi.log")  # doctest: +SKIP
@@ -134,7 +140,14 @@ def read_log(path: str | os.PathLike[str]) -> LogRead:
         else:
             parsed = nvsmi_query.parse_query_csv(body, first + 1, last_cut=last_cut)
         spans = [(fmt, "", fmt, first + 1, 0, len(parsed.samples))]
-    return _assemble(parsed, spans, name, fmt)
+    log = _assemble(parsed, spans, name, fmt)
+    if strict and log.skipped:
+        first_bad = log.skipped[0]
+        raise LogFormatError(
+            f"{name}: line {first_bad.line}: {first_bad.reason}; --strict stops at the first "
+            "bad record; fix the line, or read without --strict to skip it"
+        )
+    return log
 
 
 def _read_text(path: Path) -> str:
@@ -149,15 +162,34 @@ def _read_text(path: Path) -> str:
             f"{path}: cannot be read ({err.strerror}); check its permissions"
         ) from err
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as err:
-            raise LogFormatError(
-                f"{path}: gzip data is corrupt or cut short ({err}); re-copy the file"
-            ) from err
+        raw = _gunzip(raw, path)
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # PowerShell redirection writes UTF-16
         return raw.decode("utf-16", errors="replace")
+    if b"\0" in raw[:_BINARY_PROBE_BYTES]:
+        raise InputKindError(
+            f"{path}: a binary file (it holds NUL bytes), not a text log; {_READS}"
+        )
     return raw.decode("utf-8-sig", errors="replace")
+
+
+def _gunzip(raw: bytes, path: Path) -> bytes:
+    """Decompress; a stream cut short gives the text before the cut (its last row is cut)."""
+    unzip = zlib.decompressobj(wbits=47)
+    try:
+        out = unzip.decompress(raw)
+        while unzip.eof and unzip.unused_data:  # a further gzip member
+            rest = unzip.unused_data
+            unzip = zlib.decompressobj(wbits=47)
+            out += unzip.decompress(rest)
+    except zlib.error as err:
+        raise LogFormatError(f"{path}: gzip data is corrupt ({err}); re-copy the file") from err
+    if not unzip.eof and not out:
+        raise LogFormatError(
+            f"{path}: gzip data is corrupt or cut short before any text; re-copy the file"
+        )
+    if not unzip.eof:
+        log.warning("%s: the gzip stream is cut short; reading the rows before the cut", path)
+    return out
 
 
 def _detect(lines: list[str], name: str) -> tuple[str, int]:

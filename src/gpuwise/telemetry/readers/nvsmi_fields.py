@@ -8,6 +8,7 @@ column header (``memory.used [MiB]``); the value's own unit wins.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +42,17 @@ UNITS: dict[str, dict[str, float]] = {
     "celsius": {"": 1.0, "c": 1.0},
     "mhz": {"": 1.0, "mhz": 1.0},
     "bytes_s": {"": 1e6, "mb/s": 1e6, "kb/s": 1e3, "b/s": 1.0},
+}
+
+
+# The values a reading of each kind can take; one outside is a corrupt record, not data.
+RANGES: dict[str, tuple[float, float]] = {
+    "pct": (0.0, 100.0),
+    "bytes": (0.0, math.inf),
+    "watts": (0.0, math.inf),
+    "celsius": (-60.0, 200.0),
+    "mhz": (0.0, math.inf),
+    "bytes_s": (0.0, math.inf),
 }
 
 
@@ -103,8 +115,9 @@ def to_number(text: str, kind: str, header_unit: str | None = None) -> float | N
         The number, or ``None`` when the field holds no reading.
 
     Raises:
-        ValueError: The field is neither a number nor a no-reading note, or its unit is
-            not one this kind is measured in.
+        ValueError: The field is neither a number nor a no-reading note, its unit is
+            not one this kind is measured in, or the value is out of range for its kind
+            (150 %, -5 W; NaN and infinity are not numbers here).
     """
     if is_missing(text):
         return None
@@ -115,7 +128,12 @@ def to_number(text: str, kind: str, header_unit: str | None = None) -> float | N
     factor = UNITS[kind].get(unit)
     if factor is None:
         raise ValueError(f"unit {unit!r} of {text.strip()!r} is not a {kind} unit")
-    return float(m.group(1)) * factor
+    value = float(m.group(1)) * factor
+    low, high = RANGES[kind]
+    if not low <= value <= high:
+        limits = f"{low:g} to {high:g}" if math.isfinite(high) else f"at least {low:g}"
+        raise ValueError(f"{text.strip()!r} is out of range for {kind} ({limits})")
+    return value
 
 
 def to_int(value: float | None) -> int | None:

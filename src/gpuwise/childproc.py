@@ -1,0 +1,166 @@
+"""Run the user's command as a child that never outlives gpuwise.
+
+Shared by ``gpuwise profile`` (``profile/runner.py``) and ``gpuwise monitor -- CMD``.
+
+Note: the child-process protocol.
+
+- **Start**: the child stays in gpuwise's process group, so Ctrl-C typed at the
+  terminal reaches both at once, as it would reach the command run alone. On Linux the
+  child asks the kernel (``prctl(PR_SET_PDEATHSIG, SIGTERM)``) for SIGTERM the moment
+  gpuwise dies, however it dies (SIGKILL included); torchrun passes that SIGTERM on to
+  its workers.
+- **Signals**: while the child runs, SIGTERM and SIGHUP sent to gpuwise are forwarded to
+  it, and so is SIGINT when it did not already come from the terminal; gpuwise itself
+  keeps going, so that it can still write its report once the child has ended.
+- **Stop**: ``stop()`` sends SIGTERM, waits ``grace_s``, then SIGKILL.
+- **Exit code**: shell style, 128 + N for a child ended by signal N.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from gpuwise.errors import UsageError
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals gpuwise passes on to the child instead of dying of them."""
+
+STOP_GRACE_S = 10.0
+"""Seconds a stopped child gets between SIGTERM and SIGKILL."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def exit_code(returncode: int) -> int:
+    """Shell-style exit code: a child ended by signal N (returncode -N) gives 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in the child
+    """Ask the kernel for SIGTERM when the parent dies (Linux; elsewhere nothing)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request: end now
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def start(
+    argv: Sequence[str], *, env: dict[str, str] | None = None, stdout: int | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as a child that gets SIGTERM if gpuwise dies first.
+
+    Args:
+        argv: The command and its arguments.
+        env: Its environment (default: gpuwise's).
+        stdout: A file descriptor for its standard output (default: gpuwise's).
+
+    Returns:
+        The running child.
+
+    Raises:
+        UsageError: The program cannot be started (not found, not executable).
+
+    Example:
+        >>> child = start(["python", "train.py"])  # doctest: +SKIP
+    """
+    preexec: Callable[[], None] | None = None
+    if sys.platform == "linux":
+        preexec = functools.partial(_die_with_parent, os.getpid())
+    try:
+        return subprocess.Popen(list(argv), env=env, stdout=stdout, preexec_fn=preexec)
+    except OSError as err:
+        raise UsageError(
+            f"cannot start {argv[0]!r}: {err.strerror or err}; check the command after --"
+        ) from err
+
+
+def stop(child: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> int:
+    """End the child: SIGTERM, then SIGKILL after ``grace_s``; return its exit code.
+
+    Args:
+        child: The child to stop.
+        grace_s: Seconds between SIGTERM and SIGKILL.
+
+    Returns:
+        Its shell-style exit code.
+    """
+    if child.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            child.terminate()
+        try:
+            child.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return exit_code(child.wait())
+
+
+def wait(child: subprocess.Popen[bytes], duration_s: float | None = None) -> int:
+    """Wait for the child to end (or stop it after ``duration_s``); return its exit code.
+
+    Args:
+        child: The running child.
+        duration_s: End it with :func:`stop` after this many seconds (default: no limit).
+
+    Returns:
+        Its shell-style exit code.
+    """
+    if duration_s is None:
+        return exit_code(child.wait())
+    deadline = time.monotonic() + duration_s
+    while child.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+    return stop(child)
+
+
+@contextlib.contextmanager
+def forward_signals(child: subprocess.Popen[bytes]) -> Iterator[list[str]]:
+    """Pass SIGTERM, SIGHUP and a non-terminal SIGINT on to the child while it runs.
+
+    Yields:
+        The names of the signals received, in order (for the report's ``meta.signals``).
+    """
+    received: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def forward(signum: int, frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
+        if signum != signal.SIGINT or not _child_saw_terminal_interrupt():
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        yield received
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _child_saw_terminal_interrupt() -> bool:
+    """True when we run in the terminal's foreground group: Ctrl-C reached the child too."""
+    try:
+        tty = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:  # no controlling terminal: the signal was sent to us alone
+        return False
+    try:
+        return os.tcgetpgrp(tty) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(tty)
