@@ -226,7 +226,7 @@ def _parse(path: str, tally: EventTally, skipped: list[SkippedEvent], strict: bo
         index, reason = tally.invalid[0]
         raise UnusableEventError(
             f"trace {path!r} event #{index} is unusable: {reason}; "
-            f"pass strict=False to skip such events ({len(tally.invalid)} in this file)"
+            f"drop --strict (strict=False) to skip such events ({len(tally.invalid)} in this file)"
         )
     for c in corrupt or []:
         skipped.append(SkippedEvent(c.index, c.offset, f"malformed JSON: {c.reason}"))
@@ -257,7 +257,7 @@ def _format_error(path: str, err: Exception, events: int) -> LogFormatError:
     return LogFormatError(
         f"trace {path!r} is not a readable Chrome/Kineto trace at {where} "
         f"(after {events} events): {err}; expected a torch.profiler export "
-        "(.json or .json.gz); pass strict=False to skip corrupt events"
+        "(.json or .json.gz); drop --strict (strict=False) to skip corrupt events"
     )
 
 
