@@ -2,7 +2,8 @@
 
 Every layer speaks these types. They are plain frozen dataclasses with a JSON form; the JSON
 form of a Run is the ``gpuwise.run/1`` contract that ``--json``, tests and other tools read.
-This module imports nothing from the rest of gpuwise.
+This module imports nothing from the rest of gpuwise but its own typed sections
+(``records.ranks``, ``records.serving``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from gpuwise.records.ranks import RankView
+
+if TYPE_CHECKING:
+    from gpuwise.records.serving import ServingResult
 
 RUN_SCHEMA = "gpuwise.run/1"
 SAMPLES_SCHEMA = "gpuwise.samples/1"
@@ -312,8 +318,12 @@ class Run:
         findings: Diagnosis, best payoff first (the first is the main bottleneck or
             ``healthy``).
         meta: Versions, start time, sampling interval, skipped records, inputs.
-        extra: Sections added by other layers (``"ranks"`` for distributed runs,
-            ``"trace"`` for analyzed traces), each a JSON-ready dict.
+        extra: Other sections added by other layers (``"trace"`` for analyzed traces,
+            ``"h2d"``, ``"energy"``, ...), each a JSON-ready dict.
+        ranks: The cross-rank view of a distributed run, computed once when the Run was
+            built (``None`` for one process); the document's ``ranks`` section.
+        serving: The result of a serving run (``gpuwise serve-bench``); the document's
+            ``serving`` section.
     """
 
     source: str
@@ -326,6 +336,8 @@ class Run:
     findings: list[Finding] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    ranks: RankView | None = None
+    serving: ServingResult | None = None
 
     def step_stats(self) -> dict[str, Any]:
         """Return the ``steps`` summary of the Run contract (see ``step_stats``).
@@ -356,6 +368,10 @@ class Run:
             "meta": self.meta,
         }
         doc.update(self.extra)
+        if self.ranks is not None:
+            doc["ranks"] = self.ranks.to_dict()
+        if self.serving is not None:
+            doc["serving"] = self.serving.to_dict()
         if include_samples:
             doc["samples"] = [s.to_dict() for s in self.samples]
         return doc
@@ -374,6 +390,8 @@ class Run:
             "findings",
             "meta",
             "samples",
+            "ranks",
+            "serving",
         }
         return cls(
             source=d.get("source", "analyze"),
@@ -386,7 +404,17 @@ class Run:
             findings=[Finding.from_dict(f) for f in d.get("findings") or []],
             meta=dict(d.get("meta") or {}),
             extra={k: v for k, v in d.items() if k not in known},
+            ranks=RankView.from_dict(d["ranks"]) if isinstance(d.get("ranks"), Mapping) else None,
+            serving=_serving_of(d.get("serving")),
         )
+
+
+def _serving_of(section: Any) -> ServingResult | None:
+    if not isinstance(section, Mapping):
+        return None
+    from gpuwise.records.serving import ServingResult
+
+    return ServingResult.from_dict(section)
 
 
 def devices_of(samples: Iterable[Sample]) -> list[str]:
