@@ -84,3 +84,15 @@ def test_warmup_steps_leave_means_but_not_the_count():
     assert stats["warmup_excluded"] == 1
     assert stats["mean_s"] == pytest.approx(0.1)
     assert stats["fractions"]["data_wait"] == 0.0
+
+
+def test_typed_sections_parse_and_incomplete_ones_stay_in_extra():
+    view = RankView.from_dict({"world_size": 2, "ranks": [0, 1], "step_counts": {"0": 3}})
+    doc = Run("profile", ranks=view).to_dict()
+    assert doc["ranks"]["step_counts"] == {"0": 3}
+    back = Run.from_dict(doc)
+    assert back.ranks == view
+    assert back.to_dict() == doc  # same keys and values after a round trip
+    odd = Run.from_dict({"source": "api", "serving": {"schema": "gpuwise.serving/1"}})
+    assert odd.serving is None
+    assert odd.extra == {"serving": {"schema": "gpuwise.serving/1"}}

@@ -379,20 +379,11 @@ class Run:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Run:
         """Rebuild a Run from its JSON document (records and samples included)."""
-        known = {
-            "schema",
-            "source",
-            "command",
-            "exit_code",
-            "devices",
-            "steps",
-            "utilization",
-            "findings",
-            "meta",
-            "samples",
-            "ranks",
-            "serving",
-        }
+        known = {"schema", "source", "command", "exit_code", "devices", "steps"}
+        known |= {"utilization", "findings", "meta", "samples"}
+        ranks = RankView.from_dict(d["ranks"]) if isinstance(d.get("ranks"), Mapping) else None
+        serving = _serving_of(d.get("serving"))
+        typed = {"ranks": ranks, "serving": serving}  # sections that did not parse stay extra
         return cls(
             source=d.get("source", "analyze"),
             command=d.get("command"),
@@ -403,14 +394,15 @@ class Run:
             utilization=dict(d.get("utilization") or {}),
             findings=[Finding.from_dict(f) for f in d.get("findings") or []],
             meta=dict(d.get("meta") or {}),
-            extra={k: v for k, v in d.items() if k not in known},
-            ranks=RankView.from_dict(d["ranks"]) if isinstance(d.get("ranks"), Mapping) else None,
-            serving=_serving_of(d.get("serving")),
+            extra={k: v for k, v in d.items() if k not in known and typed.get(k) is None},
+            ranks=ranks,
+            serving=serving,
         )
 
 
 def _serving_of(section: Any) -> ServingResult | None:
-    if not isinstance(section, Mapping):
+    """The typed serving result, or ``None`` when the section is absent or incomplete."""
+    if not isinstance(section, Mapping) or not {"settings", "duration_s"} <= section.keys():
         return None
     from gpuwise.records.serving import ServingResult
 
