@@ -3,6 +3,7 @@ import json
 import pytest
 
 from gpuwise.records import Finding, Fix, Run, Sample, Step, step_stats
+from gpuwise.records.ranks import RankView
 
 
 def _step(i: int, wait: float, comp: float, rank: int = 0) -> Step:
@@ -62,17 +63,18 @@ def test_run_round_trips_through_json():
                 (Fix("more workers", "num_workers=2"),),
             )
         ],
-        extra={"ranks": {"world_size": 1}},
+        ranks=RankView.from_dict({"world_size": 1}),
     )
     doc = json.loads(json.dumps(run.to_dict()))
     assert doc["schema"] == "gpuwise.run/1"
     assert doc["samples"][0]["utilization_pct"] is None
-    assert doc["ranks"] == {"world_size": 1}
+    assert doc["ranks"]["world_size"] == 1
     back = Run.from_dict(doc)
     assert back.steps == run.steps
     assert back.samples == run.samples
     assert back.findings == run.findings
-    assert back.extra == {"ranks": {"world_size": 1}}
+    assert back.ranks == run.ranks
+    assert back.extra == {}
 
 
 def test_warmup_steps_leave_means_but_not_the_count():
@@ -82,3 +84,15 @@ def test_warmup_steps_leave_means_but_not_the_count():
     assert stats["warmup_excluded"] == 1
     assert stats["mean_s"] == pytest.approx(0.1)
     assert stats["fractions"]["data_wait"] == 0.0
+
+
+def test_typed_sections_parse_and_incomplete_ones_stay_in_extra():
+    view = RankView.from_dict({"world_size": 2, "ranks": [0, 1], "step_counts": {"0": 3}})
+    doc = Run("profile", ranks=view).to_dict()
+    assert doc["ranks"]["step_counts"] == {"0": 3}
+    back = Run.from_dict(doc)
+    assert back.ranks == view
+    assert back.to_dict() == doc  # same keys and values after a round trip
+    odd = Run.from_dict({"source": "api", "serving": {"schema": "gpuwise.serving/1"}})
+    assert odd.serving is None
+    assert odd.extra == {"serving": {"schema": "gpuwise.serving/1"}}

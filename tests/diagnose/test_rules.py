@@ -6,6 +6,7 @@ import pytest
 from gpuwise.diagnose import findings as fx
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.records import Finding, Run, Sample, Step
+from gpuwise.records.ranks import RankView
 from gpuwise.telemetry.summary import summarize
 
 GIB = 2**30
@@ -27,6 +28,8 @@ def gpu_samples(utils, *, memory=GIB, device="gpu0", **kw):
 def run_of(step_list=(), samples=(), devices=(), **extra):
     run = Run("api", devices=list(devices), steps=list(step_list), samples=list(samples))
     run.utilization = summarize(run.samples) if run.samples else {}
+    if "ranks" in extra:
+        run.ranks = RankView.from_dict(extra.pop("ranks"))
     run.extra.update(extra)
     return run
 

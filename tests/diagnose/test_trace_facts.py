@@ -184,7 +184,8 @@ def test_two_rank_files_give_an_order_independent_cross_rank_view():
     assert [r["rank"] for r in ranks] == [0, 1]
     assert ranks[1]["communication_fraction"] == pytest.approx(0.55, abs=POINTS)
     assert ab.extra["trace"]["distributed"]["world_size"] == 128
-    assert ab.extra["ranks"]["world_size"] == 128
+    assert ab.ranks is not None
+    assert ab.ranks.world_size == 128
 
 
 def test_rank_files_of_different_jobs_are_refused_by_name():

@@ -10,12 +10,13 @@ from gpuwise.diagnose.distributed import findings
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.dist.aggregate import cross_rank
 from gpuwise.records import Run
+from gpuwise.records.ranks import RankView
 from tests.dist.fixtures import comm, rank_file, steps
 
 
 def run_of(step_list: list, files: list | None = None, **extra: Any) -> Run:
     run = Run("profile", steps=step_list, exit_code=0)
-    run.extra["ranks"] = cross_rank(step_list, files)
+    run.ranks = RankView.from_dict(cross_rank(step_list, files))
     run.extra.update(extra)
     return run
 
@@ -168,4 +169,5 @@ def test_analyze_of_a_baseline_and_a_scaled_run_reports_scaling(tmp_path: Path) 
     assert found.evidence["speedup"] == pytest.approx(1.6)  # 1024 vs 640 samples/s
     assert found.evidence["efficiency"] == pytest.approx(0.8)
     assert found.evidence["baseline_file"] == "base.json"
-    assert run.extra["ranks"]["step_counts"] == {"0": 10, "1": 10}  # kept from the scaled run
+    assert run.ranks is not None
+    assert run.ranks.step_counts == {"0": 10, "1": 10}  # kept from the scaled run

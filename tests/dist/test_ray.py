@@ -41,7 +41,7 @@ def test_ray_train_workers_are_each_measured() -> None:
 
     run = fit_measured(_train, num_workers=2)
     assert run.exit_code == 0
-    ranks = run.extra["ranks"]
+    ranks = run.to_dict(include_samples=False)["ranks"]
     assert ranks["step_counts"] == {"0": 8, "1": 8}
     assert ranks["ddp"]["backend"] == "gloo"
     assert ranks["comm"]["iterations"] >= 6

@@ -63,7 +63,7 @@ def test_a_sleep_on_rank_1_is_reported_as_its_straggling(tmp_path: Path) -> None
     delay_s = 0.060
     run, _ = profile_job(tmp_path, "straggler", str(delay_s * 1e3))
     assert run.exit_code == 0
-    assert run.extra["ranks"]["step_counts"] == {"0": 20, "1": 20}
+    assert run.to_dict(include_samples=False)["ranks"]["step_counts"] == {"0": 20, "1": 20}
     found = {f.kind: f for f in run.findings}["straggler"]
     assert found.evidence["rank"] == 1
     assert found.evidence["cause"] == "data"
@@ -73,7 +73,7 @@ def test_a_sleep_on_rank_1_is_reported_as_its_straggling(tmp_path: Path) -> None
 def test_exposed_comm_share_agrees_with_the_sync_no_sync_differential(tmp_path: Path) -> None:
     run, _ = profile_job(tmp_path, "comm")
     assert run.exit_code == 0
-    comm = run.extra["ranks"]["comm"]
+    comm = run.to_dict(include_samples=False)["ranks"]["comm"]
     assert comm["syncs_per_step"] == pytest.approx(0.5)  # half the steps ran under no_sync
     kept = [s for s in run.steps if s.index >= 8]  # the first block of each kind warms up
     synced = statistics.fmean(s.total_s for s in kept if (s.index // 4) % 2 == 0)
@@ -91,7 +91,7 @@ def test_a_killed_rank_fails_the_job_cleanly_and_is_named(tmp_path: Path) -> Non
     for pid_file in tmp_path.glob("pid-*"):
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid_file.read_text()), 0)  # no rank is left running
-    ranks = run.extra["ranks"]
+    ranks = run.to_dict(include_samples=False)["ranks"]
     failure = ranks["failure"]
     assert (failure["rank"], failure["how"]) == (1, "killed")
     assert failure["endings"]["0"] != "exit"  # rank 0 was stopped, not finished
@@ -121,7 +121,7 @@ def test_the_ddp_example_runs_and_is_measured_on_both_ranks(tmp_path: Path) -> N
     example = REPO / "examples" / "train_ddp.py"
     run, _ = profile_job_argv(tmp_path, [str(example), "--steps", "12"])
     assert run.exit_code == 0
-    ranks = run.extra["ranks"]
+    ranks = run.to_dict(include_samples=False)["ranks"]
     assert ranks["step_counts"] == {"0": 12, "1": 12}
     assert ranks["ddp"]["backend"] == "gloo"
     assert ranks["comm"]["exposed_fraction"] is not None

@@ -129,7 +129,8 @@ def test_serving_run_round_trips_through_json():
     doc = serving_run(result, ["gpuwise", "serve-bench"], "app").to_dict()
     assert doc["schema"] == "gpuwise.run/1"
     assert doc["serving"]["schema"] == "gpuwise.serving/1"
-    back = ServingResult.from_dict(Run.from_dict(doc).extra["serving"])
+    back = Run.from_dict(doc).serving
+    assert isinstance(back, ServingResult)
     assert back.counts() == result.counts()
     assert back.latency_s() == pytest.approx(result.latency_s())
     assert back.batch_stats()["mean_size"] == 4

@@ -7,7 +7,7 @@ from gpuwise.profile import hooks
 from gpuwise.profile.recorder import StepFiles
 from gpuwise.profile.recording import build_run, memory_recording, rank_view, run_meta
 from gpuwise.records import Run, Step
-from gpuwise.records.ranks import RankView, rank_view_of
+from gpuwise.records.ranks import RankView
 
 
 def two_ranks() -> list[Step]:
@@ -40,7 +40,7 @@ def test_build_run_computes_the_view_once_and_it_survives_json() -> None:
     steps = two_ranks()
     run = build_run(["x"], 0, [], StepFiles(steps=steps), [], run_meta(0.0, 1.0, None, None))
     again = Run.from_dict(run.to_dict())
-    view = rank_view_of(again.extra)
+    view = again.ranks
     assert view is not None
     assert view == RankView.from_dict(cross_rank(steps))
     assert run.meta["warmup_steps"] == 1

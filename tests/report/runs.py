@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuwise.profile.recording import rank_view
 from gpuwise.records import Finding, Fix, Run, Sample, Step
 from gpuwise.telemetry.summary import summarize
 
@@ -100,4 +101,5 @@ def make_run(
         utilization=summarize(samples, 0.1),
         findings=[INPUT_BOUND, PAGEABLE] if findings is None else findings,
         meta={"interval_s": 0.1, "gpuwise": "0.1.0"},
+        ranks=rank_view(steps),  # as the recording builds it: once, from the steps
     )

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 import re
@@ -168,6 +169,17 @@ def test_ranks_table_for_distributed_runs():
     text = " ".join(Tags(render_html(make_run(steps=uniform_steps(4, ranks=2)))).text)
     assert "mean over 2 ranks" in text
     assert re.search(r"rank\s+steps\s+mean step", text)
+
+
+def test_ranks_table_reads_the_rank_view_so_warm_up_is_left_out():
+    steps = [
+        dataclasses.replace(s, data_wait_s=1.08) if s.index == 0 else s
+        for s in uniform_steps(5, ranks=2)
+    ]
+    text = " ".join(Tags(render_html(make_run(steps=steps))).text)
+    # each rank's row: the rank view's 200 ms mean and 40 % data wait (raw: 400 ms, 70 %)
+    assert re.search(r"\b0\s+5\s+200\.0 ms\s+40\.0 %", text)
+    assert re.search(r"\b1\s+5\s+200\.0 ms\s+40\.0 %", text)
 
 
 def test_decimate_keeps_spikes_and_dips():

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 from rich.console import Console
 
@@ -198,3 +200,17 @@ def test_duration_of_an_analyzed_trace_is_its_window():
 
     assert run_duration_s(Run("analyze", extra={"trace": {"window_s": 12.9}})) == 12.9
     assert run_duration_s(Run("analyze")) is None
+
+
+def test_ranks_table_reads_the_rank_view_so_warm_up_is_left_out():
+    steps = [
+        dataclasses.replace(s, data_wait_s=1.08) if s.index == 0 else s
+        for s in uniform_steps(5, ranks=2)
+    ]
+    run = make_run(steps=steps)
+    assert run.ranks is not None
+    assert [row["mean_s"] for row in run.ranks.per_rank] == [pytest.approx(0.2)] * 2
+    lines = [ln.split() for ln in _render(run).splitlines()]
+    # the same figures as the document's "ranks" section; the raw mean would be 400 ms
+    assert ["0", "5", "200.0", "ms", "40.0", "%"] in lines
+    assert ["1", "5", "200.0", "ms", "40.0", "%"] in lines

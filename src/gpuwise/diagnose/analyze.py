@@ -13,6 +13,7 @@ compute scaling efficiency from.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
@@ -68,6 +69,7 @@ def build_run(names: list[str], pieces: list[Piece]) -> Run:
     run = Run(source="analyze", command=names)
     if base is not None:
         run.extra.update(base.extra)
+        run.ranks, run.serving = base.ranks, base.serving
         run.meta.update({k: v for k, v in base.meta.items() if k != "skipped"})
         run.meta["analyzed_source"] = base.source
         run.exit_code = base.exit_code
@@ -149,15 +151,14 @@ def _baseline(piece: Piece) -> dict[str, Any]:
 
 def _add_ranks(run: Run) -> None:
     """Add the cross-rank section when steps come from several ranks."""
-    if "ranks" in run.extra:
+    if run.ranks is not None:
         return
     from gpuwise.profile.recording import rank_view
 
     view = rank_view(run.steps)
     if view is None:
         return
-    section = view.to_dict()
     dist = (run.extra.get("trace") or {}).get("distributed") or {}
     if isinstance(dist.get("world_size"), int):
-        section["world_size"] = dist["world_size"]  # the job's, not the files given
-    run.extra["ranks"] = section
+        view = dataclasses.replace(view, world_size=dist["world_size"])  # the job's
+    run.ranks = view

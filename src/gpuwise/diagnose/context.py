@@ -298,9 +298,6 @@ def _cores(run: Run) -> int:
 
 
 def _local_ranks(run: Run) -> int:
-    ranks = run.extra.get("ranks")
-    if isinstance(ranks, dict) and isinstance(ranks.get("local_world_size"), int):
-        return max(1, int(ranks["local_world_size"]))
     return max(1, len({s.rank for s in run.steps}))
 
 

@@ -1,4 +1,4 @@
-"""Distributed rules: what data-parallel costs a run, read from ``run.extra["ranks"]``.
+"""Distributed rules: what data-parallel costs a run, read from ``run.ranks``.
 
 ``gpuwise.diagnose.rules.diagnose`` calls ``findings(run)`` when a Run has the cross-rank
 section (``gpuwise.dist.aggregate.cross_rank``). Kinds: ``rank_failed``, ``straggler``,
@@ -8,7 +8,9 @@ section (``gpuwise.dist.aggregate.cross_rank``). Kinds: ``rank_failed``, ``strag
 
 Example:
     >>> from gpuwise.records import Run
-    >>> run = Run("api", extra={"ranks": {"uneven_steps": True, "step_counts": {"0": 9, "1": 8}}})
+    >>> from gpuwise.records.ranks import RankView
+    >>> view = RankView.from_dict({"uneven_steps": True, "step_counts": {"0": 9, "1": 8}})
+    >>> run = Run("api", ranks=view)
     >>> [f.kind for f in findings(run)]
     ['uneven_ranks']
 """
@@ -20,6 +22,7 @@ from typing import Any
 
 from gpuwise.diagnose import findings as fx
 from gpuwise.records import Finding, Fix, Run
+from gpuwise.records.ranks import RankView
 
 STRAGGLER_FRACTION = 0.10
 """A rank whose own time exceeds the others' by 10 % of its step holds every rank back
@@ -41,25 +44,25 @@ SHORT_METHOD = (
     "DDP comm hook: last gradient bucket ready to end of backward; transfer = min over ranks"
 )
 
-Rule = Callable[[Mapping[str, Any], Run], "Finding | None"]
+Rule = Callable[[RankView, Run], "Finding | None"]
 
 
 def findings(run: Run) -> list[Finding]:
     """Return the distributed findings of a Run (unsorted; ``diagnose`` orders them).
 
     Args:
-        run: A Run whose ``extra["ranks"]`` is the cross-rank section.
+        run: A Run whose ``ranks`` is the cross-rank view.
 
     Returns:
         The findings that apply; empty without the section.
     """
-    ranks = run.extra.get("ranks")
-    if not isinstance(ranks, Mapping):
+    ranks = run.ranks
+    if ranks is None:
         return []
     return [f for rule in RULES if (f := rule(ranks, run)) is not None]
 
 
-def _get(section: Mapping[str, Any], *keys: str) -> Any:
+def _get(section: Mapping[str, Any] | None, *keys: str) -> Any:
     value: Any = section
     for key in keys:
         if not isinstance(value, Mapping):
@@ -68,9 +71,9 @@ def _get(section: Mapping[str, Any], *keys: str) -> Any:
     return value
 
 
-def rank_failed(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def rank_failed(ranks: RankView, run: Run) -> Finding | None:
     """A rank ended without finishing: name it and keep what every rank measured."""
-    failure = ranks.get("failure")
+    failure = ranks.failure
     if not failure:
         return None
     rank, how = failure["rank"], failure["how"]
@@ -109,9 +112,9 @@ def _how_words(how: str) -> str:
     return how
 
 
-def straggler(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def straggler(ranks: RankView, run: Run) -> Finding | None:
     """One rank is slower than the others; every all-reduce waits for it."""
-    slow = ranks.get("slowest")
+    slow = ranks.slowest
     if not slow or slow.get("extra_fraction") is None:
         return None
     f = float(slow["extra_fraction"])
@@ -128,7 +131,7 @@ def straggler(ranks: Mapping[str, Any], run: Run) -> Finding | None:
         "extra_per_step_s": round(extra_s, 6),
         "extra_fraction": round(f, 4),
         "cause": cause,
-        "step_skew_s": ranks.get("step_skew_s"),
+        "step_skew_s": ranks.step_skew_s,
         "basis": slow.get("basis"),
     }
     severity = fx.severity_for(speedup) or "info"
@@ -157,9 +160,9 @@ def _straggler_fixes(rank: int, cause: str) -> tuple[Fix, ...]:
     return (look,)
 
 
-def comm_bound(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def comm_bound(ranks: RankView, run: Run) -> Finding | None:
     """Gradient all-reduce time not hidden behind backward."""
-    comm = ranks.get("comm") or {}
+    comm = ranks.comm or {}
     f = comm.get("exposed_fraction")
     if _straggling(ranks):  # waiting for the straggler is the straggler finding's time
         f = comm.get("transfer_fraction")
@@ -177,7 +180,7 @@ def comm_bound(ranks: Mapping[str, Any], run: Run) -> Finding | None:
         "wait_per_step_s": comm.get("wait_s"),
         "bytes_per_sync": comm.get("bytes_per_sync"),
         "buckets_per_sync": comm.get("buckets_per_sync"),
-        "bucket_cap_mb": _get(ranks, "ddp", "bucket_cap_mb"),
+        "bucket_cap_mb": _get(ranks.ddp, "bucket_cap_mb"),
         "per_rank_batch": _batch(ranks),
         "method": SHORT_METHOD if comm.get("method") else None,
     }
@@ -187,12 +190,12 @@ def comm_bound(ranks: Mapping[str, Any], run: Run) -> Finding | None:
     return Finding("comm_bound", severity, summary, evidence, round(speedup, 3), _comm_fixes(ranks))
 
 
-def _straggling(ranks: Mapping[str, Any]) -> bool:
-    extra = _get(ranks, "slowest", "extra_fraction")
+def _straggling(ranks: RankView) -> bool:
+    extra = _get(ranks.slowest, "extra_fraction")
     return extra is not None and extra >= STRAGGLER_FRACTION
 
 
-def _comm_fixes(ranks: Mapping[str, Any]) -> tuple[Fix, ...]:
+def _comm_fixes(ranks: RankView | None) -> tuple[Fix, ...]:
     fixes = [
         Fix(
             "Give each rank a bigger batch: more compute per all-reduce of the same bytes",
@@ -211,18 +214,17 @@ def _comm_fixes(ranks: Mapping[str, Any]) -> tuple[Fix, ...]:
             "DistributedDataParallel(model, gradient_as_bucket_view=True)",
         ),
     ]
-    if (_get(ranks, "comm", "buckets_per_sync") or 0) == 1 and (
-        _get(ranks, "ddp", "bucket_cap_mb") or 0
-    ) > 25:
+    comm, ddp = (ranks.comm, ranks.ddp) if ranks is not None else (None, None)
+    if (_get(comm, "buckets_per_sync") or 0) == 1 and (_get(ddp, "bucket_cap_mb") or 0) > 25:
         fixes.insert(0, fixes.pop(2))  # one big bucket: nothing overlapped; fix that first
     return tuple(fixes)
 
 
-def comm_fixes(ranks: Mapping[str, Any] | None = None) -> tuple[Fix, ...]:
+def comm_fixes(ranks: RankView | None = None) -> tuple[Fix, ...]:
     """The ``comm_bound`` fix catalog, shared by profiled DDP runs and analyzed traces.
 
     Args:
-        ranks: The cross-rank section when known (orders the bucket fix first when one
+        ranks: The cross-rank view when known (orders the bucket fix first when one
             big bucket left nothing to overlap).
 
     Returns:
@@ -230,7 +232,7 @@ def comm_fixes(ranks: Mapping[str, Any] | None = None) -> tuple[Fix, ...]:
         of the interconnect.
     """
     return (
-        *_comm_fixes(ranks or {}),
+        *_comm_fixes(ranks),
         Fix(
             "Overlap collectives with compute: issue them asynchronously, fewer and larger",
             "work = dist.all_to_all_single(out, inp, async_op=True); ...; work.wait()  "
@@ -249,16 +251,16 @@ def comm_fixes(ranks: Mapping[str, Any] | None = None) -> tuple[Fix, ...]:
     )
 
 
-def _batch(ranks: Mapping[str, Any]) -> int | None:
-    sizes = [r["batch_size"] for r in ranks.get("per_rank") or [] if r.get("batch_size")]
+def _batch(ranks: RankView) -> int | None:
+    sizes = [r["batch_size"] for r in ranks.per_rank if r.get("batch_size")]
     return min(sizes) if sizes else None
 
 
-def uneven_ranks(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def uneven_ranks(ranks: RankView, run: Run) -> Finding | None:
     """Ranks ran different numbers of steps: the classic hang at the last all-reduce."""
-    if not ranks.get("uneven_steps") or ranks.get("failure"):
+    if not ranks.uneven_steps or ranks.failure:
         return None
-    counts = ranks.get("step_counts") or {}
+    counts = ranks.step_counts or {}
     text = ", ".join(f"rank {r}: {n}" for r, n in counts.items())
     summary = f"Ranks ran different numbers of steps ({text}); a rank with more waits forever"
     evidence = {f"rank{r}_steps": n for r, n in counts.items()}
@@ -279,9 +281,9 @@ def uneven_ranks(ranks: Mapping[str, Any], run: Run) -> Finding | None:
     return Finding("uneven_ranks", "critical", summary, evidence, None, fixes)
 
 
-def find_unused_parameters(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def find_unused_parameters(ranks: RankView, run: Run) -> Finding | None:
     """DDP searches the autograd graph for unused parameters after every forward."""
-    if not _get(ranks, "ddp", "find_unused_parameters"):
+    if not _get(ranks.ddp, "find_unused_parameters"):
         return None
     summary = (
         "DDP runs with find_unused_parameters=True: it walks the autograd graph every step "
@@ -289,8 +291,8 @@ def find_unused_parameters(ranks: Mapping[str, Any], run: Run) -> Finding | None
     )
     evidence = {
         "find_unused_parameters": "True",
-        "parameters": _get(ranks, "ddp", "parameters"),
-        "exposed_comm_fraction": _get(ranks, "comm", "exposed_fraction"),
+        "parameters": _get(ranks.ddp, "parameters"),
+        "exposed_comm_fraction": _get(ranks.comm, "exposed_fraction"),
     }
     fixes = (
         Fix("Turn it off when every parameter gets a gradient", "find_unused_parameters=False"),
@@ -299,14 +301,14 @@ def find_unused_parameters(ranks: Mapping[str, Any], run: Run) -> Finding | None
     return Finding("find_unused_parameters", "warning", summary, evidence, None, fixes)
 
 
-def small_rank_batch(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def small_rank_batch(ranks: RankView, run: Run) -> Finding | None:
     """Tiny per-rank batches: each all-reduce has little compute to hide behind."""
     batch = _batch(ranks)
     if batch is None or batch > SMALL_RANK_BATCH:
         return None
-    f = _get(ranks, "comm", "exposed_fraction")
+    f = _get(ranks.comm, "exposed_fraction")
     severity = "warning" if f is not None and f >= COMM_NOTE_FRACTION else "info"
-    world = int(ranks.get("world_size") or 1)
+    world = int(ranks.world_size or 1)
     summary = f"Each rank trains on only {batch} samples per step ({batch * world} across ranks)"
     evidence = {
         "per_rank_batch": batch,
@@ -321,9 +323,9 @@ def small_rank_batch(ranks: Mapping[str, Any], run: Run) -> Finding | None:
     return Finding("small_rank_batch", severity, summary, evidence, None, fixes)
 
 
-def thread_oversubscription(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def thread_oversubscription(ranks: RankView, run: Run) -> Finding | None:
     """More compute threads across the local ranks than cores: they evict each other."""
-    threads = ranks.get("threads") or {}
+    threads = ranks.threads or {}
     cores, total = threads.get("cores"), threads.get("threads_total")
     if not cores or not total or total <= cores:
         return None
@@ -346,13 +348,13 @@ def thread_oversubscription(ranks: Mapping[str, Any], run: Run) -> Finding | Non
     return Finding("thread_oversubscription", "warning", summary, evidence, None, fixes)
 
 
-def accumulation_without_no_sync(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def accumulation_without_no_sync(ranks: RankView, run: Run) -> Finding | None:
     """Several all-reduces per optimizer step: gradient accumulation without ``no_sync``."""
-    acc = ranks.get("accumulation") or {}
+    acc = ranks.accumulation or {}
     syncs = acc.get("syncs_per_step")
     if syncs is None or syncs <= SYNC_EXCESS:
         return None
-    f = _get(ranks, "comm", "exposed_fraction")
+    f = _get(ranks.comm, "exposed_fraction")
     speedup = fx.amdahl(float(f) * (syncs - 1) / syncs) if f is not None else None
     summary = (
         f"{syncs:.1f} gradient all-reduces per optimizer step: accumulation steps all-reduce "
@@ -374,14 +376,14 @@ def accumulation_without_no_sync(ranks: Mapping[str, Any], run: Run) -> Finding 
     return Finding("accumulation_without_no_sync", "warning", summary, evidence, rounded, fixes)
 
 
-def scaling_efficiency(ranks: Mapping[str, Any], run: Run) -> Finding | None:
+def scaling_efficiency(ranks: RankView, run: Run) -> Finding | None:
     """Throughput on N ranks against a baseline run (``gpuwise analyze base.json scaled.json``)."""
     baseline = run.extra.get("baseline")
     if not isinstance(baseline, Mapping):
         return None
     from gpuwise.dist.aggregate import scaling
 
-    world = int(ranks.get("world_size") or 1)
+    world = int(ranks.world_size or 1)
     result = scaling(baseline, run.step_stats(), world)
     eff = result["efficiency"]
     if eff is None:

@@ -94,7 +94,7 @@ def _payoff_key(f: Finding) -> tuple[bool, int, float]:
 
 
 def _distributed(run: Run) -> list[Finding]:
-    if "ranks" not in run.extra:
+    if run.ranks is None:
         return []
     from gpuwise.diagnose.distributed import findings
 

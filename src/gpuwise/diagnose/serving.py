@@ -331,5 +331,5 @@ def serving_run(result: ServingResult, command: list[str] | None, app: str) -> R
         devices=[{"id": result.settings.device}],
         findings=diagnose_serving(result),
         meta=meta,
-        extra={"serving": result.to_dict()},
+        serving=result,
     )

@@ -1,4 +1,4 @@
-"""The cross-rank view of a data-parallel run: ``run.extra["ranks"]``.
+"""The cross-rank view of a data-parallel run: ``Run.ranks`` (a ``records.ranks.RankView``).
 
 It compares the ranks' steps (count, mean time, phase means), names the slowest rank, the
 extra time it costs every step and the phase where it differs, and gives the exposed share

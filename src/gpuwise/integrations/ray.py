@@ -11,7 +11,7 @@ driver (one machine, or a shared ``steps_dir``).
 Example:
     >>> from gpuwise.integrations.ray import fit_measured  # doctest: +SKIP
     >>> run = fit_measured(train_func, num_workers=2)  # doctest: +SKIP
-    >>> run.extra["ranks"]["slowest"]  # doctest: +SKIP
+    >>> run.ranks.slowest  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def fit_measured(
         steps_dir: Keep the per-worker files here (default: a temporary directory, removed).
 
     Returns:
-        Run with ``source="ray"``, every worker's steps and ``extra["ranks"]``; exit code 0,
+        Run with ``source="ray"``, every worker's steps and ``ranks``; exit code 0,
         or 1 when the trainer reported an error (kept in ``meta["error"]``).
 
     Raises:

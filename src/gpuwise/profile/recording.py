@@ -218,7 +218,7 @@ def build_run(
         }
     view = rank_view(files.steps, rank_files, files.processes)
     if view is not None:
-        run.extra["ranks"] = view.to_dict()
+        run.ranks = view
     return run
 
 

@@ -2,7 +2,8 @@
 
 Every layer speaks these types. They are plain frozen dataclasses with a JSON form; the JSON
 form of a Run is the ``gpuwise.run/1`` contract that ``--json``, tests and other tools read.
-This module imports nothing from the rest of gpuwise.
+This module imports nothing from the rest of gpuwise but its own typed sections
+(``records.ranks``, ``records.serving``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from gpuwise.records.ranks import RankView
+
+if TYPE_CHECKING:
+    from gpuwise.records.serving import ServingResult
 
 from gpuwise.records.checks import check_sample, check_step, parse_each
 
@@ -324,8 +330,12 @@ class Run:
         findings: Diagnosis, best payoff first (the first is the main bottleneck or
             ``healthy``).
         meta: Versions, start time, sampling interval, skipped records, inputs.
-        extra: Sections added by other layers (``"ranks"`` for distributed runs,
-            ``"trace"`` for analyzed traces), each a JSON-ready dict.
+        extra: Other sections added by other layers (``"trace"`` for analyzed traces,
+            ``"h2d"``, ``"energy"``, ...), each a JSON-ready dict.
+        ranks: The cross-rank view of a distributed run, computed once when the Run was
+            built (``None`` for one process); the document's ``ranks`` section.
+        serving: The result of a serving run (``gpuwise serve-bench``); the document's
+            ``serving`` section.
     """
 
     source: str
@@ -338,6 +348,8 @@ class Run:
     findings: list[Finding] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    ranks: RankView | None = None
+    serving: ServingResult | None = None
 
     def step_stats(self) -> dict[str, Any]:
         """Return the ``steps`` summary of the Run contract (see ``step_stats``).
@@ -368,6 +380,10 @@ class Run:
             "meta": self.meta,
         }
         doc.update(self.extra)
+        if self.ranks is not None:
+            doc["ranks"] = self.ranks.to_dict()
+        if self.serving is not None:
+            doc["serving"] = self.serving.to_dict()
         if include_samples:
             doc["samples"] = [s.to_dict() for s in self.samples]
         return doc
@@ -383,18 +399,11 @@ class Run:
         """
         bad: list[dict[str, Any]] = [] if skipped is None else skipped
         records = (d.get("steps") or {}).get("records") if isinstance(d.get("steps"), dict) else []
-        known = {
-            "schema",
-            "source",
-            "command",
-            "exit_code",
-            "devices",
-            "steps",
-            "utilization",
-            "findings",
-            "meta",
-            "samples",
-        }
+        known = {"schema", "source", "command", "exit_code", "devices", "steps"}
+        known |= {"utilization", "findings", "meta", "samples"}
+        ranks = RankView.from_dict(d["ranks"]) if isinstance(d.get("ranks"), Mapping) else None
+        serving = _serving_of(d.get("serving"))
+        typed = {"ranks": ranks, "serving": serving}  # sections that did not parse stay extra
         return cls(
             source=d.get("source", "analyze"),
             command=d.get("command"),
@@ -405,8 +414,19 @@ class Run:
             utilization=dict(d.get("utilization") or {}),
             findings=[Finding.from_dict(f) for f in d.get("findings") or []],
             meta=dict(d.get("meta") or {}),
-            extra={k: v for k, v in d.items() if k not in known},
+            extra={k: v for k, v in d.items() if k not in known and typed.get(k) is None},
+            ranks=ranks,
+            serving=serving,
         )
+
+
+def _serving_of(section: Any) -> ServingResult | None:
+    """The typed serving result, or ``None`` when the section is absent or incomplete."""
+    if not isinstance(section, Mapping) or not {"settings", "duration_s"} <= section.keys():
+        return None
+    from gpuwise.records.serving import ServingResult
+
+    return ServingResult.from_dict(section)
 
 
 def devices_of(samples: Iterable[Sample]) -> list[str]:

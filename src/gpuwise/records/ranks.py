@@ -1,4 +1,4 @@
-"""The cross-rank view of a data-parallel run as a typed record (``run.extra["ranks"]``).
+"""The cross-rank view of a data-parallel run as a typed record (``Run.ranks``).
 
 ``gpuwise.dist.aggregate.cross_rank`` computes it once, when a recording becomes a Run
 (``gpuwise.profile.recording``); readers take it from the Run instead of recomputing it from
@@ -71,11 +71,3 @@ class RankView:
     def rank_row(self, rank: int) -> Mapping[str, Any] | None:
         """The ``per_rank`` row of ``rank``, or ``None``."""
         return next((row for row in self.per_rank if row.get("rank") == rank), None)
-
-
-def rank_view_of(extra: Mapping[str, Any]) -> RankView | None:
-    """The typed view of a Run's ``extra`` section, or ``None`` for a one-process run."""
-    section = extra.get("ranks")
-    if isinstance(section, RankView):
-        return section
-    return RankView.from_dict(section) if isinstance(section, Mapping) else None

@@ -9,7 +9,8 @@ import json
 from html import escape
 from typing import Any
 
-from gpuwise.records import PHASES, Step
+from gpuwise.records import PHASES
+from gpuwise.records.ranks import RankView
 from gpuwise.report.units import (
     NA,
     format_bytes,
@@ -18,7 +19,7 @@ from gpuwise.report.units import (
     format_pct,
     format_seconds,
     gap_note,
-    ranks_of,
+    phase_share,
 )
 
 
@@ -28,23 +29,20 @@ def definition_list(rows: list[tuple[str, str]]) -> str:
     return f'<dl class="meta">{items}</dl>'
 
 
-def ranks_table(steps: list[Step]) -> str:
-    """Return a table of steps, mean step and phase shares per rank ("" for one rank)."""
-    ranks = ranks_of(steps)
-    if len(ranks) < 2:
+def ranks_table(view: RankView | None) -> str:
+    """Return a table of steps, mean step and phase shares per rank ("" for one rank).
+
+    The figures are the cross-rank view's (warm-up steps left out), never recomputed.
+    """
+    if view is None or len(view.per_rank) < 2:
         return ""
     head = "<tr><th>rank</th><th>steps</th><th>mean step</th>" + "".join(
         f"<th>{escape(p)}</th>" for p in PHASES
     )
     rows = []
-    for rank in ranks:
-        mine = [s for s in steps if s.rank == rank]
-        total = sum(s.total_s for s in mine)
-        shares = [
-            format_fraction(sum(s.phase_s(p) for s in mine) / total if total > 0 else None)
-            for p in PHASES
-        ]
-        cells = [str(rank), str(len(mine)), format_seconds(total / len(mine)), *shares]
+    for row in view.per_rank:
+        shares = [format_fraction(phase_share(row, p)) for p in PHASES]
+        cells = [str(row["rank"]), str(row["steps"]), format_seconds(row.get("mean_s")), *shares]
         rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     return f"<table>{head}</tr>{''.join(rows)}</table>"
 

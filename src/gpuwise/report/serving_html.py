@@ -47,7 +47,7 @@ def write_serving_html(run: Run, path: str | Path) -> None:
 
 
 def render_serving_html(run: Run) -> str:
-    """Render a serving Run (``extra["serving"]``) as an HTML document."""
+    """Render a serving Run (``run.serving``) as an HTML document."""
     result = serving_result(run)
     body = [
         _header(run, result),

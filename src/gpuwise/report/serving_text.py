@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuwise.errors import UsageError
 from gpuwise.records import Run
 from gpuwise.records.serving import SERVING_STAGES, ServingResult
 from gpuwise.report.text import BAR_WIDTH, _apportion, render_findings
@@ -31,15 +32,24 @@ STAGE_COLORS = {
 
 
 def serving_result(run: Run) -> ServingResult:
-    """The ServingResult held in a Run's ``serving`` section."""
-    return ServingResult.from_dict(run.extra["serving"])
+    """The ServingResult a serving Run carries (``run.serving``).
+
+    Raises:
+        UsageError: The Run is not a serving run.
+    """
+    if run.serving is None:
+        raise UsageError(
+            f"a {run.source!r} run has no serving results; expected a serve-bench run: "
+            "render it with the run report instead"
+        )
+    return run.serving
 
 
 def render_serving(run: Run, console: Console) -> None:
     """Render a serving Run: settings, load, results, stage bar, sweep, findings.
 
     Args:
-        run: A Run whose ``extra["serving"]`` is a ``ServingResult`` document.
+        run: A Run whose ``serving`` is set.
         console: Where to render.
     """
     result = serving_result(run)

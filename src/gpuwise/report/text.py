@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuwise.records import PHASES, Finding, Run
+from gpuwise.records.ranks import RankView
 from gpuwise.report.efficiency_text import render_efficiency
 from gpuwise.report.text_trace import render_trace
 from gpuwise.report.units import (
@@ -32,7 +33,8 @@ from gpuwise.report.units import (
     format_speedup,
     format_value,
     gap_note,
-    ranks_of,
+    phase_share,
+    rank_count,
     run_duration_s,
     skipped_count,
 )
@@ -86,19 +88,19 @@ def _render_throughput(run: Run, console: Console) -> None:
     if not stats["count"]:
         console.print("steps       no steps recorded")
         return
-    ranks = ranks_of(run.steps)
+    ranks = rank_count(run)
     steps_per_s = stats["steps_per_s"]
     samples_per_s = stats["samples_per_s"]
     line = (
-        f"steps       {stats['count']:,} steps · {len(ranks)} rank{'s' * (len(ranks) > 1)}"
+        f"steps       {stats['count']:,} steps · {ranks} rank{'s' * (ranks > 1)}"
         f" · mean step {format_seconds(stats['mean_s'])}"
         f" · {NA if steps_per_s is None else f'{steps_per_s:.2f}'} steps/s"
         f" · {NA if samples_per_s is None else f'{samples_per_s:,.1f}'} samples/s"
     )
     console.print(Text(line))
     _render_robust(stats, console)
-    if len(ranks) > 1:
-        _render_ranks(run, console)
+    if run.ranks is not None and ranks > 1:
+        _render_ranks(run.ranks, console)
 
 
 def _render_robust(stats: Mapping[str, Any], console: Console) -> None:
@@ -121,16 +123,16 @@ def _render_robust(stats: Mapping[str, Any], console: Console) -> None:
         console.print(Text(line))
 
 
-def _render_ranks(run: Run, console: Console) -> None:
+def _render_ranks(view: RankView, console: Console) -> None:
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
     for name in ("rank", "steps", "mean step", "data wait"):
         table.add_column(name, justify="right")
-    for rank in ranks_of(run.steps):
-        mine = [s for s in run.steps if s.rank == rank]
-        total_s = sum(s.total_s for s in mine)
-        wait = sum(s.data_wait_s for s in mine) / total_s if total_s > 0 else None
+    for row in view.per_rank:
         table.add_row(
-            str(rank), str(len(mine)), format_seconds(total_s / len(mine)), format_fraction(wait)
+            str(row["rank"]),
+            str(row["steps"]),
+            format_seconds(row.get("mean_s")),
+            format_fraction(phase_share(row, "data_wait")),
         )
     console.print(Padding(table, (0, 0, 0, 12), expand=False))
 

@@ -204,6 +204,14 @@ def gap_note(device: str, summary: Mapping[str, Any]) -> str | None:
     return f"{device}: {gaps} sampling gap{plural}, {lost} without readings"
 
 
-def ranks_of(steps: Sequence[Step]) -> list[int]:
-    """Return the distinct ranks of the steps, ascending."""
-    return sorted({s.rank for s in steps})
+def rank_count(run: Run) -> int:
+    """Ranks in the Run's cross-rank view (1 for a one-process run)."""
+    return len(run.ranks.ranks) if run.ranks is not None else 1
+
+
+def phase_share(row: Mapping[str, Any], phase: str) -> float | None:
+    """One phase's share of a rank's mean step, from a ``RankView.per_rank`` row."""
+    phases, mean_s = row.get("phases_s"), row.get("mean_s")
+    if not phases or not mean_s:
+        return None
+    return float(phases[phase]) / float(mean_s)
