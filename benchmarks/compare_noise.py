@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from gpuwise.cli.main import main as gpuwise_main
-from gpuwise.profile.runner import ProfileConfig, profile_command
+from gpuwise.profiling.runner import ProfileConfig, profile_command
 
 MAX_REGRESSION_PCT = 5.0
 NEEDED = 19

@@ -7,7 +7,7 @@ hits all three alike:
 * ``plain``: DDP as PyTorch ships it (the built-in C++ all-reduce);
 * ``py_hook``: DDP with PyTorch's own Python all-reduce hook (``allreduce_hook``), the
   hook gpuwise wraps: what any Python communication hook costs;
-* ``timed``: DDP with gpuwise's timing communication hook (``gpuwise.dist.comm``) around
+* ``timed``: DDP with gpuwise's timing communication hook (``gpuwise.distributed.comm``) around
   the same all-reduce — what ``gpuwise profile -- torchrun ...`` adds to every rank;
 * ``no_comm``: the same step under ``no_sync()`` — no all-reduce at all, the limit.
 
@@ -39,9 +39,9 @@ def worker(out: Path, rounds: int, steps: int) -> None:
     from torch import nn
     from torch.nn.parallel import DistributedDataParallel
 
-    from gpuwise.dist.comm import patch_ddp
-    from gpuwise.dist.ranks import rank_info
-    from gpuwise.dist.recorder import RankRecorder
+    from gpuwise.distributed.comm import patch_ddp
+    from gpuwise.distributed.rank_files import RankRecorder
+    from gpuwise.distributed.ranks import rank_info
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)

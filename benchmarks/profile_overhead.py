@@ -36,8 +36,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from gpuwise.dist.ranks import RankInfo
-from gpuwise.profile.recording import file_recording
+from gpuwise.distributed.ranks import RankInfo
+from gpuwise.profiling.recording import file_recording
 
 BUDGET_PCT = 2.0
 MATMUL_N = 128

@@ -42,8 +42,8 @@ from train_fixed import CROP_SHARE, Augment, generated_images
 from gpuwise.data.loader import Loader
 from gpuwise.data.pack import pack
 from gpuwise.data.prefetch import DevicePrefetcher
-from gpuwise.dist.ranks import rank_info
-from gpuwise.profile.example import CROP_SIZE, parse_args, small_cnn, train_step
+from gpuwise.distributed.ranks import rank_info
+from gpuwise.profiling.example import CROP_SIZE, parse_args, small_cnn, train_step
 from gpuwise.session import watch
 
 T = TypeVar("T")

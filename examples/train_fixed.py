@@ -28,7 +28,7 @@ from gpuwise.data.loader import Loader
 from gpuwise.data.pack import pack
 from gpuwise.data.prefetch import DevicePrefetcher
 from gpuwise.data.transforms import as_nchw, normalize
-from gpuwise.profile.example import (
+from gpuwise.profiling.example import (
     BLUR_PASSES,
     CROP_SIZE,
     DATASET_SIZE,

@@ -1,6 +1,6 @@
 """The naive training script: a small CNN on generated images, input-bound on purpose.
 
-The code lives in the package, ``gpuwise/profile/example.py``, because ``gpuwise profile``
+The code lives in the package, ``gpuwise/profiling/example.py``, because ``gpuwise profile``
 runs it when given no command and it must ship with every install; this file runs it
 unchanged, so the two cannot drift apart. Read that module for the training loop.
 
@@ -12,4 +12,4 @@ Usage:
 import runpy
 
 if __name__ == "__main__":
-    runpy.run_module("gpuwise.profile.example", run_name="__main__", alter_sys=True)
+    runpy.run_module("gpuwise.profiling.example", run_name="__main__", alter_sys=True)

@@ -39,7 +39,7 @@ _EXPORTS = {
     "compare_files": "gpuwise.diagnose.compare",
     "compare_precision": "gpuwise.sizing.precision",
     "compare_runs": "gpuwise.diagnose.compare",
-    "cross_rank": "gpuwise.dist.aggregate",
+    "cross_rank": "gpuwise.distributed.aggregate",
     "diagnose": "gpuwise.diagnose.rules",
     "estimate": "gpuwise.sizing.memory",
     "find_batch_size": "gpuwise.sizing.tune",

@@ -1,6 +1,6 @@
 """Run the user's command as a child that never outlives gpuwise.
 
-Shared by ``gpuwise profile`` (``profile/runner.py``) and ``gpuwise monitor -- CMD``.
+Shared by ``gpuwise profile`` (``profiling/runner.py``) and ``gpuwise monitor -- CMD``.
 
 Note: the child-process protocol.
 

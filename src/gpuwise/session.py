@@ -1,6 +1,6 @@
 """``gpuwise.profile()`` and ``gpuwise.watch()`` as users call them: recorded, then diagnosed.
 
-The recording itself is ``gpuwise.profile.api`` (which never diagnoses); this module sits
+The recording itself is ``gpuwise.profiling.api`` (which never diagnoses); this module sits
 on top of it and of ``gpuwise.diagnose``, like the CLI, and decides when to diagnose: when
 the profile ends, unless ``diagnose=False``.
 
@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-from gpuwise.profile import api
+from gpuwise.profiling import api
 from gpuwise.records import Run
 
 T = TypeVar("T")
@@ -36,7 +36,7 @@ def profile(*, diagnose: bool = True, **options: Any) -> Iterator[api.Profile]:
 
     Args:
         diagnose: Fill ``run.findings`` with the diagnosis when the block ends (default).
-        **options: ``interval_s``, ``sample``, ``backends`` (see ``gpuwise.profile.api``).
+        **options: ``interval_s``, ``sample``, ``backends`` (see ``gpuwise.profiling.api``).
 
     Yields:
         A Profile whose ``run`` is set when the block ends, also when it raised.
@@ -52,7 +52,7 @@ def profile(*, diagnose: bool = True, **options: Any) -> Iterator[api.Profile]:
 
 
 def watch(loader: Iterable[T], **options: Any) -> api.Watch[T]:
-    """Wrap any batch iterable so each step is measured (see ``gpuwise.profile.api.watch``).
+    """Wrap any batch iterable so each step is measured (see ``gpuwise.profiling.api.watch``).
 
     Args:
         loader: The batches.

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from gpuwise.cli.main import main
-from gpuwise.diagnose import environment
-from gpuwise.diagnose.environment import TorchFacts
+from gpuwise.doctor import environment
+from gpuwise.doctor.environment import TorchFacts
 from gpuwise.telemetry.devices import scan_gpus
 
 

@@ -5,9 +5,9 @@ import shutil
 import pytest
 
 from gpuwise.diagnose.analyze import analyze
-from gpuwise.diagnose.inputs import detect
 from gpuwise.errors import LogFormatError, UsageError
 from gpuwise.records import Run, Sample, Step
+from gpuwise.telemetry.readers.inputs import detect
 from tests.conftest import realdata
 
 W0 = "kineto_resnet50_v100_workers0.pt.trace.json.gz"

@@ -3,7 +3,7 @@ import types
 
 import pytest
 
-from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.records import Finding, Run, Sample, Step
 from gpuwise.records.ranks import RankView

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpuwise.profile.runner import _scripts_code
+from gpuwise.profiling.runner import _scripts_code
 
 
 def _rank_file(folder: Path, rank: int, end: dict[str, Any] | None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwise.profile.recording import rank_view
+from gpuwise.profiling.recording import rank_view
 from gpuwise.records import Finding, Fix, Run, Sample, Step
 from gpuwise.telemetry.summary import summarize
 

@@ -11,7 +11,8 @@ from gpuwise.atomic import WriteError
 from gpuwise.records import Finding, Fix, Run, Sample
 from gpuwise.report import svg
 from gpuwise.report.html import MAX_BARS, render_html, step_bins, write_html
-from gpuwise.report.units import PHASE_COLORS, command_line
+from gpuwise.report.run_facts import command_line
+from gpuwise.report.units import PHASE_COLORS
 from gpuwise.telemetry.summary import summarize
 from tests.report.runs import H100, gpu_samples, make_run, uniform_steps
 

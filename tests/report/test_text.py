@@ -4,15 +4,9 @@ import pytest
 from rich.console import Console
 
 from gpuwise.records import Finding, Run, Sample
+from gpuwise.report.run_facts import command_line, run_duration_s
 from gpuwise.report.text import BAR_WIDTH, phase_bar, render_findings, render_run
-from gpuwise.report.units import (
-    PHASE_COLORS,
-    command_line,
-    format_bytes,
-    format_seconds,
-    format_value,
-    run_duration_s,
-)
+from gpuwise.report.units import PHASE_COLORS, format_bytes, format_seconds, format_value
 from gpuwise.telemetry.summary import summarize
 from tests.report.runs import INPUT_BOUND, PAGEABLE, make_run, uniform_steps
 
@@ -196,7 +190,7 @@ def test_sampling_gaps_and_skipped_records_are_reported():
 
 def test_duration_of_an_analyzed_trace_is_its_window():
     from gpuwise.records import Run
-    from gpuwise.report.units import run_duration_s
+    from gpuwise.report.run_facts import run_duration_s
 
     assert run_duration_s(Run("analyze", extra={"trace": {"window_s": 12.9}})) == 12.9
     assert run_duration_s(Run("analyze")) is None

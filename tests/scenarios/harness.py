@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from gpuwise.diagnose.findings import amdahl
+from gpuwise.diagnose.fixes import amdahl
 from gpuwise.diagnose.rules import diagnose
-from gpuwise.profile.runner import ProfileConfig, profile_command
+from gpuwise.profiling.runner import ProfileConfig, profile_command
 from gpuwise.records import Finding, Run
 from gpuwise.telemetry.host import HostBackend
 

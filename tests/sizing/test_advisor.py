@@ -9,8 +9,8 @@ from gpuwise.errors import UsageError
 from gpuwise.sizing.advisor import Assumptions, advice_to_dict, advise
 from gpuwise.sizing.calibration import KERNEL_FACTOR
 from gpuwise.sizing.catalog import find_gpus
+from gpuwise.sizing.cpu_rates import HostSpec
 from gpuwise.sizing.estimate_types import MemoryEstimate
-from gpuwise.sizing.host import HostSpec
 from gpuwise.sizing.roofline import gpu_rates
 
 HOST = HostSpec(
@@ -216,7 +216,7 @@ def test_cpu_cache_bandwidth_applies_when_the_step_fits_in_cache() -> None:
 
 @pytest.mark.slow
 def test_measure_host_reports_positive_rates() -> None:
-    from gpuwise.sizing.host import measure_host
+    from gpuwise.sizing.cpu_rates import measure_host
 
     host = measure_host(("fp32", "bf16"))
     assert host.matmul_flops_s["fp32"] > 1e8

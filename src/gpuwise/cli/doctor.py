@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Gather the facts, diagnose them, print the report; exit 0 (doctor only informs)."""
-    from gpuwise.diagnose.environment import doctor_report, gather
+    from gpuwise.doctor.environment import doctor_report, gather
 
     nvml: Any = None
     if args.fake:

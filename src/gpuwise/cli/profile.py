@@ -56,12 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Profile the command, diagnose it, write the asked-for files, print the report."""
     from gpuwise.diagnose.rules import diagnose
-    from gpuwise.profile.runner import ProfileConfig, profile_command
+    from gpuwise.profiling.runner import ProfileConfig, profile_command
 
     check_run_files(args)  # before the job runs, not after it
     cmd = command_argv(args.cmd)
     if not cmd:
-        cmd = [sys.executable, "-m", "gpuwise.profile.example"]
+        cmd = [sys.executable, "-m", "gpuwise.profiling.example"]
         print(
             "gpuwise profile: no command given; profiling the built-in naive example "
             "(examples/train_naive.py)",

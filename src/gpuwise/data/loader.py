@@ -42,9 +42,9 @@ import torch
 
 from gpuwise.data import buffers, jpeg, sharding
 from gpuwise.data.store import Store
-from gpuwise.dist.ranks import rank_info
+from gpuwise.distributed.ranks import rank_info
 from gpuwise.errors import GpuwiseError, StoreFormatError, UsageError
-from gpuwise.profile.hooks import register_loader
+from gpuwise.profiling.hooks import register_loader
 
 
 @register_loader  # timed like a DataLoader by the step hooks

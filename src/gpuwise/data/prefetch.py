@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.profile.hooks import register_loader
+from gpuwise.profiling.hooks import register_loader
 
 Batch = tuple[torch.Tensor, ...]
 Transform = Callable[[torch.Tensor], torch.Tensor]

@@ -19,11 +19,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from gpuwise.diagnose.inputs import Piece, describe, read_piece
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.diagnose.trace_ranks import merge_traces
 from gpuwise.errors import UsageError
 from gpuwise.records import Run, Step, step_stats
+from gpuwise.telemetry.readers.inputs import Piece, describe, read_piece
 from gpuwise.telemetry.summary import summarize
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def _add_ranks(run: Run) -> None:
     """Add the cross-rank section when steps come from several ranks."""
     if run.ranks is not None:
         return
-    from gpuwise.profile.recording import rank_view
+    from gpuwise.profiling.recording import rank_view
 
     view = rank_view(run.steps)
     if view is None:

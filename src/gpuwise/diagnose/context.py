@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose import fixes as fx
 from gpuwise.records import Fix, Run, Step
 
 MEMORY_USABLE = 0.9

@@ -1,7 +1,7 @@
 """Distributed rules: what data-parallel costs a run, read from ``run.ranks``.
 
 ``gpuwise.diagnose.rules.diagnose`` calls ``findings(run)`` when a Run has the cross-rank
-section (``gpuwise.dist.aggregate.cross_rank``). Kinds: ``rank_failed``, ``straggler``,
+section (``gpuwise.distributed.aggregate.cross_rank``). Kinds: ``rank_failed``, ``straggler``,
 ``comm_bound``, ``uneven_ranks``, ``find_unused_parameters``, ``small_rank_batch``,
 ``thread_oversubscription``, ``accumulation_without_no_sync`` and ``scaling_efficiency``
 (when ``analyze`` was given a baseline run).
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose import fixes as fx
 from gpuwise.records import Finding, Fix, Run
 from gpuwise.records.ranks import RankView
 
@@ -381,7 +381,7 @@ def scaling_efficiency(ranks: RankView, run: Run) -> Finding | None:
     baseline = run.extra.get("baseline")
     if not isinstance(baseline, Mapping):
         return None
-    from gpuwise.dist.aggregate import scaling
+    from gpuwise.distributed.aggregate import scaling
 
     world = int(ranks.world_size or 1)
     result = scaling(baseline, run.step_stats(), world)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import trace_rules as tr
 from gpuwise.diagnose.context import Context
 from gpuwise.diagnose.step_rules import backward_heavy, optimizer_bound, small_batch

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose import fixes as fx
 from gpuwise.records import Finding, Fix, Run
 from gpuwise.records.serving import ServingResult
 

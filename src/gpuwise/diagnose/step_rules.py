@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.context import Context
 from gpuwise.records import Finding, Fix
 

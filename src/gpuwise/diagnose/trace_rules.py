@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwise.diagnose import findings as fx
+from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.context import Context
 from gpuwise.records import Finding, Fix
 

@@ -3,7 +3,7 @@
 torchrun stays the default (``gpuwise profile -- torchrun ...``). For jobs already run by
 Ray Train, ``fit_measured`` wraps the per-worker training function so that every worker
 records its steps and its rank file (DDP settings, all-reduce timing, how it ended) through
-``gpuwise.profile.recording``, as a profiled torchrun rank does, then builds one Run with
+``gpuwise.profiling.recording``, as a profiled torchrun rank does, then builds one Run with
 the cross-rank view. It needs the
 ``ray`` extra: ``pip install 'gpuwise[ray]'``. The workers must share a file system with the
 driver (one machine, or a shared ``steps_dir``).
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpuwise.dist.ranks import RankInfo
+from gpuwise.distributed.ranks import RankInfo
 from gpuwise.errors import MissingExtraError
 from gpuwise.records import Run
 
@@ -95,7 +95,7 @@ def _measured(
     config: Mapping[str, Any] | None = None,
 ) -> None:
     """One worker: record steps and the rank file around the user's function."""
-    from gpuwise.profile.recording import file_recording
+    from gpuwise.profiling.recording import file_recording
 
     info = _rank_info(_ray_train().get_context())
     session = file_recording(directory, t0_wall_s, info).start()
@@ -116,7 +116,7 @@ def _rank_info(context: Any) -> RankInfo:
 
 
 def _build(directory: str, t0_wall_s: float, workers: int, error: str | None) -> Run:
-    from gpuwise.profile.recording import run_from_directory
+    from gpuwise.profiling.recording import run_from_directory
 
     meta: dict[str, Any] = {"engine": "ray", "workers": workers, "started_at_s": t0_wall_s}
     if error is not None:

@@ -1,7 +1,7 @@
 """The cross-rank view of a data-parallel run as a typed record (``Run.ranks``).
 
-``gpuwise.dist.aggregate.cross_rank`` computes it once, when a recording becomes a Run
-(``gpuwise.profile.recording``); readers take it from the Run instead of recomputing it from
+``gpuwise.distributed.aggregate.cross_rank`` computes it once, when a recording becomes a Run
+(``gpuwise.profiling.recording``); readers take it from the Run instead of recomputing it from
 raw steps, so every view applies the same warm-up trimming. Its JSON form is the
 ``ranks`` section of the ``gpuwise.run/1`` document (see the README's distributed section).
 """
@@ -26,7 +26,7 @@ class RankView:
         per_rank: One row per rank: step count, means, phase means, own time.
         step_skew_s: Slowest minus fastest rank's mean step, ``None`` for one rank.
         slowest: The straggler (rank, cause, extra seconds per step), or ``None``.
-        comm: Exposed gradient communication (see ``gpuwise.dist.comm``).
+        comm: Exposed gradient communication (see ``gpuwise.distributed.comm``).
         ddp: DistributedDataParallel settings read from the ranks, or ``None``.
         threads: Threads per rank against the machine's cores, or ``None``.
         accumulation: Gradient-accumulation facts, or ``None``.

@@ -28,18 +28,16 @@ from gpuwise.report.html_tables import (
     utilization_table,
 )
 from gpuwise.report.html_trace import trace_section
+from gpuwise.report.run_facts import command_line, run_duration_s, skipped_count
 from gpuwise.report.units import (
     DEVICE_COLORS,
     NA,
     PHASE_COLORS,
     SEVERITY_COLORS,
-    command_line,
     device_label,
     format_seconds,
     format_speedup,
     format_value,
-    run_duration_s,
-    skipped_count,
 )
 from gpuwise.telemetry.summary import Series
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuwise.records import PHASES
 from gpuwise.records.ranks import RankView
+from gpuwise.report.run_facts import phase_share
 from gpuwise.report.units import (
     NA,
     format_bytes,
@@ -19,7 +20,6 @@ from gpuwise.report.units import (
     format_pct,
     format_seconds,
     gap_note,
-    phase_share,
 )
 
 

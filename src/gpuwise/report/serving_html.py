@@ -21,8 +21,9 @@ from gpuwise.records.serving import SERVING_STAGES, ServingResult, SweepPoint
 from gpuwise.report import bars, svg
 from gpuwise.report.html import _CSP, _card, _css, _findings_section
 from gpuwise.report.html_tables import definition_list, meta_section
+from gpuwise.report.run_facts import command_line
 from gpuwise.report.serving_text import STAGE_COLORS, serving_result
-from gpuwise.report.units import command_line, format_seconds
+from gpuwise.report.units import format_seconds
 
 BINS = 40
 """Bars of the latency histogram."""

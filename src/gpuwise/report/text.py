@@ -18,12 +18,18 @@ from rich.text import Text
 from gpuwise.records import PHASES, Finding, Run
 from gpuwise.records.ranks import RankView
 from gpuwise.report.efficiency_text import render_efficiency
+from gpuwise.report.run_facts import (
+    command_line,
+    phase_share,
+    rank_count,
+    run_duration_s,
+    skipped_count,
+)
 from gpuwise.report.text_trace import render_trace
 from gpuwise.report.units import (
     NA,
     PHASE_COLORS,
     SEVERITY_COLORS,
-    command_line,
     device_label,
     format_bytes,
     format_energy,
@@ -33,10 +39,6 @@ from gpuwise.report.units import (
     format_speedup,
     format_value,
     gap_note,
-    phase_share,
-    rank_count,
-    run_duration_s,
-    skipped_count,
 )
 
 BAR_WIDTH = 60

@@ -27,7 +27,7 @@ from typing import Any
 from gpuwise._version import __version__
 from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Run, Sample, Step, devices_of
-from gpuwise.report.units import command_line
+from gpuwise.report.run_facts import command_line
 
 DEVICE_PID_BASE = 1000
 STEPS_TID = 1

@@ -8,11 +8,8 @@ A value that could not be measured (``None``) is ``"n/a"``, never 0.
 from __future__ import annotations
 
 import math
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
-
-from gpuwise.records import Run, Step
 
 NA = "n/a"
 
@@ -140,38 +137,6 @@ def format_value(name: str, value: float | int | str | bool | None) -> str:
     return _number(value)
 
 
-def command_line(run: Run) -> str:
-    """Return the Run's command as one shell-quoted line (``"n/a"`` when it has none)."""
-    if not run.command:
-        return NA
-    return shlex.join(str(part) for part in run.command)
-
-
-def run_duration_s(run: Run) -> float | None:
-    """Return the Run's wall time: ``meta["duration_s"]``, else the longest span seen.
-
-    The spans are those of the samples, of the steps, and of an analyzed trace's window.
-    """
-    given = run.meta.get("duration_s")
-    if isinstance(given, int | float):
-        return float(given)
-    spans: list[float] = []
-    if run.samples:
-        times = [s.t_s for s in run.samples]
-        spans.append(max(times) - min(times))
-    if run.steps:
-        spans.append(_steps_span_s(run.steps))
-    window = (run.extra.get("trace") or {}).get("window_s")
-    if isinstance(window, int | float):
-        spans.append(float(window))
-    return max(spans) if spans else None
-
-
-def _steps_span_s(steps: Sequence[Step]) -> float:
-    first = min(s.start_s for s in steps)
-    return max(s.start_s + s.total_s for s in steps) - first
-
-
 def device_label(device: dict[str, object]) -> str:
     """Return ``"gpu0 · NVIDIA H100 80GB HBM3 · 80.0 GiB"`` from a device dict."""
     parts = [str(device.get("id", "?"))]
@@ -185,15 +150,6 @@ def device_label(device: dict[str, object]) -> str:
     return " · ".join(parts)
 
 
-def skipped_count(run: Run) -> int:
-    """Return how many input records were skipped as unusable (``meta``), 0 when none."""
-    count = run.meta.get("skipped_count")
-    if isinstance(count, int):
-        return count
-    listed = run.meta.get("skipped")
-    return len(listed) if isinstance(listed, list) else 0
-
-
 def gap_note(device: str, summary: Mapping[str, Any]) -> str | None:
     """Return ``"gpu0: 3 sampling gaps, 12.0 s without readings"``, or None without gaps."""
     gaps = summary.get("gaps")
@@ -202,16 +158,3 @@ def gap_note(device: str, summary: Mapping[str, Any]) -> str | None:
     plural = "s" if gaps > 1 else ""
     lost = format_seconds(summary.get("gap_s"))
     return f"{device}: {gaps} sampling gap{plural}, {lost} without readings"
-
-
-def rank_count(run: Run) -> int:
-    """Ranks in the Run's cross-rank view (1 for a one-process run)."""
-    return len(run.ranks.ranks) if run.ranks is not None else 1
-
-
-def phase_share(row: Mapping[str, Any], phase: str) -> float | None:
-    """One phase's share of a rank's mean step, from a ``RankView.per_rank`` row."""
-    phases, mean_s = row.get("phases_s"), row.get("mean_s")
-    if not phases or not mean_s:
-        return None
-    return float(phases[phase]) / float(mean_s)

@@ -24,9 +24,9 @@ from typing import Any
 from gpuwise.errors import UsageError
 from gpuwise.sizing.calibration import cuda_context_bytes, kernel_factor
 from gpuwise.sizing.catalog import PRICE_DATE, GpuSpec, load_catalog
+from gpuwise.sizing.cpu_rates import HostSpec
 from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
 from gpuwise.sizing.estimate_types import PRECISIONS, MemoryEstimate, check_choice
-from gpuwise.sizing.host import HostSpec
 from gpuwise.sizing.roofline import StepTime, gpu_step_time
 
 ADVICE_SCHEMA = "gpuwise.advise/1"
@@ -312,7 +312,7 @@ def advise(
     if (dataset_size is not None and dataset_size < 1) or (epochs is not None and epochs <= 0):
         raise UsageError(f"dataset size {dataset_size} and epochs {epochs} must be positive")
     if host is None:
-        from gpuwise.sizing.host import cached_host
+        from gpuwise.sizing.cpu_rates import cached_host
 
         host = cached_host()
     a = assumptions or Assumptions(utilization=utilization)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.loading import ModelSource, parse_shape
+from gpuwise.sizing.model_source import ModelSource, parse_shape
 from gpuwise.sizing.models import InputSpec
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuwise.sizing.loading import make_batch, make_loss
 from gpuwise.sizing.memory import autocast_for, make_optimizer
+from gpuwise.sizing.model_source import make_batch, make_loss
 from gpuwise.sizing.models import InputSpec
 
 

@@ -29,7 +29,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing import loading
+from gpuwise.sizing import model_source
 from gpuwise.sizing.attention import ATTENTIONS, attention_mode
 from gpuwise.sizing.autocast_policy import cuda_autocast
 from gpuwise.sizing.checkpointing import checkpoint_blocks
@@ -70,7 +70,9 @@ def autocast_for(precision: str, device_type: str = "cpu") -> AbstractContextMan
     return nullcontext()
 
 
-def _input_spec(source: loading.ModelSource, example: InputLike, seq_len: int | None) -> InputSpec:
+def _input_spec(
+    source: model_source.ModelSource, example: InputLike, seq_len: int | None
+) -> InputSpec:
     shape = example if isinstance(example, (str, tuple)) else None
     return input_spec(source, shape, seq_len)  # type: ignore[arg-type]
 
@@ -81,7 +83,7 @@ def _fake_inputs(example: InputLike, spec: InputSpec | None, batch: int) -> tupl
     if isinstance(example, tuple) and example and isinstance(example[0], torch.Tensor):
         return tuple(torch.empty((batch, *t.shape[1:]), dtype=t.dtype) for t in example)
     assert spec is not None
-    return (loading.make_batch(spec, batch),)
+    return (model_source.make_batch(spec, batch),)
 
 
 class _Tracer:
@@ -154,7 +156,7 @@ def _classify(
 
 
 def estimate(
-    model: loading.ModelLike,
+    model: model_source.ModelLike,
     example_input: InputLike = None,
     *,
     batch_size: int | None = None,
@@ -217,7 +219,7 @@ def estimate(
     check_choice("optimizer", optimizer, OPTIMIZERS)
     check_choice("device", device, ("cuda", "cpu"))
     check_choice("attention", attention, ATTENTIONS)
-    source = loading.resolve_model(model)
+    source = model_source.resolve_model(model)
     tensors_given = isinstance(example_input, torch.Tensor) or (
         isinstance(example_input, tuple)
         and bool(example_input)
@@ -231,7 +233,7 @@ def estimate(
     shape_text = "x".join(map(str, spec.shape)) if spec else "(example tensors)"
     started = time.perf_counter()
     tracker = LiveBytesMode(cuda_rounding=device == "cuda")
-    loss = loss_fn or loading.make_loss(spec if source.input_spec else None)
+    loss = loss_fn or model_source.make_loss(spec if source.input_spec else None)
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input
         shadow = ShadowValues(paused=lambda: tracker.phase == "input")
@@ -248,7 +250,7 @@ def estimate(
             tracer.opt = make_optimizer(optimizer, params, foreach) if training else None
             state: dict[str, Any] = {}
             cast = functools.partial(_forward_modes, precision, attention)
-            with loading.layer_errors(net, shape_text):
+            with model_source.layer_errors(net, shape_text):
                 plans = _plans(training, accumulation_steps)
                 for i, plan in enumerate(plans):
                     last = i == len(plans) - 1

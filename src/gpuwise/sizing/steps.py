@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuwise.sizing import loading
+from gpuwise.sizing import model_source
 from gpuwise.sizing.checkpointing import checkpoint_blocks
 from gpuwise.sizing.inputs import input_spec, with_vocab
 from gpuwise.sizing.memory import autocast_for, freeze_parameters, make_optimizer
@@ -27,7 +27,7 @@ class TrainingStep:
 
 
 def make_training_step(
-    model: loading.ModelLike,
+    model: model_source.ModelLike,
     device: torch.device,
     *,
     shape: str | tuple[int, ...] | None = None,
@@ -53,7 +53,7 @@ def make_training_step(
     Raises:
         UsageError: Unknown model, or an input the flags do not describe.
     """
-    source = loading.resolve_model(model)
+    source = model_source.resolve_model(model)
     spec = input_spec(source, shape, seq_len)
     torch.manual_seed(0)
     net = source.build().to(device)
@@ -63,11 +63,11 @@ def make_training_step(
     freeze_parameters(net, freeze)
     params = [p for p in net.parameters() if p.requires_grad]
     opt = make_optimizer(optimizer, params, foreach=device.type == "cuda")
-    loss_fn = loading.make_loss(spec if source.input_spec else None)
+    loss_fn = model_source.make_loss(spec if source.input_spec else None)
 
     def step(batch: int, precision: str = "fp32") -> None:
         with torch.device(device):
-            inputs = (loading.make_batch(spec, batch),)
+            inputs = (model_source.make_batch(spec, batch),)
             with autocast_for(precision, device.type):
                 loss = loss_fn(net(*inputs), inputs)
         loss.backward()  # type: ignore[no-untyped-call]

@@ -1,0 +1,137 @@
+"""Proofs on 2 processes (gloo, CPU) under ``torchrun --standalone --nproc-per-node=2``."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuwise.diagnose.rules import diagnose
+from gpuwise.profiling.runner import ProfileConfig, profile_command
+from gpuwise.records import Run
+from tests.distributed import ddp_job
+
+pytestmark = pytest.mark.dist
+
+JOB = Path(ddp_job.__file__)
+REPO = JOB.parents[2]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores
+
+
+def torchrun(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TORCHRUN, *args], capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+
+
+def profile_job(tmp_path: Path, mode: str, *args: str) -> tuple[Run, float]:
+    steps_dir = tmp_path / "steps"
+    steps_dir.mkdir()
+    config = ProfileConfig(steps_dir=str(steps_dir), sample=False, stdout_to_stderr=True)
+    begin = time.monotonic()
+    run = profile_command([*TORCHRUN, str(JOB), mode, str(tmp_path), *args], config)
+    elapsed_s = time.monotonic() - begin
+    run.findings = diagnose(run)
+    return run, elapsed_s
+
+
+def test_parameters_are_bitwise_equal_across_ranks_and_match_one_rank(tmp_path: Path) -> None:
+    done = torchrun(str(JOB), "equiv", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rank0, rank1 = (np.load(tmp_path / f"params-{r}.npy") for r in (0, 1))
+    assert rank0.tobytes() == rank1.tobytes()  # bitwise, after 50 steps
+    model = ddp_job.mlp()
+    ddp_job.train(model, rank=0, world=1)  # 1 rank x batch 8 vs 2 ranks x batch 4
+    reference = ddp_job.flat_params(model)
+    assert not np.array_equal(reference, ddp_job.flat_params(ddp_job.mlp()))  # it trained
+    np.testing.assert_allclose(rank0, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_a_sleep_on_rank_1_is_reported_as_its_straggling(tmp_path: Path) -> None:
+    delay_s = 0.060
+    run, _ = profile_job(tmp_path, "straggler", str(delay_s * 1e3))
+    assert run.exit_code == 0
+    assert run.to_dict(include_samples=False)["ranks"]["step_counts"] == {"0": 20, "1": 20}
+    found = {f.kind: f for f in run.findings}["straggler"]
+    assert found.evidence["rank"] == 1
+    assert found.evidence["cause"] == "data"
+    assert found.evidence["extra_per_step_s"] == pytest.approx(delay_s, rel=0.2)
+
+
+def test_exposed_comm_share_agrees_with_the_sync_no_sync_differential(tmp_path: Path) -> None:
+    run, _ = profile_job(tmp_path, "comm")
+    assert run.exit_code == 0
+    comm = run.to_dict(include_samples=False)["ranks"]["comm"]
+    assert comm["syncs_per_step"] == pytest.approx(0.5)  # half the steps ran under no_sync
+    kept = [s for s in run.steps if s.index >= 8]  # the first block of each kind warms up
+    synced = statistics.fmean(s.total_s for s in kept if (s.index // 4) % 2 == 0)
+    no_sync = statistics.fmean(s.total_s for s in kept if (s.index // 4) % 2 == 1)
+    differential = (synced - no_sync) / synced
+    measured = comm["exposed_s_per_sync"] / synced
+    assert differential > 0.1  # the check means something only if communication shows
+    assert measured == pytest.approx(differential, abs=0.05), (measured, differential)
+
+
+def test_a_killed_rank_fails_the_job_cleanly_and_is_named(tmp_path: Path) -> None:
+    run, elapsed_s = profile_job(tmp_path, "kill")
+    assert run.exit_code != 0
+    assert elapsed_s < 30 + 15  # the process-group timeout plus start-up and a few seconds
+    for pid_file in tmp_path.glob("pid-*"):
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid_file.read_text()), 0)  # no rank is left running
+    ranks = run.to_dict(include_samples=False)["ranks"]
+    failure = ranks["failure"]
+    assert (failure["rank"], failure["how"]) == (1, "killed")
+    assert failure["endings"]["0"] != "exit"  # rank 0 was stopped, not finished
+    counts = ranks["step_counts"]
+    assert counts["1"] == 8
+    assert counts["0"] >= 8  # what each rank measured is kept
+    found = {f.kind: f for f in run.findings}["rank_failed"]
+    assert found.evidence["failed_rank"] == 1
+
+
+def test_loader_shards_every_sample_once_with_equal_batches(tmp_path: Path) -> None:
+    from gpuwise.data.pack import pack
+
+    images = np.zeros((104, 8, 8, 3), np.uint8)
+    pack(images, tmp_path / "s.store", labels=np.arange(104))
+    done = torchrun(str(JOB), "loader", str(tmp_path), str(tmp_path / "s.store"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    epochs = [json.loads((tmp_path / f"loader-{r}.json").read_text()) for r in (0, 1)]
+    assert len(epochs[0][0]) == len(epochs[1][0]) == 6  # 52 samples per rank, batches of 10
+    seen = [label for rank in epochs for batch in rank[0] for label in batch]
+    assert sorted(seen) == list(range(104))  # every sample exactly once across ranks
+    assert all(rank[0] == rank[1] for rank in epochs)  # the same seed, the same batches
+
+
+@pytest.mark.slow
+def test_the_ddp_example_runs_and_is_measured_on_both_ranks(tmp_path: Path) -> None:
+    example = REPO / "examples" / "train_ddp.py"
+    run, _ = profile_job_argv(tmp_path, [str(example), "--steps", "12"])
+    assert run.exit_code == 0
+    ranks = run.to_dict(include_samples=False)["ranks"]
+    assert ranks["step_counts"] == {"0": 12, "1": 12}
+    assert ranks["ddp"]["backend"] == "gloo"
+    assert ranks["comm"]["exposed_fraction"] is not None
+    assert all(r["batch_size"] == 32 for r in ranks["per_rank"])  # global 64 over 2 ranks
+
+
+def profile_job_argv(tmp_path: Path, argv: list[str]) -> tuple[Run, float]:
+    steps_dir = tmp_path / "steps"
+    steps_dir.mkdir()
+    config = ProfileConfig(steps_dir=str(steps_dir), sample=False, stdout_to_stderr=True)
+    begin = time.monotonic()
+    run = profile_command([*TORCHRUN, *argv], config)
+    return run, time.monotonic() - begin
