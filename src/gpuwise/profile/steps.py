@@ -26,9 +26,10 @@ Step protocol (the one place that says where a step begins and ends):
 * Compute splits into ``forward`` (the outermost module calls), ``backward`` and
   ``optimizer`` regions; regions nest (the innermost one gets the time) and a copy pauses
   them. Region time after the step's last optimizer step is ``post``.
-* Before the job's first optimizer step, a step closed by a batch request after a
-  ``backward()`` is held back: if the next step brings the first optimizer step, the two are
-  one step (accumulation from the start); otherwise it is passed on (``stepmerge``).
+* Before the job's first optimizer step, steps closed by a batch request after a
+  ``backward()`` or after nothing at all are held back: the step that brings the first
+  optimizer step joins them (accumulation, batches fetched ahead); otherwise they are
+  passed on unchanged (``stepmerge``).
 * At the end of the loader (``StopIteration``) the unanswered wait belongs to no step. A step
   still open when recording stops is kept only if its optimizer step ran (``post`` = 0).
 """
