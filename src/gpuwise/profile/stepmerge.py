@@ -3,10 +3,10 @@
 Before any optimizer has stepped, a batch request after a ``backward()`` cannot tell a loop
 that updates weights by hand (each backward a step) from gradient accumulation whose first
 optimizer step is still to come (Lightning, the Hugging Face Trainer and Accelerate with
-``accumulate_grad_batches`` / ``gradient_accumulation_steps``). Nor can an iteration that did nothing
-(a batch fetched ahead, as Accelerate's loaders do) be told from a loop that only reads
-data. ``FirstStepHold`` keeps such steps back; when a step closes with the first optimizer
-step, they are one step with it, otherwise they are passed on unchanged.
+``accumulate_grad_batches`` / ``gradient_accumulation_steps``). Nor can an iteration
+that did nothing (a batch fetched ahead, as Accelerate's loaders do) be told from a loop
+that only reads data. ``FirstStepHold`` keeps such steps back; when a step closes with the
+first optimizer step, they are one step with it, otherwise they are passed on unchanged.
 """
 
 from __future__ import annotations

@@ -26,15 +26,27 @@ class Rows(torch.utils.data.Dataset):
 
 def main() -> None:
     config = BertConfig(
-        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=32, num_labels=2,
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        num_labels=2,
     )
     model = BertForSequenceClassification(config)
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=4, gradient_accumulation_steps=2,
-            num_train_epochs=1, logging_strategy="no", save_strategy="no", report_to=[],
-            use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+            output_dir=out,
+            per_device_train_batch_size=4,
+            gradient_accumulation_steps=2,
+            num_train_epochs=1,
+            logging_strategy="no",
+            save_strategy="no",
+            report_to=[],
+            use_cpu=True,
+            dataloader_num_workers=0,
+            disable_tqdm=True,
         )
         trainer = Trainer(model=model, args=args, train_dataset=Rows(48))
         trainer.train()

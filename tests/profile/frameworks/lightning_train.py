@@ -13,7 +13,9 @@ from torch.utils.data import DataLoader, TensorDataset
 class Tiny(pl.LightningModule):
     def __init__(self) -> None:
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)
+        )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
