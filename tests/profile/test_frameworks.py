@@ -52,15 +52,25 @@ def check_split(steps: dict[str, Any]) -> dict[str, float]:
     return split  # type: ignore[no-any-return]
 
 
-COMPUTE_SIDE = {"healthy", "small_batch", "optimizer_bound", "model_bound", "launch_bound"}
-WRONG = {"no_measurements", "input_bound", "transfer_bound", "postprocess_bound"}
+COMPUTE_SIDE = {
+    "healthy",
+    "small_batch",
+    "optimizer_bound",
+    "backward_heavy",
+    "model_bound",
+    "launch_bound",
+}
 
 
 def check_verdict(run: dict[str, Any]) -> None:
-    """In-memory data and a tiny model: a compute-side verdict, never the input pipeline."""
+    """In-memory data and a compute-heavy model: the first verdict is on the compute side.
+
+    (Collating a batch from in-memory rows can still be a tenth of a 3 ms compiled step,
+    so a later input finding is allowed.)
+    """
     kinds = [f["kind"] for f in run["findings"]]
     assert kinds[0] in COMPUTE_SIDE, kinds
-    assert not WRONG & set(kinds), kinds
+    assert "no_measurements" not in kinds, kinds
 
 
 def test_lightning_accumulation_counts_optimizer_steps(tmp_path: Path) -> None:
@@ -94,7 +104,7 @@ def test_accelerate_accumulate_counts_synced_steps(tmp_path: Path) -> None:
     needs("accelerate")
     run, synced = profile("accelerate_train.py", tmp_path)
     steps = run["steps"]
-    assert synced == 5  # 40 samples / batch 4 / 2 accumulated
+    assert synced == 5  # 320 samples / batch 32 / 2 accumulated
     assert steps["count"] == synced
     assert steps["micro_steps"]["backward_calls"] == 2.0
     assert steps["micro_steps"]["optimizer_calls"] == 1.0

@@ -1,4 +1,4 @@
-"""A tiny Accelerate loop with ``accelerator.accumulate``: 40 samples, batch 4, 2 per step.
+"""A tiny Accelerate loop with ``accelerator.accumulate``: 320 samples, batch 32, 2 per step.
 
 Writes the optimizer steps taken (``accelerator.sync_gradients`` after each batch) to the
 file in argv[1].
@@ -14,9 +14,15 @@ from torch.utils.data import DataLoader, TensorDataset
 def main() -> None:
     torch.manual_seed(0)
     accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1),
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    data = DataLoader(TensorDataset(torch.randn(40, 16), torch.randn(40, 1)), batch_size=4)
+    data = DataLoader(TensorDataset(torch.randn(320, 256), torch.randn(320, 1)), batch_size=32)
     model, opt, data = accelerator.prepare(model, opt, data)
     steps = 0
     for x, y in data:

@@ -12,10 +12,16 @@ from torch.utils.data import DataLoader, TensorDataset
 def main() -> None:
     torch.manual_seed(0)
     backend = sys.argv[2] if len(sys.argv) > 2 else "inductor"
-    plain = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    plain = torch.nn.Sequential(
+        torch.nn.Linear(256, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1),
+    )
     model = torch.compile(plain, backend=backend)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
-    data = DataLoader(TensorDataset(torch.randn(80, 16), torch.randn(80, 1)), batch_size=8)
+    data = DataLoader(TensorDataset(torch.randn(320, 256), torch.randn(320, 1)), batch_size=32)
     steps = 0
     for x, y in data:
         opt.zero_grad()

@@ -14,7 +14,11 @@ class Tiny(pl.LightningModule):
     def __init__(self) -> None:
         super().__init__()
         self.net = torch.nn.Sequential(
-            torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)
+            torch.nn.Linear(256, 1024),
+            torch.nn.ReLU(),
+            torch.nn.Linear(1024, 1024),
+            torch.nn.ReLU(),
+            torch.nn.Linear(1024, 1),
         )
 
     def training_step(self, batch, batch_idx):
@@ -34,7 +38,7 @@ class Count(pl.Callback):
 
 def main() -> None:
     torch.manual_seed(0)
-    data = TensorDataset(torch.randn(64, 16), torch.randn(64, 1))
+    data = TensorDataset(torch.randn(256, 256), torch.randn(256, 1))
     trainer = pl.Trainer(
         max_epochs=2,
         accumulate_grad_batches=2,
@@ -45,7 +49,7 @@ def main() -> None:
         enable_model_summary=False,
         callbacks=[Count()],
     )
-    trainer.fit(Tiny(), DataLoader(data, batch_size=8))
+    trainer.fit(Tiny(), DataLoader(data, batch_size=32))
     with open(sys.argv[1], "w") as out:
         out.write(str(Count.steps))
 
