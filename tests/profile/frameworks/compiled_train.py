@@ -13,11 +13,11 @@ def main() -> None:
     torch.manual_seed(0)
     backend = sys.argv[2] if len(sys.argv) > 2 else "inductor"
     plain = torch.nn.Sequential(
-        torch.nn.Linear(256, 1024),
+        torch.nn.Linear(256, 2048),
         torch.nn.ReLU(),
-        torch.nn.Linear(1024, 1024),
+        torch.nn.Linear(2048, 2048),
         torch.nn.ReLU(),
-        torch.nn.Linear(1024, 1),
+        torch.nn.Linear(2048, 1),
     )
     model = torch.compile(plain, backend=backend)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
