@@ -25,7 +25,13 @@ def test_records_round_trip_through_the_rank_file(tmp_path: Path) -> None:
     assert facts["rank"] == 1
     assert facts["comm"] == [{"type": "comm", "i": 0, "exposed_s": 0.01}]
     assert facts["ddp"] == [{"type": "ddp", "bucket_cap_mb": 25.0}]
-    assert facts["end"] == {"type": "end", "how": "exit", "detail": None, "t_s": 0.5, "exit_code": 0}
+    assert facts["end"] == {
+        "type": "end",
+        "how": "exit",
+        "detail": None,
+        "t_s": 0.5,
+        "exit_code": 0,
+    }
     assert len(recorder.records) == 3
 
 

@@ -100,6 +100,7 @@ def test_inference_loop_has_no_post(clock: FakeClock) -> None:
         clock.advance(0.7)
     tracker.batch_requested()
     tracker.batch_failed()
+    tracker.close()  # steps before any optimizer step are passed on at the latest here
     assert len(steps) == 2
     assert (steps[1].data_wait_s, steps[1].compute_s, steps[1].post_s) == pytest.approx(
         (0.3, 0.7, 0.0)
@@ -152,6 +153,7 @@ def test_nested_requests_are_timed_once(clock: FakeClock) -> None:
     tracker.batch_ready(1)  # outer ignored
     clock.advance(0.4)
     tracker.batch_requested()
+    tracker.close()
     assert len(steps) == 1
     assert (steps[0].data_wait_s, steps[0].compute_s) == pytest.approx((0.3, 0.4))
 

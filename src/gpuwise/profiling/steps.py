@@ -26,6 +26,10 @@ Step protocol (the one place that says where a step begins and ends):
 * Compute splits into ``forward`` (the outermost module calls), ``backward`` and
   ``optimizer`` regions; regions nest (the innermost one gets the time) and a copy pauses
   them. Region time after the step's last optimizer step is ``post``.
+* Before the job's first optimizer step, steps closed by a batch request after a
+  ``backward()`` or after nothing at all are held back: the step that brings the first
+  optimizer step joins them (accumulation, batches fetched ahead); otherwise they are
+  passed on unchanged (``stepmerge``).
 * At the end of the loader (``StopIteration``) the unanswered wait belongs to no step. A step
   still open when recording stops is kept only if its optimizer step ran (``post`` = 0).
 """
@@ -38,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuwise.profiling.stepmerge import FirstStepHold
 from gpuwise.records import Step
 
 _PHASE_OF_LAP = {
@@ -232,6 +237,7 @@ class LoopTracker:
     def __init__(self, timer: StepTimer, sink: Sink) -> None:
         self.timer = timer
         self.sink = sink
+        self.hold = FirstStepHold(sink)
         self.thread_id = threading.get_ident()
         self.waiting = False
         self.stepped = False
@@ -368,6 +374,7 @@ class LoopTracker:
             self._emit()
         self.timer.discard()
         self.waiting = False
+        self.hold.flush()
 
     def _emit(self) -> None:
         copies, self._copies = self._copies, []
@@ -383,7 +390,11 @@ class LoopTracker:
         }
         if split is not None:
             extra.update(forward_s=split[0], backward_s=split[1], optimizer_s=split[2])
-        self.sink(self.timer.finish(batch_size, **extra), copies)
+        step = self.timer.finish(batch_size, **extra)
+        if self.loader_seen:  # without a loader, backward() alone never ends a step early
+            self.timer.index -= self.hold(step, copies, optimizer_seen=self.optimizer_seen)
+        else:
+            self.sink(step, copies)
 
 
 class CopyResolver:
