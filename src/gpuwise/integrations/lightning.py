@@ -9,17 +9,10 @@ package and with ``pytorch_lightning``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import MissingExtraError
-from gpuwise.integrations.recorder import (
-    RecorderConfig,
-    StepRecorder,
-    run_metrics,
-    write_reports,
-)
-from gpuwise.records import Run
+from gpuwise.integrations.recorder import CallbackCore, callback_class
 
 
 def _callback_base() -> type:
@@ -49,64 +42,40 @@ def batch_size_of(batch: Any) -> int | None:
     return None
 
 
-class _GpuwiseCallbackMixin:
+class _LightningCore(CallbackCore):
     """The callback's behaviour; mixed with Lightning's ``Callback`` when first built."""
 
-    def __init__(
-        self,
-        *,
-        interval_s: float = 0.5,
-        flops_per_sample: float | None = None,
-        precision: str = "fp32",
-        json_path: str | Path | None = None,
-        html_path: str | Path | None = None,
-        backends: Any = None,
-    ) -> None:
-        super().__init__()
-        self.config = RecorderConfig(interval_s, flops_per_sample, precision)
-        self.json_path, self.html_path = json_path, html_path
-        self._backends = backends
-        self._recorder: StepRecorder | None = None
-        self.run: Run | None = None
+    source = "lightning"
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """Start sampling."""
-        self._recorder = StepRecorder("lightning", self.config, backends=self._backends)
-        self._recorder.start()
+        self._start()
 
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         """The batch has arrived: compute starts."""
-        if self._recorder is not None:
-            self._recorder.begin()
+        self._begin()
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """The optimizer step is done."""
-        if self._recorder is not None:
-            self._recorder.end(batch_size_of(batch), rank=int(trainer.global_rank))
+        self._end(batch_size_of(batch), rank=int(trainer.global_rank))
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         """Build the Run, write the reports, log the numbers to the Trainer's loggers."""
-        if self._recorder is None:
-            return
-        self.run = self._recorder.finish()
-        self._recorder = None
-        metrics = run_metrics(self.run)
-        for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
-        write_reports(self.run, self.json_path, self.html_path)
+        metrics = self._finish()
+        if metrics is not None:
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=trainer.global_step)
 
 
 def __getattr__(name: str) -> Any:
     """Build ``GpuwiseCallback`` on first use, so that importing this module needs no Lightning."""
     if name != "GpuwiseCallback":
         raise AttributeError(name)
-    cls = type("GpuwiseCallback", (_GpuwiseCallbackMixin, _callback_base()), {})
-    cls.__doc__ = _DOC
-    cls.__module__ = __name__
+    cls = callback_class(__name__, _LightningCore, _callback_base(), _DOC)
     globals()["GpuwiseCallback"] = cls
     return cls
 

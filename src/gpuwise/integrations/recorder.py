@@ -9,17 +9,19 @@ sampled alongside; at the end the Run gets its energy and MFU sections and its d
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuwise.atomic import write_atomic
+from gpuwise.profiling.recording import build_run, run_meta
+from gpuwise.profiling.step_files import StepFiles
 from gpuwise.records import Run, Step
 from gpuwise.sizing.efficiency import HostEnergy, add_efficiency
-
-WARMUP_MIN_STEPS = 4
-"""With at least this many steps, the first (input pipeline start-up) is left out."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class StepRecorder:
         self._sampler: Any = None
         self._host = HostEnergy()
         self._t0 = 0.0
+        self._t0_wall_s = 0.0
         self._last_end: float | None = None
         self._begin: float | None = None
         self.steps: list[Step] = []
@@ -78,6 +81,7 @@ class StepRecorder:
             )
             self._sampler.start()
         self._t0 = self._clock()
+        self._t0_wall_s = time.time()
         self._last_end = 0.0
         self._host.start()
 
@@ -117,22 +121,16 @@ class StepRecorder:
     def finish(self, devices: list[dict[str, Any]] | None = None) -> Run:
         """Stop sampling and return the diagnosed Run with its energy and MFU sections."""
         from gpuwise.diagnose.rules import diagnose
-        from gpuwise.telemetry.summary import summarize
 
         samples = self._sampler.stop() if self._sampler is not None else []
         self._host.stop()
-        run = Run(
-            source=self.source,
-            devices=devices or (self._sampler.devices() if self._sampler is not None else []),
-            steps=list(self.steps),
-            samples=samples,
-            utilization=summarize(samples, self.config.interval_s) if samples else {},
-            meta={
-                "interval_s": self.config.interval_s if self.config.sample else None,
-                "duration_s": self._now(),
-                "warmup_steps": int(len(self.steps) >= WARMUP_MIN_STEPS),
-            },
-        )
+        interval_s = self.config.interval_s if self.config.sample else None
+        torch_version = getattr(sys.modules.get("torch"), "__version__", None)
+        meta = run_meta(self._t0_wall_s, self._now(), interval_s, torch_version)
+        if not devices and self._sampler is not None:
+            devices = self._sampler.devices()
+        files = StepFiles(steps=list(self.steps))
+        run = build_run(None, None, devices or [], files, samples, meta, source=self.source)
         add_efficiency(
             run,
             host=self._host,
@@ -162,10 +160,72 @@ def run_metrics(run: Run, prefix: str = "gpuwise/") -> dict[str, float]:
 def write_reports(run: Run, json_path: str | Path | None, html_path: str | Path | None) -> None:
     """Write the Run as JSON and as an HTML report where asked."""
     if json_path is not None:
-        import json
-
-        Path(json_path).write_text(json.dumps(run.to_dict(), default=str), encoding="utf-8")
+        write_atomic(json_path, json.dumps(run.to_dict(), default=str), what="run")
     if html_path is not None:
         from gpuwise.report.html import write_html
 
         write_html(run, html_path)
+
+
+class CallbackCore:
+    """What the framework callbacks share: their settings, one StepRecorder, the Run at the end.
+
+    A framework's callback class mixes this with its own base class and maps its hooks to
+    ``_start``, ``_begin``, ``_end`` and ``_finish``.
+
+    Args:
+        interval_s: Seconds between device samples (default 0.5).
+        flops_per_sample: Training FLOPs of one sample (``gpuwise estimate``), for MFU.
+        precision: The run's precision, for the peak FLOP/s (default ``fp32``).
+        json_path: Also write the Run as JSON here at the end.
+        html_path: Also write the HTML report here at the end.
+        backends: Telemetry backends (default: NVML, else the host CPU).
+    """
+
+    source = "framework"
+
+    def __init__(
+        self,
+        *,
+        interval_s: float = 0.5,
+        flops_per_sample: float | None = None,
+        precision: str = "fp32",
+        json_path: str | Path | None = None,
+        html_path: str | Path | None = None,
+        backends: Any = None,
+    ) -> None:
+        super().__init__()
+        self.config = RecorderConfig(interval_s, flops_per_sample, precision)
+        self.json_path, self.html_path = json_path, html_path
+        self._backends = backends
+        self._recorder: StepRecorder | None = None
+        self.run: Run | None = None
+
+    def _start(self) -> None:
+        self._recorder = StepRecorder(self.source, self.config, backends=self._backends)
+        self._recorder.start()
+
+    def _begin(self) -> None:
+        if self._recorder is not None:
+            self._recorder.begin()
+
+    def _end(self, batch_size: int | None, rank: int) -> None:
+        if self._recorder is not None:
+            self._recorder.end(batch_size, rank=rank)
+
+    def _finish(self) -> dict[str, float] | None:
+        """Build the Run, write the reports; return the numbers to log (None: never started)."""
+        if self._recorder is None:
+            return None
+        self.run = self._recorder.finish()
+        self._recorder = None
+        write_reports(self.run, self.json_path, self.html_path)
+        return run_metrics(self.run)
+
+
+def callback_class(module: str, core: type, base: type, doc: str) -> type:
+    """Build a framework's ``GpuwiseCallback`` from its core and the framework's base class."""
+    cls = type("GpuwiseCallback", (core, base), {})
+    cls.__doc__ = doc
+    cls.__module__ = module
+    return cls

@@ -11,17 +11,10 @@ appends the gpuwise numbers to ``state.log_history``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import MissingExtraError
-from gpuwise.integrations.recorder import (
-    RecorderConfig,
-    StepRecorder,
-    run_metrics,
-    write_reports,
-)
-from gpuwise.records import Run
+from gpuwise.integrations.recorder import CallbackCore, callback_class
 
 
 def _callback_base() -> type:
@@ -34,59 +27,36 @@ def _callback_base() -> type:
     return TrainerCallback  # type: ignore[no-any-return]
 
 
-class _GpuwiseCallbackMixin:
+class _TrainerCore(CallbackCore):
     """The callback's behaviour; mixed with ``TrainerCallback`` when first built."""
 
-    def __init__(
-        self,
-        *,
-        interval_s: float = 0.5,
-        flops_per_sample: float | None = None,
-        precision: str = "fp32",
-        json_path: str | Path | None = None,
-        html_path: str | Path | None = None,
-        backends: Any = None,
-    ) -> None:
-        super().__init__()
-        self.config = RecorderConfig(interval_s, flops_per_sample, precision)
-        self.json_path, self.html_path = json_path, html_path
-        self._backends = backends
-        self._recorder: StepRecorder | None = None
-        self.run: Run | None = None
+    source = "transformers"
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Start sampling."""
-        self._recorder = StepRecorder("transformers", self.config, backends=self._backends)
-        self._recorder.start()
+        self._start()
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """The step's batches are here: compute starts."""
-        if self._recorder is not None:
-            self._recorder.begin()
+        self._begin()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """The optimizer stepped."""
-        if self._recorder is not None:
-            samples = args.per_device_train_batch_size * args.gradient_accumulation_steps
-            self._recorder.end(samples, rank=int(args.process_index))
+        samples = args.per_device_train_batch_size * args.gradient_accumulation_steps
+        self._end(samples, rank=int(args.process_index))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Build the Run, write the reports, add the numbers to the log history."""
-        if self._recorder is None:
-            return
-        self.run = self._recorder.finish()
-        self._recorder = None
-        state.log_history.append({**run_metrics(self.run), "step": state.global_step})
-        write_reports(self.run, self.json_path, self.html_path)
+        metrics = self._finish()
+        if metrics is not None:
+            state.log_history.append({**metrics, "step": state.global_step})
 
 
 def __getattr__(name: str) -> Any:
     """Build ``GpuwiseCallback`` on first use: importing this module needs no transformers."""
     if name != "GpuwiseCallback":
         raise AttributeError(name)
-    cls = type("GpuwiseCallback", (_GpuwiseCallbackMixin, _callback_base()), {})
-    cls.__doc__ = _DOC
-    cls.__module__ = __name__
+    cls = callback_class(__name__, _TrainerCore, _callback_base(), _DOC)
     globals()["GpuwiseCallback"] = cls
     return cls
 
