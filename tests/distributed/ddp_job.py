@@ -155,6 +155,7 @@ def main() -> None:
     elif mode == "loader":
         run_loader(out, rank, str(arg))
     dist.destroy_process_group()
+    (out / f"done-{rank}").write_text("ok")  # the script's work is over; teardown follows
 
 
 if __name__ == "__main__":
