@@ -14,7 +14,7 @@ from gpuwise.sizing.memory import estimate
 from gpuwise.sizing.mfu import catalog_row, device_peak_flops_s, mfu_section
 
 N = 1024
-"""The side of the CPU peak's own matrix multiply (``sizing.host.matmul_flops_s``)."""
+"""The side of the CPU peak's own matrix multiply (``sizing.cpu_rates.matmul_flops_s``)."""
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 MFU is the model's useful FLOPs per second over the device's peak at the run's precision:
 ``flops_per_sample * samples_per_step / step_time / peak``. The peak is the catalog's
 dense datasheet rate for a GPU (``sizing/gpus.csv``) and, on the CPU, the FLOP/s of a
-large matrix multiply measured on this machine (``sizing.host.matmul_flops_s``). Like
+large matrix multiply measured on this machine (``sizing.cpu_rates.matmul_flops_s``). Like
 Lightning's ThroughputMonitor, but also per phase: ``compute_mfu`` divides by the compute
 phase alone, so a job starved by its input shows a low MFU and a high compute MFU.
 """
