@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     # files and child processes written and run safely
     "atomic": 1,
     "childproc": 1,
+    "user_code": 1,
     # hardware and process facts
     "telemetry": 2,
     "distributed": 2,
@@ -48,8 +49,7 @@ ALLOWED: dict[tuple[str, str], str] = {}
 IMPORTLIB_ALLOWED = {
     "_lazy.py": "the lazy re-exports of package __init__ modules",
     "cli/main.py": "the subcommand table tolerates subcommands that are not installed",
-    "sizing/model_source.py": "loads the user's model module (package.module:factory)",
-    "pipeline/example.py": "loads the user's serving app module (package.module:factory)",
+    "user_code.py": "loads the user's own module (package.module:factory)",
 }
 
 

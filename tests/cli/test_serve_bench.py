@@ -76,7 +76,7 @@ def test_a_bad_factory_is_a_one_line_error(capsys):
     err = capsys.readouterr().err
     assert "returned a int; it must return a gpuwise.pipeline.example.ServingApp" in err
     assert main(["serve-bench", "no_such_module_xyz:app"]) == 1
-    assert "cannot import 'no_such_module_xyz'" in capsys.readouterr().err
+    assert "cannot import module 'no_such_module_xyz'" in capsys.readouterr().err
 
 
 @pytest.mark.slow

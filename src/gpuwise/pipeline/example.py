@@ -13,7 +13,6 @@ fields with noise, 240-400 px, quality 90), so the example needs no files and no
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from torch import nn
 
 from gpuwise.data.transforms import as_nchw, normalize
 from gpuwise.errors import UsageError
+from gpuwise.user_code import import_factory
 
 
 @dataclass(frozen=True)
@@ -118,20 +118,9 @@ def load_app(spec: str | None) -> ServingApp:
     """
     if spec is None:
         return image_classifier()
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:
-        raise UsageError(
-            f"cannot import {module_name!r} for factory {spec!r}: {type(err).__name__}: {err}; "
-            "check that it is on PYTHONPATH"
-        ) from err
-    factory = getattr(module, attr or "app", None)
-    if not callable(factory):
-        raise UsageError(
-            f"{module_name!r} has no callable {attr or 'app'!r}; name a function that returns "
-            "a gpuwise.pipeline.example.ServingApp (module:function)"
-        )
+    factory = import_factory(
+        spec, default_attr="app", returns="a gpuwise.pipeline.example.ServingApp"
+    )
     app = factory()
     if not isinstance(app, ServingApp):
         raise UsageError(

@@ -7,7 +7,6 @@ raised inside the model's forward into an error that names the layer.
 from __future__ import annotations
 
 import copy
-import importlib
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from torch import nn
 
 from gpuwise.errors import UsageError
 from gpuwise.sizing.models import BUILTIN_MODELS, InputSpec
+from gpuwise.user_code import import_factory
 
 ModelLike = str | nn.Module | Callable[[], nn.Module]
 
@@ -55,21 +55,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 
 def _import_factory(spec: str) -> Callable[[], nn.Module]:
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:
-        raise UsageError(
-            f"cannot import module {module_name!r} for model {spec!r}: "
-            f"{type(err).__name__}: {err}; check that it is on PYTHONPATH"
-        ) from err
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise UsageError(
-            f"model {spec!r}: module {module_name!r} has no callable {attr!r}; "
-            "name a function or class that returns an nn.Module"
-        )
-    return factory  # type: ignore[no-any-return]
+    return import_factory(spec, returns="an nn.Module")
 
 
 def _checked(name: str, factory: Callable[[], Any]) -> Callable[[], nn.Module]:
