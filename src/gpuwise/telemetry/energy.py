@@ -135,9 +135,7 @@ def boundary_energy(
         One StepEnergy per step in ``keep`` with a reading on every rank; ``None`` when no
         step has a boundary reading (the sampler's interpolation applies).
     """
-    ranks: dict[int, dict[int, float]] = {}
-    for step in steps:
-        ranks.setdefault(step.rank, {})
+    ranks: dict[int, dict[int, float]] = {step.rank: {} for step in steps}
     previous: dict[int, Step] = {}
     for step in sorted(steps, key=lambda s: (s.rank, s.index)):
         before = previous.get(step.rank)
