@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpuwise.distributed.ranks import RankInfo
+from gpuwise.profiling.energy_counter import StepCounter
 from gpuwise.profiling.steps import CopyResolver, LoopTracker, StepTimer
 from gpuwise.records import Step
 
@@ -40,8 +41,12 @@ def step_line(step: Step, gpu_s: float | None) -> bytes:
         f'"forward_s": {_num(step.forward_s)}, "backward_s": {_num(step.backward_s)}, '
         f'"optimizer_s": {_num(step.optimizer_s)}, "backward_calls": {step.backward_calls}, '
         f'"optimizer_calls": {step.optimizer_calls}, "batches": {step.batches}, '
-        f'"phase": "{step.phase}", "h2d_gpu_s": {gpu}}}\n'
+        f'"phase": "{step.phase}", "h2d_gpu_s": {gpu}{_energy(step.energy_mj)}}}\n'
     ).encode()
+
+
+def _energy(value: float | None) -> str:
+    return "" if value is None else f', "energy_mj": {float(value)!r}'
 
 
 def _num(value: float | None) -> str:
@@ -55,6 +60,8 @@ class MemoryRecorder:
         origin_s: Clock reading that is time 0 of the Run.
         rank: Rank written into every step.
         clock: Seconds clock (default ``time.perf_counter``).
+        energy: Reads the device's energy counter when a step closes (default: a
+            ``StepCounter`` for the CUDA device in use; a no-op without one).
 
     Attributes:
         tracker: The LoopTracker to activate in ``hooks``.
@@ -68,12 +75,15 @@ class MemoryRecorder:
         origin_s: float = 0.0,
         rank: int = 0,
         clock: Callable[[], float] = time.perf_counter,
+        energy: StepCounter | None = None,
     ) -> None:
         self.origin_s = origin_s
         self.steps: list[Step] = []
         self.h2d_gpu_s: float | None = None
+        self.energy = StepCounter() if energy is None else energy
         self._resolver = CopyResolver(self._write)
-        self.tracker = LoopTracker(StepTimer(clock, origin_s=origin_s, rank=rank), self._resolver)
+        timer = StepTimer(clock, origin_s=origin_s, rank=rank, energy=self.energy)
+        self.tracker = LoopTracker(timer, self._resolver)
 
     def _write(self, step: Step, gpu_s: float | None) -> None:
         self.steps.append(step)
@@ -84,6 +94,7 @@ class MemoryRecorder:
         """Close the open step and write every held step (waits for timed copies)."""
         self.tracker.close()
         self._resolver.drain(wait=True)
+        self.energy.close()
 
 
 class JsonlRecorder(MemoryRecorder):

@@ -44,6 +44,7 @@ def merge(first: Step, second: Step) -> Step:
         a, b = getattr(first, k), getattr(second, k)
         fields[k] = None if a is None and b is None else (a or 0) + (b or 0)
     fields["phase"] = "train"
+    fields["energy_mj"] = second.energy_mj  # the counter at the merged step's end
     return dataclasses.replace(first, **fields)
 
 

@@ -62,6 +62,8 @@ class StepTimer:
         origin_s: Clock reading that is time 0 of the Run, so that ``Step.start_s`` is on
             the same time axis as the telemetry samples.
         rank: Distributed rank written into every Step.
+        energy: Called when a step closes: the device's energy counter in millijoules, or
+            ``None`` (``energy_counter.StepCounter``); default: not read.
 
     Example:
         >>> timer = StepTimer(clock=iter([0.0, 0.5, 2.0]).__next__)
@@ -80,10 +82,12 @@ class StepTimer:
         *,
         origin_s: float = 0.0,
         rank: int = 0,
+        energy: Callable[[], float | None] | None = None,
     ) -> None:
         self.clock = clock
         self.origin_s = origin_s
         self.rank = rank
+        self.energy = energy
         self.index = 0
         self.open = False
         self._mark = 0.0
@@ -148,6 +152,7 @@ class StepTimer:
             h2d_bytes=self._h2d[0],
             h2d_pageable_bytes=self._h2d[1],
             h2d_count=self._h2d[2],
+            energy_mj=None if self.energy is None else self.energy(),
             **fields,
         )
         self.index += 1

@@ -123,6 +123,8 @@ class Step:
         batches: Loader batches the step consumed (several under gradient accumulation).
         phase: ``"train"`` (a backward or optimizer step ran) or ``"eval"`` (a loader
             iterated with neither: evaluation or inference).
+        energy_mj: The device's total-energy counter (NVML, millijoules) read when the step
+            closed, without a device sync; ``None`` when not read (no GPU, no counter).
     """
 
     index: int
@@ -143,6 +145,7 @@ class Step:
     optimizer_calls: int = 0
     batches: int = 1
     phase: str = "train"
+    energy_mj: float | None = None
 
     @property
     def total_s(self) -> float:
@@ -154,8 +157,11 @@ class Step:
         return float(getattr(self, f"{phase}_s"))
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the JSON form."""
-        return dataclasses.asdict(self)
+        """Return the JSON form (``energy_mj`` only when it was read)."""
+        d = dataclasses.asdict(self)
+        if self.energy_mj is None:
+            del d["energy_mj"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Step:

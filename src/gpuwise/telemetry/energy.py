@@ -1,6 +1,11 @@
 """Energy per step: device energy attributed to step windows, host energy from RAPL.
 
-Note on attribution. NVML's total-energy counter (Volta and newer; millijoules since the
+Note on attribution. When the profiled process read the counter itself as each step
+closed (``Step.energy_mj``, see ``gpuwise.profiling.energy_counter``), a step's energy is
+the difference between its reading and the reading of the step that ended where it began:
+no interpolation. Each rank reads the device it uses, and a step's energy is the sum over
+the ranks. Otherwise (no readings, or a step without a neighbour's reading), NVML's
+total-energy counter (Volta and newer; millijoules since the
 driver loaded) is read by the sampler at every sample, with no device synchronization.
 A step's energy is the counter interpolated linearly at the step's start and end: exact
 when samples fall on step boundaries, average power times duration in between. The
@@ -24,6 +29,10 @@ from gpuwise.records import Run, Sample, Step, steady_steps
 COUNTER_PERIOD_S = 0.1
 """Update period of NVML's energy counter assumed when flagging short windows."""
 
+
+BOUNDARY_GAP_S = 0.002
+"""Largest gap between one step's end and the next one's start for the two to share a
+reading (the counter is read as a step closes, the next step opens microseconds later)."""
 
 NO_DEVICE_ENERGY = "no GPU energy counter or power readings in the samples"
 
@@ -111,6 +120,40 @@ def attribute_steps(
     return out
 
 
+def boundary_energy(
+    steps: Sequence[Step], keep: Sequence[Step], *, counter_period_s: float
+) -> list[StepEnergy] | None:
+    """Energy of the ``keep`` steps from the counter read at step boundaries, if read.
+
+    Args:
+        steps: Every step of every rank (a step's start reading is its predecessor's end).
+        keep: The steps of one rank to attribute (the steady ones); their index selects
+            the same step on the other ranks.
+        counter_period_s: Counter update period; shorter windows are approximate.
+
+    Returns:
+        One StepEnergy per step in ``keep`` with a reading on every rank; ``None`` when no
+        step has a boundary reading (the sampler's interpolation applies).
+    """
+    ranks: dict[int, dict[int, float]] = {step.rank: {} for step in steps}
+    previous: dict[int, Step] = {}
+    for step in sorted(steps, key=lambda s: (s.rank, s.index)):
+        before = previous.get(step.rank)
+        previous[step.rank] = step
+        if before is None or before.energy_mj is None or step.energy_mj is None:
+            continue
+        if abs(before.start_s + before.total_s - step.start_s) <= BOUNDARY_GAP_S:
+            ranks[step.rank][step.index] = (step.energy_mj - before.energy_mj) / 1000.0
+    if not any(ranks.values()):
+        return None
+    out = []
+    for step in keep:
+        parts = [joules.get(step.index) for joules in ranks.values()]
+        energy_j = None if any(p is None for p in parts) else sum(p or 0.0 for p in parts)
+        out.append(StepEnergy(step.index, step.total_s, energy_j, step.total_s < counter_period_s))
+    return out
+
+
 def _samples_per_step(steps: Sequence[Step], ranks: int) -> float | None:
     sizes = [s.batch_size for s in steps]
     if not sizes or any(b is None for b in sizes):
@@ -134,7 +177,8 @@ def energy_section(
         counter_period_s: The device counter's update period (default 0.1 s).
 
     Returns:
-        ``{"source", "reason", "per_step_j", "per_sample_j", "per_epoch_j", "epoch_steps",
+        ``{"source"`` (``"step_boundaries"``, ``"nvml_counter"``, ``"power_integration"`` or
+        ``None``), ``"reason", "per_step_j", "per_sample_j", "per_epoch_j", "epoch_steps",
         "steps_measured", "approximate", "approximate_steps", "counter_period_s",
         "host": {"per_step_j", "total_j", "source"}}``; values are ``None`` when unknown.
     """
@@ -143,7 +187,11 @@ def energy_section(
     steps = steady_steps(run.steps, int(run.meta.get("warmup_steps", 0)))
     rank = min((s.rank for s in steps), default=0)
     mine = [s for s in steps if s.rank == rank]
-    attributed = attribute_steps(mine, series, counter_period_s=counter_period_s)
+    attributed = boundary_energy(run.steps, mine, counter_period_s=counter_period_s)
+    source = "step_boundaries" if attributed is not None else None
+    if attributed is None or not any(a.energy_j is not None for a in attributed):
+        attributed = attribute_steps(mine, series, counter_period_s=counter_period_s)
+        source = series[0].source if series else None
     known = [a for a in attributed if a.energy_j is not None]
     per_step = sum(a.energy_j or 0.0 for a in known) / len(known) if known else None
     ranks = len({s.rank for s in steps}) or 1
@@ -152,8 +200,8 @@ def energy_section(
         run.meta.get("steps_per_epoch") or sum(1 for s in run.steps if s.rank == rank)
     )
     return {
-        "source": series[0].source if series else None,
-        "reason": None if series else NO_DEVICE_ENERGY,
+        "source": source,
+        "reason": None if source else NO_DEVICE_ENERGY,
         "devices": [s.device for s in series],
         "per_step_j": per_step,
         "per_sample_j": per_step / per_sample_count if per_step and per_sample_count else None,
