@@ -16,7 +16,7 @@ TRACES = sorted(REAL.glob("*.trace.json.gz")) + sorted(REAL.glob("hta_traces/*.t
 
 
 def _section(*paths: Path) -> dict[str, object]:
-    section = analyze(list(paths)).extra["trace"]
+    section = analyze(list(paths)).to_dict()["trace"]
     assert isinstance(section, dict)
     return section
 

@@ -71,7 +71,7 @@ def diagnose(run: Run) -> list[Finding]:
         >>> diagnose(Run("analyze"))[0].kind
         'no_measurements'
     """
-    if not (run.steps or run.utilization or "trace" in run.extra):
+    if not (run.steps or run.utilization or run.trace is not None):
         return [_nothing_measured(0, run.meta)]
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]

@@ -41,10 +41,10 @@ class TraceSection:
         file: The trace's file name.
         format: ``"kineto"``.
         category_names: ``"old"`` (2021 Kineto), ``"new"`` or ``"unknown"``.
-        events: Trace events decoded.
+        events: Trace events decoded (None: not known).
         skipped: Events left out as malformed.
         truncated: The file ended before its JSON document did.
-        window_s: Analysis window (see ``TraceRead.window_s``).
+        window_s: Analysis window (see ``TraceRead.window_s``; None: not known).
         window_source: ``"profiler_steps"`` or ``"whole_trace"``.
         profiler_steps: ProfilerSteps in the trace.
         step_mean_s: Mean ProfilerStep duration (None without steps).
@@ -72,10 +72,10 @@ class TraceSection:
     file: str | None = None
     format: str = "kineto"
     category_names: str = "unknown"
-    events: int = 0
+    events: int | None = None
     skipped: int = 0
     truncated: bool = False
-    window_s: float = 0.0
+    window_s: float | None = None
     window_source: str = "whole_trace"
     profiler_steps: int = 0
     step_mean_s: float | None = None
