@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.diagnose.analyze import analyze
+from gpuwise.records import Run
 from gpuwise.records.trace import RankFacts, StreamIdle
 from gpuwise.records.trace_section import TraceSection
 
@@ -56,3 +57,12 @@ def test_a_partial_section_takes_the_defaults() -> None:
     assert typed.window_s == 12.9
     assert typed.facts is None
     assert typed.ranks is None
+
+
+def test_a_run_document_read_back_keeps_its_trace_typed_and_equal() -> None:
+    run = analyze([REAL / "hta_traces" / "cnn_ddp_a100_nccl.trace.json.gz"])
+    doc = json.loads(json.dumps(run.to_dict()))
+    back = Run.from_dict(doc)
+    assert isinstance(back.trace, TraceSection)
+    assert "trace" not in back.extra
+    assert json.dumps(back.to_dict()) == json.dumps(doc)
