@@ -98,6 +98,13 @@ class TraceSection:
     distributed: Mapping[str, Any] | None = None
     straggler: Mapping[str, Any] | None = None
 
+    @property
+    def job(self) -> Mapping[str, Any]:
+        """``distributedInfo`` of the job: the merged one, else the trace's own, else {}."""
+        if self.distributed is not None:
+            return self.distributed
+        return self.facts.distributed if self.facts is not None else {}
+
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form: the Run document's ``"trace"`` section."""
         out: dict[str, Any] = {name: getattr(self, name) for name in _READER_KEYS}

@@ -61,7 +61,7 @@ def render_run(run: Run, console: Console) -> None:
     _render_phases(run, console)
     _render_devices(run, console)
     if run.trace is not None:
-        render_trace(run.trace.to_dict(), console)
+        render_trace(run.trace, console)
     render_efficiency(run, console)
     console.print()
     render_findings(run.findings, console)
