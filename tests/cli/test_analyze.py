@@ -83,8 +83,9 @@ def test_unwritable_output_fails_before_reading(tmp_path, capsys):
 
 def test_trace_line_marks_what_the_trace_lacks():
     from gpuwise.cli.analyze import _trace_line
+    from gpuwise.records.trace_section import TraceSection
 
-    line = _trace_line({"file": "t.json", "events": None, "gpu_busy_fraction": 0.5})
+    line = _trace_line(TraceSection(file="t.json", gpu_busy_fraction=0.5))
     assert line == (
         "trace       t.json: n/a events, no ProfilerStep, window n/a; GPU busy 50.0%, "
         "DataLoader n/a, memcpy n/a"

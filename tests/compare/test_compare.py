@@ -10,6 +10,9 @@ import pytest
 from gpuwise.diagnose.compare import compare_files, compare_runs
 from gpuwise.errors import UsageError
 from gpuwise.records import Finding, Run, Step
+from gpuwise.records.trace import Communication
+from gpuwise.records.trace_section import TraceSection
+from tests.compare.traced import traced
 from tests.conftest import realdata
 
 W0 = "kineto_resnet50_v100_workers0.pt.trace.json.gz"
@@ -56,14 +59,14 @@ def _noisy(seed: int, n: int = 40, mean_s: float = 0.1) -> list[float]:
 
 def test_trace_kernel_classes_and_communication_are_compared_when_present() -> None:
     a, b = _run(_noisy(1)), _run(_noisy(2))
-    a.extra["trace"] = {
-        "kernel_classes_s": {"compute": 2.0, "communication": 1.0, "memory": 0.5, "other": 0.1},
-        "communication": {"total_s": 1.0, "overlapped_s": 0.2, "exposed_s": 0.8},
-    }
-    b.extra["trace"] = {
-        "kernel_classes_s": {"compute": 2.0, "communication": 0.6, "memory": 0.5, "other": 0.1},
-        "communication": {"total_s": 0.6, "overlapped_s": 0.5, "exposed_s": 0.1},
-    }
+    a.trace = traced(
+        {"compute": 2.0, "communication": 1.0, "memory": 0.5, "other": 0.1},
+        Communication(total_s=1.0, overlapped_s=0.2, exposed_s=0.8),
+    )
+    b.trace = traced(
+        {"compute": 2.0, "communication": 0.6, "memory": 0.5, "other": 0.1},
+        Communication(total_s=0.6, overlapped_s=0.5, exposed_s=0.1),
+    )
     c = compare_runs(a, b)
     assert c.kernel_classes is not None
     assert c.kernel_classes["communication"]["delta_s"] == pytest.approx(-0.4)
@@ -74,8 +77,8 @@ def test_trace_kernel_classes_and_communication_are_compared_when_present() -> N
 
 def test_trace_section_on_one_side_only_is_skipped() -> None:
     a, b = _run(_noisy(1)), _run(_noisy(2))
-    a.extra["trace"] = {"kernel_classes_s": {"compute": 1.0}}
-    b.extra["trace"] = {"file": "x"}
+    a.trace = traced({"compute": 1.0})
+    b.trace = TraceSection(file="x")
     assert compare_runs(a, b).kernel_classes is None
 
 

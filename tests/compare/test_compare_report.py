@@ -8,6 +8,7 @@ from gpuwise.diagnose.compare import compare_runs
 from gpuwise.records import Run, Step
 from gpuwise.report.compare_text import headline, render_comparison
 from gpuwise.report.efficiency_text import energy_line, mfu_line
+from tests.compare.traced import traced
 
 
 def _run(scale: float) -> Run:
@@ -36,8 +37,8 @@ def test_report_shows_energy_and_mfu_change_and_the_guard() -> None:
 
 def test_report_lists_kernel_class_deltas_when_both_are_traces() -> None:
     a, b = _run(1.0), _run(1.0)
-    a.extra["trace"] = {"kernel_classes_s": {"compute": 2.0, "communication": 1.0}}
-    b.extra["trace"] = {"kernel_classes_s": {"compute": 2.0, "communication": 0.25}}
+    a.trace = traced({"compute": 2.0, "communication": 1.0})
+    b.trace = traced({"compute": 2.0, "communication": 0.25})
     console = Console(record=True, width=100)
     render_comparison(compare_runs(a, b).to_dict(), console)
     lines = console.export_text().splitlines()

@@ -27,7 +27,7 @@ def test_workers0_trace_is_input_bound():
     assert "num_workers=" in top.fixes[0].how
     assert run.source == "analyze"
     assert run.step_stats()["count"] == 6
-    assert run.extra["trace"]["gpu_busy_fraction"] == pytest.approx(0.560, abs=5e-4)
+    assert run.to_dict()["trace"]["gpu_busy_fraction"] == pytest.approx(0.560, abs=5e-4)
     assert run.devices[0]["name"] == "Tesla V100-DGXS-32GB"
 
 

@@ -7,6 +7,7 @@ from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.records import Finding, Run, Sample, Step
 from gpuwise.records.ranks import RankView
+from gpuwise.records.trace_section import TraceSection
 from gpuwise.telemetry.summary import summarize
 
 GIB = 2**30
@@ -30,6 +31,8 @@ def run_of(step_list=(), samples=(), devices=(), **extra):
     run.utilization = summarize(run.samples) if run.samples else {}
     if "ranks" in extra:
         run.ranks = RankView.from_dict(extra.pop("ranks"))
+    if "trace" in extra:
+        run.trace = TraceSection.from_dict(extra.pop("trace"))
     run.extra.update(extra)
     return run
 

@@ -133,7 +133,7 @@ VERDICTS = {
 def test_verdicts(name):
     run = analyze([HTA / f"{name}.trace.json.gz"])
     assert run.findings[0].kind == VERDICTS[name]
-    assert run.findings[0].kind != "healthy" or run.extra["trace"]["busy_fraction"] > 0.5
+    assert run.findings[0].kind != "healthy" or run.to_dict()["trace"]["busy_fraction"] > 0.5
 
 
 def test_recsys_is_told_about_communication_not_inputs_or_launches():
@@ -180,10 +180,10 @@ def test_two_rank_files_give_an_order_independent_cross_rank_view():
     a, b = HTA / "recsys128_rank0.trace.json.gz", HTA / "recsys128_rank1.trace.json.gz"
     ab, ba = analyze([a, b]), analyze([b, a])
     assert ab.findings[0].to_dict() == ba.findings[0].to_dict()
-    ranks = ab.extra["trace"]["ranks"]
+    ranks = ab.to_dict()["trace"]["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1]
     assert ranks[1]["communication_fraction"] == pytest.approx(0.55, abs=POINTS)
-    assert ab.extra["trace"]["distributed"]["world_size"] == 128
+    assert ab.to_dict()["trace"]["distributed"]["world_size"] == 128
     assert ab.ranks is not None
     assert ab.ranks.world_size == 128
 
@@ -246,7 +246,7 @@ def test_an_atypical_step_is_flagged_and_does_not_move_the_headline(tmp_path):
             ),
         ]
     run = analyze([_trace(tmp_path, events)])
-    steps = run.extra["trace"]["steps"]
+    steps = run.to_dict()["trace"]["steps"]
     assert [s["atypical"] for s in steps] == [False, True, False, False, False]
     assert steps[0]["communication_s"] == pytest.approx(100e-6)
     assert steps[1]["communication_s"] == pytest.approx(300e-6)
@@ -275,7 +275,7 @@ def test_rank_files_started_an_hour_apart_are_refused(tmp_path):
     with pytest.raises(UsageError, match=r"rank0_.*rank1_.*3600 s apart"):
         analyze([b, a])
     same = _rank_file(tmp_path, 1, 1.0e12 + 5e6)
-    assert analyze([same, a]).extra["trace"]["distributed"]["ranks_read"] == 2
+    assert analyze([same, a]).to_dict()["trace"]["distributed"]["ranks_read"] == 2
 
 
 def test_the_same_rank_twice_is_refused(tmp_path):

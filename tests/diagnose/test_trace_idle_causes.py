@@ -135,9 +135,9 @@ def test_rank_files_missing_a_distributed_field_join_their_job(tmp_path):
     a = _write(tmp_path, kernel, "a.json", distributedInfo={"backend": "nccl", "rank": 0})
     b = _write(tmp_path, kernel, "b.json", distributedInfo={"rank": 1})
     run = analyze([b, a])
-    ranks = run.extra["trace"]["ranks"]
+    ranks = run.to_dict()["trace"]["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1]
-    assert run.extra["trace"]["distributed"]["backend"] == "nccl"
+    assert run.to_dict()["trace"]["distributed"]["backend"] == "nccl"
 
 
 def test_launches_without_device_events_are_not_called_a_cpu_only_trace(tmp_path):
@@ -166,7 +166,7 @@ def test_a_trace_with_only_cpu_ops_is_cpu_only(tmp_path):
 def test_world_size_and_backend_fall_back_to_the_default_process_group(tmp_path):
     info = {"rank": 2, "pg_config": [{"pg_name": "0", "backend_config": "cuda:nccl", "pg_size": 4}]}
     path = _write(tmp_path, [_kernel("gemm", 0, 10, 7, None)], distributedInfo=info)
-    dist = analyze([path]).extra["trace"]["distributed"]
+    dist = analyze([path]).to_dict()["trace"]["distributed"]
     assert (dist["rank"], dist["world_size"], dist["backend"]) == (2, 4, "cuda:nccl")
 
 

@@ -87,7 +87,7 @@ OVERLAP = {DDP_V100: 0.0, NEG_QUEUE: 1.37, DIFF_CONTROL: 47.03, RECSYS_COPY: 11.
 
 @pytest.mark.parametrize("rel", sorted(TEMPORAL))
 def test_temporal_breakdown_matches_hta(rel):
-    t = _run(rel).extra["trace"]["temporal"]
+    t = _run(rel).to_dict()["trace"]["temporal"]
     idle, compute, non = TEMPORAL[rel]
     assert t["idle"] == pytest.approx(idle / 100, abs=POINTS)
     assert t["compute"] == pytest.approx(compute / 100, abs=POINTS)
@@ -96,7 +96,7 @@ def test_temporal_breakdown_matches_hta(rel):
 
 @pytest.mark.parametrize("rel", sorted(OVERLAP))
 def test_communication_overlap_matches_hta(rel):
-    comm = _run(rel).extra["trace"]["communication"]
+    comm = _run(rel).to_dict()["trace"]["communication"]
     assert comm["overlap_fraction"] == pytest.approx(OVERLAP[rel] / 100, abs=POINTS)
 
 
@@ -104,10 +104,10 @@ def test_where_hta_drops_unlinked_events_every_device_event_counts():
     # HTA: 69.4/14.2/16.4 (neg. queue) and 7.5/68.3/24.2 (trace_diff test) from the events
     # with a launch flow only; 872 and 614 device events have none. Counting them all,
     # the device is busier than HTA says, by more than 2 points.
-    neg = _run(NEG_QUEUE).extra["trace"]
+    neg = _run(NEG_QUEUE).to_dict()["trace"]
     assert neg["temporal"]["idle"] < 0.69 - POINTS
     assert neg["temporal"]["compute"] == pytest.approx(0.172, abs=POINTS)
-    diff = _run(DIFF_TEST).extra["trace"]
+    diff = _run(DIFF_TEST).to_dict()["trace"]
     assert diff["temporal"]["idle"] < 0.075 - POINTS
     assert diff["communication"]["overlap_fraction"] == pytest.approx(0.688, abs=0.03)
 
@@ -115,7 +115,7 @@ def test_where_hta_drops_unlinked_events_every_device_event_counts():
 def test_a_host_stream_sync_is_not_device_time():
     # HTA 78.7/18.6/2.7 counts a 5 µs cuda_sync "Stream Sync" on stream 7 as non-compute
     # device time; the device ran 4 kernels (49 µs) and one 2 µs copy.
-    t = _run(EVENT_SYNC).extra["trace"]
+    t = _run(EVENT_SYNC).to_dict()["trace"]
     assert t["temporal"]["compute"] == pytest.approx(0.186, abs=POINTS)
     assert t["temporal"]["non_compute"] == pytest.approx(0.008, abs=0.005)
 
@@ -126,7 +126,7 @@ def test_pageable_copies_dominate_the_benchmark_traces():
     for rel in (ALEXNET, SIMPLE_ADD):
         run = _run(rel)
         assert run.findings[0].kind == "pageable_h2d"
-        assert run.extra["trace"]["idle"]["compute_stream_split"]["host_wait"] > 0.98
+        assert run.to_dict()["trace"]["idle"]["compute_stream_split"]["host_wait"] > 0.98
         assert not {"launch_bound", "healthy"} & set(_kinds(run))
 
 
@@ -142,12 +142,12 @@ def test_a_handful_of_kernels_is_too_little_work_not_launch_bound(rel):
 
 def test_a_single_kernel_trace_is_too_little_work():
     run = _run(BACKWARD)
-    assert run.extra["trace"]["device_events"] == 1
+    assert run.to_dict()["trace"]["device_events"] == 1
     assert "too little work" in run.findings[0].summary
 
 
 def test_old_category_names_are_read():
-    t = _run(OLD_NAMES).extra["trace"]
+    t = _run(OLD_NAMES).to_dict()["trace"]
     assert t["category_names"] == "old"
     assert t["device_events"] == 4
 
@@ -177,7 +177,7 @@ def test_ddp_v100_is_launch_bound_with_an_unoverlapped_allreduce():
     kinds = _kinds(run)
     assert kinds[0] == "launch_bound"
     assert "comm_bound" in kinds
-    dist = run.extra["trace"]["distributed"]
+    dist = run.to_dict()["trace"]["distributed"]
     assert (dist["backend"], dist["world_size"], dist["rank"]) == ("nccl", 2, 1)
 
 
@@ -190,14 +190,14 @@ def test_idle_with_queued_cuda_graphs_is_not_healthy():
     assert "work queued" in run.findings[0].summary
     assert "comm_bound" in kinds
     assert not {"healthy", "launch_bound"} & set(kinds)
-    assert run.extra["trace"]["distributed"]["world_size"] == 16
+    assert run.to_dict()["trace"]["distributed"]["world_size"] == 16
 
 
 def test_mtia_training_idle_is_not_blamed_on_the_host():
     # HTA's idle split on the busiest stream: host wait 7 %, other 93 %; most device
     # events have no launch flow, so the trace cannot say what the device waits for.
     run = _run(MTIA_TRAIN)
-    t = run.extra["trace"]
+    t = run.to_dict()["trace"]
     assert t["idle"]["compute_stream_split"]["host_wait"] == pytest.approx(0.07, abs=POINTS)
     top = run.findings[0]
     assert top.kind == "gpu_idle_between_phases"
@@ -210,12 +210,12 @@ def test_recommendation_model_rank3_is_communication_bound():
     # rank 3 of 8: SendRecv + AllReduce, 47 % overlapped; device busy 84 %.
     run = _run(DIFF_CONTROL)
     assert run.findings[0].kind == "comm_bound"
-    assert run.extra["trace"]["distributed"]["world_size"] == 8
+    assert run.to_dict()["trace"]["distributed"]["world_size"] == 8
 
 
 def test_busy_v100_with_mostly_hidden_communication_has_no_bottleneck_fix():
     run = _run(DIFF_TEST)
-    assert run.extra["trace"]["busy_fraction"] > 0.9
+    assert run.to_dict()["trace"]["busy_fraction"] > 0.9
     assert not {"launch_bound", "input_bound", "gpu_idle_between_phases"} & set(_kinds(run))
 
 
@@ -233,7 +233,7 @@ def test_rank_files_of_different_jobs_are_refused():
 def test_rank_files_missing_a_field_join_one_job():
     # rank_not_found has {"backend": "nccl"}, rank_non_gpu {"rank": 0}: nothing conflicts.
     run = _run("rank_unavailable/rank_not_found.json.gz", "rank_non_gpu/rank_non_gpu.json.gz")
-    assert len(run.extra["trace"]["ranks"]) == 2
+    assert len(run.to_dict()["trace"]["ranks"]) == 2
     assert run.findings[0].kind == "no_device_activity"
 
 

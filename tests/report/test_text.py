@@ -190,9 +190,10 @@ def test_sampling_gaps_and_skipped_records_are_reported():
 
 def test_duration_of_an_analyzed_trace_is_its_window():
     from gpuwise.records import Run
+    from gpuwise.records.trace_section import TraceSection
     from gpuwise.report.run_facts import run_duration_s
 
-    assert run_duration_s(Run("analyze", extra={"trace": {"window_s": 12.9}})) == 12.9
+    assert run_duration_s(Run("analyze", trace=TraceSection(window_s=12.9))) == 12.9
     assert run_duration_s(Run("analyze")) is None
 
 

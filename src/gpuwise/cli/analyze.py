@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuwise.cli._common import (
     add_json,
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from gpuwise.records import Run
+    from gpuwise.records.trace_section import TraceSection
 
 HELP = "diagnose PyTorch profiler traces, nvidia-smi logs and gpuwise runs you already have"
 EXAMPLES = """\
@@ -73,21 +74,18 @@ def _render(result: Run, console: Console) -> None:
     from gpuwise.report.text import render_run
 
     render_run(result, console)
-    section = result.extra.get("trace")
-    if isinstance(section, dict):
-        console.print(_trace_line(section), markup=False, highlight=False, soft_wrap=True)
+    if result.trace is not None:
+        console.print(_trace_line(result.trace), markup=False, highlight=False, soft_wrap=True)
 
 
-def _trace_line(t: dict[str, Any]) -> str:
-    def pct(key: str) -> str:
-        value = t.get(key)
+def _trace_line(t: TraceSection) -> str:
+    def pct(value: float | None) -> str:
         return na(None if value is None else 100 * value, "{:.1f}", "%")
 
-    steps = t.get("profiler_steps") or 0
-    mean = t.get("step_mean_s")
-    step_text = f"{steps} profiler steps, mean {mean * 1e3:.1f} ms" if mean else "no ProfilerStep"
+    mean = t.step_mean_s
+    steps = f"{t.profiler_steps} profiler steps, mean {mean * 1e3:.1f} ms" if mean else ""
     return (
-        f"trace       {t.get('file')}: {na(t.get('events'), '{}')} events, {step_text}, window "
-        f"{na(t.get('window_s'), '{:.3f}', ' s')}; GPU busy {pct('gpu_busy_fraction')}, "
-        f"DataLoader {pct('dataloader_fraction')}, memcpy {pct('memcpy_fraction')}"
+        f"trace       {t.file}: {na(t.events, '{}')} events, {steps or 'no ProfilerStep'}, window "
+        f"{na(t.window_s, '{:.3f}', ' s')}; GPU busy {pct(t.gpu_busy_fraction)}, "
+        f"DataLoader {pct(t.dataloader_fraction)}, memcpy {pct(t.memcpy_fraction)}"
     )

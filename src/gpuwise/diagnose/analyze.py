@@ -23,6 +23,7 @@ from gpuwise.diagnose.rules import diagnose
 from gpuwise.diagnose.trace_ranks import merge_traces
 from gpuwise.errors import UsageError
 from gpuwise.records import Run, Step, step_stats
+from gpuwise.records.trace_section import TraceSection
 from gpuwise.telemetry.readers.inputs import Piece, describe, read_piece
 from gpuwise.telemetry.summary import summarize
 
@@ -134,7 +135,7 @@ def _meta(pieces: list[Piece], interval: float | None) -> dict[str, Any]:
 def _add_trace(run: Run, pieces: list[Piece]) -> None:
     traces = [p.trace for p in pieces if p.trace is not None]
     if traces:
-        run.extra["trace"] = merge_traces(traces)
+        run.trace = TraceSection.from_dict(merge_traces(traces))
     if len(traces) > 1:
         run.extra["traces"] = traces
 
@@ -158,7 +159,7 @@ def _add_ranks(run: Run) -> None:
     view = rank_view(run.steps)
     if view is None:
         return
-    dist = (run.extra.get("trace") or {}).get("distributed") or {}
+    dist = (run.trace.distributed if run.trace is not None else None) or {}
     if isinstance(dist.get("world_size"), int):
         view = dataclasses.replace(view, world_size=dist["world_size"])  # the job's
     run.ranks = view

@@ -16,6 +16,7 @@ bound) against the speedup AFTER achieved, with a verdict:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from gpuwise.diagnose.compare_stats import RatioInterval, is_regression, ratio_interval
 from gpuwise.diagnose.compare_workload import workload_differences
 from gpuwise.records import PHASES, Finding, Run, steady_steps
+from gpuwise.records.trace import TraceFacts
 
 COMPARE_SCHEMA = "gpuwise.compare/1"
 
@@ -235,14 +237,19 @@ def _phases(before: Run, after: Run) -> dict[str, dict[str, float | None]]:
 def _trace_deltas(
     before: Run, after: Run, key: str, names: tuple[str, ...]
 ) -> dict[str, dict[str, float | None]] | None:
-    """Deltas of one ``trace`` sub-object present on both sides, else ``None``."""
-    sections = [r.extra.get("trace") for r in (before, after)]
-    values = [s.get(key) if isinstance(s, dict) else None for s in sections]
-    if not all(isinstance(v, dict) for v in values):
+    """Deltas of one ``trace`` facts field present on both sides, else ``None``."""
+    facts = [r.trace.facts if r.trace is not None else None for r in (before, after)]
+    if facts[0] is None or facts[1] is None:
         return None
-    va: dict[str, Any] = values[0]  # type: ignore[assignment]  # checked above
-    vb: dict[str, Any] = values[1]  # type: ignore[assignment]
+    va, vb = (_fact_values(f, key) for f in facts)  # type: ignore[arg-type]  # checked above
     return {n: _delta(va.get(n), vb.get(n)) for n in names}
+
+
+def _fact_values(facts: TraceFacts, key: str) -> dict[str, Any]:
+    """``kernel_classes_s`` or ``communication`` of ``facts`` as name -> seconds."""
+    if key == "communication":
+        return dataclasses.asdict(facts.communication)
+    return dict(getattr(facts, key))
 
 
 def _paired(before: Run, after: Run, key: str, fields: tuple[str, ...]) -> dict[str, Any] | None:

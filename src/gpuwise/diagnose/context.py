@@ -33,7 +33,7 @@ class Context:
     Attributes:
         run: The Run being diagnosed.
         stats: ``records.step_stats`` of its steps.
-        trace: The ``run.extra["trace"]`` section, when the Run came from a trace.
+        trace: The JSON form of ``run.trace``, when the Run came from a trace.
         cores: CPU cores of the machine (the Run's CPU device, else this machine).
         local_ranks: Processes per machine sharing those cores.
     """
@@ -47,11 +47,10 @@ class Context:
     @classmethod
     def of(cls, run: Run) -> Context:
         """Derive the context of ``run``."""
-        trace = run.extra.get("trace")
         return cls(
             run=run,
             stats=run.step_stats(),
-            trace=trace if isinstance(trace, dict) else None,
+            trace=None if run.trace is None else run.trace.to_dict(),
             cores=_cores(run),
             local_ranks=_local_ranks(run),
         )

@@ -1,7 +1,7 @@
 """Rules over a Run's measurements that name what limits the job (DESIGN.md, "Diagnose").
 
 Each rule reads one signal (a phase fraction from the steps, the device utilization
-summary, or a section of ``run.extra`` such as ``"trace"``) and returns a Finding or
+summary, or a typed section such as ``run.trace``) and returns a Finding or
 nothing. ``diagnose`` runs them all and orders the result: most severe first, then by
 ``max_speedup``; when nothing reaches a warning the first finding is ``healthy``.
 
@@ -71,7 +71,7 @@ def diagnose(run: Run) -> list[Finding]:
         >>> diagnose(Run("analyze"))[0].kind
         'no_measurements'
     """
-    if not (run.steps or run.utilization or "trace" in run.extra):
+    if not (run.steps or run.utilization or run.trace is not None):
         return [_nothing_measured(0, run.meta)]
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.records.checks import parse_each
 from gpuwise.records.core import RUN_SCHEMA, Finding, Sample, Step, step_stats
 from gpuwise.records.ranks import RankView
+from gpuwise.records.trace_section import TraceSection
 
 if TYPE_CHECKING:
     from gpuwise.records.serving import ServingResult
@@ -33,12 +34,14 @@ class Run:
         findings: Diagnosis, best payoff first (the first is the main bottleneck or
             ``healthy``).
         meta: Versions, start time, sampling interval, skipped records, inputs.
-        extra: Other sections added by other layers (``"trace"`` for analyzed traces,
-            ``"h2d"``, ``"energy"``, ...), each a JSON-ready dict.
+        extra: Other sections added by other layers (``"traces"`` for several analyzed
+            traces, ``"h2d"``, ``"energy"``, ...), each a JSON-ready dict.
         ranks: The cross-rank view of a distributed run, computed once when the Run was
             built (``None`` for one process); the document's ``ranks`` section.
         serving: The result of a serving run (``gpuwise serve-bench``); the document's
             ``serving`` section.
+        trace: What an analyzed trace showed (the lowest rank's, with the cross-rank
+            table for several), or ``None``; the document's ``trace`` section.
     """
 
     source: str
@@ -53,6 +56,7 @@ class Run:
     extra: dict[str, Any] = field(default_factory=dict)
     ranks: RankView | None = None
     serving: ServingResult | None = None
+    trace: TraceSection | None = None
 
     def step_stats(self) -> dict[str, Any]:
         """Return the ``steps`` summary of the Run contract (see ``step_stats``).
@@ -82,6 +86,8 @@ class Run:
             "findings": [f.to_dict() for f in self.findings],
             "meta": self.meta,
         }
+        if self.trace is not None:
+            doc["trace"] = self.trace.to_dict()
         doc.update(self.extra)
         if self.ranks is not None:
             doc["ranks"] = self.ranks.to_dict()
@@ -106,7 +112,10 @@ class Run:
         known |= {"utilization", "findings", "meta", "samples"}
         ranks = RankView.from_dict(d["ranks"]) if isinstance(d.get("ranks"), Mapping) else None
         serving = _serving_of(d.get("serving"))
-        typed = {"ranks": ranks, "serving": serving}  # sections that did not parse stay extra
+        section = d.get("trace")
+        trace = TraceSection.from_dict(section) if isinstance(section, Mapping) else None
+        # sections that did not parse stay extra
+        typed = {"ranks": ranks, "serving": serving, "trace": trace}
         return cls(
             source=d.get("source", "analyze"),
             command=d.get("command"),
@@ -120,6 +129,7 @@ class Run:
             extra={k: v for k, v in d.items() if k not in known and typed.get(k) is None},
             ranks=ranks,
             serving=serving,
+            trace=trace,
         )
 
 

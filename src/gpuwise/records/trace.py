@@ -202,21 +202,24 @@ class TraceFacts:
         """``seconds`` as a share of the device span (None for an empty span)."""
         return seconds / self.device_span_s if self.device_span_s > 0 else None
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the JSON-ready keys merged into the Run's ``"trace"`` section."""
-        comm = self.communication
-        span = self.device_span_s
+    def temporal(self) -> dict[str, float | None]:
+        """Shares of the device span: ``idle``, ``compute`` and ``non_compute`` (other work)."""
         busy = self.share(self.busy_s)
         compute = self.share(self.compute_s)
         return {
+            "idle": None if busy is None else 1.0 - busy,
+            "compute": compute,
+            "non_compute": None if busy is None else busy - (compute or 0.0),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready keys merged into the Run's ``"trace"`` section."""
+        comm = self.communication
+        return {
             "device_events": self.device_events,
             "steady_events": self.steady_events,
-            "device_span_s": span,
-            "temporal": {
-                "idle": None if busy is None else 1.0 - busy,
-                "compute": compute,
-                "non_compute": None if busy is None else busy - (compute or 0.0),
-            },
+            "device_span_s": self.device_span_s,
+            "temporal": self.temporal(),
             "kernel_classes_s": dict(self.kernel_classes_s),
             "communication": {
                 **dataclasses.asdict(comm),

@@ -80,7 +80,7 @@ def render_html(run: Run) -> str:
         _summary_cards(run),
         _findings_section(run.findings),
         _phases_section(run),
-        trace_section(run.extra.get("trace")),
+        trace_section(run.trace),
         _split_section(run),
         _devices_section(run),
         meta_section("meta", "Run metadata", run.meta),

@@ -7,12 +7,13 @@ Every string from the trace (kernel and file names) is escaped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Any
 
 import numpy as np
 
+from gpuwise.records.trace import RankFacts, StepFacts, TopKernel
+from gpuwise.records.trace_section import TraceSection
 from gpuwise.report import bars
 from gpuwise.report.html_tables import definition_list
 from gpuwise.report.text_trace import trace_lines
@@ -28,24 +29,25 @@ PART_COLORS = {
 }
 
 
-def trace_section(t: Mapping[str, Any] | None) -> str:
+def trace_section(t: TraceSection | None) -> str:
     """Return the ``<section id="trace">`` of a Run's trace facts ("" without them)."""
-    if not t or "device_events" not in t:
+    f = None if t is None else t.facts
+    if t is None or f is None:
         return ""
     head = '<section id="trace"><h2>Trace: what the device did</h2>'
-    if not t["device_events"]:
+    if not f.device_events:
         return head + "<p>no device activity recorded (no kernel, memcpy or memset)</p></section>"
-    rows = [(label, escape(text)) for label, text in trace_lines(t)]
-    unplaced = t.get("unplaced_categories") or {}
+    rows = [(label, escape(text)) for label, text in trace_lines(t, f)]
+    unplaced = f.unplaced_categories
     if unplaced:
         rows.append(("unplaced", escape(", ".join(f"{k} ({n})" for k, n in unplaced.items()))))
     return (
         head
         + definition_list(rows)
-        + _class_bar(t.get("kernel_classes_s") or {})
-        + _step_chart(t.get("steps") or [])
-        + _top_table(t.get("top_kernels") or [])
-        + _ranks_table(t.get("ranks") or [])
+        + _class_bar(f.kernel_classes_s)
+        + _step_chart(f.steps)
+        + _top_table(f.top_kernels)
+        + _ranks_table(t.ranks or ())
         + "</section>"
     )
 
@@ -61,18 +63,18 @@ def _class_bar(classes: Mapping[str, float]) -> str:
     )
 
 
-def _step_chart(steps: list[Mapping[str, Any]]) -> str:
+def _step_chart(steps: Sequence[StepFacts]) -> str:
     if not steps:
         return '<p class="note">no ProfilerStep spans: figures are over the whole window</p>'
-    heights = np.array([[float(s[f"{p}_s"]) for p in STEP_PARTS] for s in steps]) * 1e3
+    heights = np.array([[float(getattr(s, f"{p}_s")) for p in STEP_PARTS] for s in steps]) * 1e3
     chart = bars.stacked_bar_chart(
         heights,
         colors=[PART_COLORS[p] for p in STEP_PARTS],
         labels=list(STEP_PARTS),
-        x_labels=[float(s["index"]) for s in steps],
+        x_labels=[float(s.index) for s in steps],
         title="device time per profiler step (ms): compute / exposed communication / memory / idle",
     )
-    odd = [str(s["index"]) for s in steps if s.get("atypical")]
+    odd = [str(s.index) for s in steps if s.atypical]
     note = f'<p class="note">atypical steps: {escape(", ".join(odd))}</p>' if odd else ""
     return "<h3>Per step</h3>" + chart + note
 
@@ -83,33 +85,33 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _top_table(top: list[Mapping[str, Any]]) -> str:
+def _top_table(top: Sequence[TopKernel]) -> str:
     if not top:
         return ""
     rows = [
         [
-            str(k["name"]),
-            str(k["kernel_class"]),
-            format_seconds(k["total_s"]),
-            str(k["count"]),
-            format_fraction(k["share"]),
+            str(k.name),
+            str(k.kernel_class),
+            format_seconds(k.total_s),
+            str(k.count),
+            format_fraction(k.share),
         ]
         for k in top
     ]
     return "<h3>Top kernels</h3>" + _table(["kernel", "class", "time", "count", "share"], rows)
 
 
-def _ranks_table(ranks: list[Mapping[str, Any]]) -> str:
+def _ranks_table(ranks: Sequence[RankFacts]) -> str:
     if len(ranks) < 2:
         return ""
     rows = [
         [
-            str(r["rank"]),
-            format_fraction(r.get("busy_fraction")),
-            format_fraction(r.get("communication_fraction")),
-            format_fraction(r.get("comm_overlap_fraction")),
-            format_seconds(r.get("step_median_s")),
-            str(r.get("file")),
+            str(r.rank),
+            format_fraction(r.busy_fraction),
+            format_fraction(r.communication_fraction),
+            format_fraction(r.comm_overlap_fraction),
+            format_seconds(r.step_median_s),
+            str(r.file),
         ]
         for r in ranks
     ]

@@ -35,9 +35,8 @@ def run_duration_s(run: Run) -> float | None:
         spans.append(max(times) - min(times))
     if run.steps:
         spans.append(_steps_span_s(run.steps))
-    window = (run.extra.get("trace") or {}).get("window_s")
-    if isinstance(window, int | float):
-        spans.append(float(window))
+    if run.trace is not None and run.trace.window_s is not None:
+        spans.append(run.trace.window_s)
     return max(spans) if spans else None
 
 

@@ -60,9 +60,8 @@ def render_run(run: Run, console: Console) -> None:
     _render_throughput(run, console)
     _render_phases(run, console)
     _render_devices(run, console)
-    trace = run.extra.get("trace")
-    if isinstance(trace, dict):
-        render_trace(trace, console)
+    if run.trace is not None:
+        render_trace(run.trace, console)
     render_efficiency(run, console)
     console.print()
     render_findings(run.findings, console)

@@ -1,13 +1,13 @@
 """Terminal sections for an analyzed trace: kernel classes, overlap, idle split, kernels, ranks.
 
-Shown by ``text.render_run`` when the Run's ``"trace"`` section carries device facts
-(``records.trace.TraceFacts``); Runs without a trace render as before.
+Shown by ``text.render_run`` when the Run's trace (``records.trace_section``) carries
+device facts (``records.trace.TraceFacts``); Runs without a trace render as before.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -15,38 +15,47 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from gpuwise.records.trace import (
+    Communication,
+    LaunchStats,
+    RankFacts,
+    StepFacts,
+    TopKernel,
+    TraceFacts,
+)
+from gpuwise.records.trace_section import TraceSection
 from gpuwise.report.units import format_fraction, format_seconds
 
 KERNEL_NAME_CHARS = 60
 
 
-def render_trace(t: Mapping[str, Any], console: Console) -> None:
+def render_trace(t: TraceSection, console: Console) -> None:
     """Render the device facts of a trace section (nothing when it has none)."""
-    if "device_events" not in t:
+    f = t.facts
+    if f is None:
         return
     console.print()
-    if not t["device_events"]:
+    if not f.device_events:
         console.print(Text("device      no device activity recorded", style="bold"))
-        _unplaced(t, console)
+        _unplaced(f, console)
         return
-    for label, text in trace_lines(t):
+    for label, text in trace_lines(t, f):
         _line(console, label, text)
-    _unplaced(t, console)
-    _top_kernels(t.get("top_kernels") or [], console)
-    if len(t.get("ranks") or []) > 1:
-        _ranks(t["ranks"], console)
+    _unplaced(f, console)
+    _top_kernels(f.top_kernels, console)
+    if len(t.ranks or ()) > 1:
+        _ranks(t.ranks or (), console)
 
 
-def trace_lines(t: Mapping[str, Any]) -> list[tuple[str, str]]:
+def trace_lines(t: TraceSection, f: TraceFacts) -> list[tuple[str, str]]:
     """The trace facts as ``(label, sentence)`` rows (shared with the HTML report)."""
-    rows = [("device", _device_line(t)), ("kernels", _classes_line(t))]
-    comm = t.get("communication") or {}
-    if comm.get("total_s"):
-        rows.append(("comm", _comm_line(comm, t.get("distributed") or {})))
-    if t.get("steps"):
-        rows.append(("per step", _steps_line(t["steps"])))
-    rows.append(("idle split", _idle_line(t)))
-    rows.append(("launches", _launch_line(t.get("launch") or {})))
+    rows = [("device", _device_line(t, f)), ("kernels", _classes_line(f))]
+    if f.communication.total_s:
+        rows.append(("comm", _comm_line(f.communication, t.job)))
+    if f.steps:
+        rows.append(("per step", _steps_line(f.steps)))
+    rows.append(("idle split", _idle_line(f)))
+    rows.append(("launches", _launch_line(f.launch)))
     return rows
 
 
@@ -54,44 +63,45 @@ def _line(console: Console, label: str, text: str) -> None:
     console.print(Text(f"{label:<12}{text}"), soft_wrap=True)
 
 
-def _device_line(t: Mapping[str, Any]) -> str:
-    tp = t.get("temporal") or {}
+def _device_line(t: TraceSection, f: TraceFacts) -> str:
+    tp = f.temporal()
     return (
-        f"busy {format_fraction(t.get('busy_fraction'))} of the {t.get('window_source')} window "
-        f"({format_seconds(t.get('window_s'))}); over the device span "
-        f"{format_seconds(t.get('device_span_s'))}: idle {format_fraction(tp.get('idle'))}, "
-        f"compute {format_fraction(tp.get('compute'))}, other work "
-        f"{format_fraction(tp.get('non_compute'))}"
+        f"busy {format_fraction(t.busy_fraction)} of the {t.window_source} window "
+        f"({format_seconds(t.window_s)}); over the device span "
+        f"{format_seconds(f.device_span_s)}: idle {format_fraction(tp['idle'])}, "
+        f"compute {format_fraction(tp['compute'])}, other work "
+        f"{format_fraction(tp['non_compute'])}"
     )
 
 
-def _classes_line(t: Mapping[str, Any]) -> str:
-    classes = t.get("kernel_classes_s") or {}
+def _classes_line(f: TraceFacts) -> str:
+    classes = f.kernel_classes_s
     total = sum(classes.values()) or 1.0
     parts = [f"{k} {format_fraction(v / total)}" for k, v in classes.items() if v > 0]
-    steady = t.get("steady_events", t["device_events"])
-    counted = f" ({steady} before the last step)" if steady != t["device_events"] else ""
-    return f"{t['device_events']} device events{counted}: " + ", ".join(parts)
+    counted = (
+        f" ({f.steady_events} before the last step)" if f.steady_events != f.device_events else ""
+    )
+    return f"{f.device_events} device events{counted}: " + ", ".join(parts)
 
 
-def _comm_line(comm: Mapping[str, Any], dist: Mapping[str, Any]) -> str:
+def _comm_line(comm: Communication, dist: Mapping[str, Any]) -> str:
     who = ""
     if dist.get("world_size"):
         who = f" ({dist.get('backend') or '?'}, world size {dist['world_size']})"
     return (
-        f"{format_seconds(comm.get('total_s'))} of communication{who}: "
-        f"{format_fraction(comm.get('overlap_fraction'))} overlapped with compute, "
-        f"{format_seconds(comm.get('exposed_s'))} exposed"
+        f"{format_seconds(comm.total_s)} of communication{who}: "
+        f"{format_fraction(comm.overlap_fraction)} overlapped with compute, "
+        f"{format_seconds(comm.exposed_s)} exposed"
     )
 
 
-def _steps_line(steps: list[Mapping[str, Any]]) -> str:
-    typical = [s for s in steps if not s.get("atypical")] or steps
+def _steps_line(steps: Sequence[StepFacts]) -> str:
+    typical = [s for s in steps if not s.atypical] or list(steps)
 
     def med(key: str) -> str:
-        return format_seconds(statistics.median(float(s[key]) for s in typical))
+        return format_seconds(statistics.median(float(getattr(s, key)) for s in typical))
 
-    odd = [str(s["index"]) for s in steps if s.get("atypical")]
+    odd = [str(s.index) for s in steps if s.atypical]
     odd_text = f"; atypical (left out): step {', '.join(odd)}" if odd else ""
     return (
         f"median of {len(typical)}: {med('duration_s')} = compute {med('compute_s')} + exposed "
@@ -100,36 +110,36 @@ def _steps_line(steps: list[Mapping[str, Any]]) -> str:
     )
 
 
-def _idle_line(t: Mapping[str, Any]) -> str:
-    idle = t.get("idle") or {}
-    split = idle.get("compute_stream_split") or {}
-    if not split or split.get("host_wait") is None:
+def _idle_line(f: TraceFacts) -> str:
+    main = f.compute_stream()
+    split = {} if main is None else main.split()
+    if main is None or split["host_wait"] is None:
         return "no gaps on the compute stream"
     return (
-        f"stream {idle.get('compute_stream')}: host wait "
-        f"{format_fraction(split.get('host_wait'))}, kernel wait "
-        f"{format_fraction(split.get('kernel_wait'))}, other streams "
-        f"{format_fraction(split.get('cross_stream_wait'))}, other "
-        f"{format_fraction(split.get('other'))}"
+        f"stream {main.stream}: host wait "
+        f"{format_fraction(split['host_wait'])}, kernel wait "
+        f"{format_fraction(split['kernel_wait'])}, other streams "
+        f"{format_fraction(split['cross_stream_wait'])}, other "
+        f"{format_fraction(split['other'])}"
     )
 
 
-def _launch_line(launch: Mapping[str, Any]) -> str:
-    per = launch.get("per_step")
+def _launch_line(launch: LaunchStats) -> str:
+    per = launch.per_step
     per_text = f"{per:.0f} per step, " if per else ""
-    depth = launch.get("median_queue_depth")
+    depth = launch.median_queue_depth
     return (
-        f"{launch.get('kernels')} linked to a host launch, {per_text}median kernel "
-        f"{format_seconds(launch.get('median_kernel_s'))}, "
-        f"{format_fraction(launch.get('short_kernel_fraction'))} under 10 µs, launch-to-start "
-        f"{format_seconds(launch.get('median_launch_delay_s'))}, queue depth "
+        f"{launch.kernels} linked to a host launch, {per_text}median kernel "
+        f"{format_seconds(launch.median_kernel_s)}, "
+        f"{format_fraction(launch.short_kernel_fraction)} under 10 µs, launch-to-start "
+        f"{format_seconds(launch.median_launch_delay_s)}, queue depth "
         f"{'n/a' if depth is None else f'{depth:.0f}'}"
     )
 
 
-def _unplaced(t: Mapping[str, Any], console: Console) -> None:
-    unplaced = t.get("unplaced_categories") or {}
-    skipped = t.get("nonfinite_events") or 0
+def _unplaced(f: TraceFacts, console: Console) -> None:
+    unplaced = f.unplaced_categories
+    skipped = f.nonfinite_events
     if unplaced:
         names = ", ".join(f"{k} ({n})" for k, n in unplaced.items())
         _line(console, "unplaced", f"event categories this reader does not know: {names}")
@@ -137,7 +147,7 @@ def _unplaced(t: Mapping[str, Any], console: Console) -> None:
         _line(console, "skipped", f"{skipped} events with non-finite or negative ts/dur")
 
 
-def _top_kernels(top: list[Mapping[str, Any]], console: Console) -> None:
+def _top_kernels(top: Sequence[TopKernel], console: Console) -> None:
     if not top:
         return
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
@@ -146,30 +156,30 @@ def _top_kernels(top: list[Mapping[str, Any]], console: Console) -> None:
     table.add_column("count", justify="right")
     table.add_column("share", justify="right")
     for k in top[:5]:
-        name = str(k["name"])
+        name = str(k.name)
         if len(name) > KERNEL_NAME_CHARS:
             name = name[: KERNEL_NAME_CHARS - 1] + "…"
         table.add_row(
             name,
-            str(k["kernel_class"]),
-            format_seconds(k["total_s"]),
-            str(k["count"]),
-            format_fraction(k["share"]),
+            str(k.kernel_class),
+            format_seconds(k.total_s),
+            str(k.count),
+            format_fraction(k.share),
         )
     console.print(Padding(table, (0, 0, 0, 12), expand=False))
 
 
-def _ranks(ranks: list[Mapping[str, Any]], console: Console) -> None:
+def _ranks(ranks: Sequence[RankFacts], console: Console) -> None:
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
     for name in ("rank", "busy", "comm share", "overlapped", "median step", "file"):
         table.add_column(name, justify="left" if name == "file" else "right")
     for r in ranks:
         table.add_row(
-            str(r["rank"]),
-            format_fraction(r.get("busy_fraction")),
-            format_fraction(r.get("communication_fraction")),
-            format_fraction(r.get("comm_overlap_fraction")),
-            format_seconds(r.get("step_median_s")),
-            str(r.get("file")),
+            str(r.rank),
+            format_fraction(r.busy_fraction),
+            format_fraction(r.communication_fraction),
+            format_fraction(r.comm_overlap_fraction),
+            format_seconds(r.step_median_s),
+            str(r.file),
         )
     console.print(Padding(table, (0, 0, 0, 12), expand=False))

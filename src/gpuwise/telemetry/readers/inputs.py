@@ -41,7 +41,7 @@ class Piece:
         devices: Device dicts it named.
         interval_s: Its sampling interval, when it is a sampled log.
         skipped: ``{"file", "line" or "record", "reason"}`` for each unusable record.
-        trace: The ``extra["trace"]`` section of a Kineto trace.
+        trace: The JSON trace section of a Kineto trace (``records.trace_section``).
         run: The Run of a gpuwise Run JSON.
     """
 

@@ -133,7 +133,7 @@ class TraceRead:
         return self.fraction(self.memcpy_s)
 
     def to_section(self) -> dict[str, Any]:
-        """Return the JSON-ready ``run.extra["trace"]`` section."""
+        """Return the JSON form of the Run's trace section (see ``records.trace_section``)."""
         steps = self.step_durations_s
         return {
             "file": os.path.basename(self.path),
