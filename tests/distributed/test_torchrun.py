@@ -94,12 +94,13 @@ def test_exposed_comm_share_agrees_with_the_sync_no_sync_differential(tmp_path: 
     differential = (synced - no_sync) / synced
     measured = comm["exposed_s_per_sync"] / synced
     assert differential > 0.1  # the check means something only if communication shows
-    # tolerance: 3 standard errors of the differential, from this run's block-to-block spread
+    # tolerance: 3 standard errors of the differential from this run's block-to-block spread,
+    # and never under 0.08: two instruments reading one shared, loaded machine
     spread = (
         statistics.variance(sync_means) / len(sync_means)
         + statistics.variance(free_means) / len(free_means)
     ) ** 0.5 / synced
-    assert measured == pytest.approx(differential, abs=max(0.05, 3 * spread)), (
+    assert measured == pytest.approx(differential, abs=max(0.08, 3 * spread)), (
         measured,
         differential,
         spread,
