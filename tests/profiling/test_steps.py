@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from gpuwise.profiling.steps import CopyResolver, LoopTracker, StepTimer
+from gpuwise.profiling.copy_timing import CopyResolver
+from gpuwise.profiling.steps import LoopTracker, StepTimer
 from gpuwise.records import Step
 
 

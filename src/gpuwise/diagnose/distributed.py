@@ -187,7 +187,14 @@ def comm_bound(ranks: RankView, run: Run) -> Finding | None:
     summary = f"Gradient all-reduce not hidden behind backward takes {f:.1%} of each step"
     if _straggling(ranks):
         summary += " (the transfer alone; the wait for the straggler is not counted)"
-    return Finding("comm_bound", severity, summary, evidence, round(speedup, 3), _comm_fixes(ranks))
+    return Finding(
+        "comm_bound",
+        severity,
+        summary,
+        evidence,
+        round(speedup, 3),
+        fx.ddp_comm_fixes(_one_big_bucket(ranks)),
+    )
 
 
 def _straggling(ranks: RankView) -> bool:
@@ -195,60 +202,10 @@ def _straggling(ranks: RankView) -> bool:
     return extra is not None and extra >= STRAGGLER_FRACTION
 
 
-def _comm_fixes(ranks: RankView | None) -> tuple[Fix, ...]:
-    fixes = [
-        Fix(
-            "Give each rank a bigger batch: more compute per all-reduce of the same bytes",
-            "per-rank batch x2 (scale the learning rate with the global batch)",
-        ),
-        Fix(
-            "Accumulate gradients over k micro-batches and all-reduce once",
-            "with ddp.no_sync(): loss.backward()  # for the first k-1 micro-batches",
-        ),
-        Fix(
-            "Size gradient buckets so all-reduce starts while backward still runs",
-            "DistributedDataParallel(model, bucket_cap_mb=25)  # try 10-50; 1 bucket = no overlap",
-        ),
-        Fix(
-            "Let gradients live in the all-reduce buckets (no copy in or out)",
-            "DistributedDataParallel(model, gradient_as_bucket_view=True)",
-        ),
-    ]
-    comm, ddp = (ranks.comm, ranks.ddp) if ranks is not None else (None, None)
-    if (_get(comm, "buckets_per_sync") or 0) == 1 and (_get(ddp, "bucket_cap_mb") or 0) > 25:
-        fixes.insert(0, fixes.pop(2))  # one big bucket: nothing overlapped; fix that first
-    return tuple(fixes)
-
-
-def comm_fixes(ranks: RankView | None = None) -> tuple[Fix, ...]:
-    """The ``comm_bound`` fix catalog, shared by profiled DDP runs and analyzed traces.
-
-    Args:
-        ranks: The cross-rank view when known (orders the bucket fix first when one
-            big bucket left nothing to overlap).
-
-    Returns:
-        The DDP fixes, then fewer/larger collectives, gradient compression and a check
-        of the interconnect.
-    """
-    return (
-        *_comm_fixes(ranks),
-        Fix(
-            "Overlap collectives with compute: issue them asynchronously, fewer and larger",
-            "work = dist.all_to_all_single(out, inp, async_op=True); ...; work.wait()  "
-            "# batch small tensors into one collective",
-        ),
-        Fix(
-            "Compress gradients before they cross the wire",
-            "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks; "
-            "ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)",
-        ),
-        Fix(
-            "Check the interconnect: NVLink/InfiniBand, not PCIe or TCP sockets",
-            "nvidia-smi topo -m; NCCL_DEBUG=INFO shows the transport NCCL picked (NET/IB vs "
-            "NET/Socket, P2P/NVL vs SHM)",
-        ),
-    )
+def _one_big_bucket(ranks: RankView) -> bool:
+    """One bucket bigger than DDP's default: the all-reduce cannot overlap backward."""
+    buckets, cap_mb = _get(ranks.comm, "buckets_per_sync"), _get(ranks.ddp, "bucket_cap_mb")
+    return (buckets or 0) == 1 and (cap_mb or 0) > 25
 
 
 def _batch(ranks: RankView) -> int | None:

@@ -212,3 +212,63 @@ def cooling() -> tuple[Fix, ...]:
             "gpuwise monitor --interval 1",
         ),
     )
+
+
+def ddp_comm_fixes(one_big_bucket: bool = False) -> tuple[Fix, ...]:
+    """The DDP part of the ``comm_bound`` fixes, in order of payoff.
+
+    Args:
+        one_big_bucket: The gradients went in one bucket bigger than the default, so nothing
+            overlapped backward: the bucket fix comes first.
+    """
+    fixes = [
+        Fix(
+            "Give each rank a bigger batch: more compute per all-reduce of the same bytes",
+            "per-rank batch x2 (scale the learning rate with the global batch)",
+        ),
+        Fix(
+            "Accumulate gradients over k micro-batches and all-reduce once",
+            "with ddp.no_sync(): loss.backward()  # for the first k-1 micro-batches",
+        ),
+        Fix(
+            "Size gradient buckets so all-reduce starts while backward still runs",
+            "DistributedDataParallel(model, bucket_cap_mb=25)  # try 10-50; 1 bucket = no overlap",
+        ),
+        Fix(
+            "Let gradients live in the all-reduce buckets (no copy in or out)",
+            "DistributedDataParallel(model, gradient_as_bucket_view=True)",
+        ),
+    ]
+    if one_big_bucket:
+        fixes.insert(0, fixes.pop(2))
+    return tuple(fixes)
+
+
+def comm_fixes(one_big_bucket: bool = False) -> tuple[Fix, ...]:
+    """The ``comm_bound`` fix catalog, shared by profiled DDP runs and analyzed traces.
+
+    Args:
+        one_big_bucket: As for ``ddp_comm_fixes``.
+
+    Returns:
+        The DDP fixes, then fewer/larger collectives, gradient compression and a check
+        of the interconnect.
+    """
+    return (
+        *ddp_comm_fixes(one_big_bucket),
+        Fix(
+            "Overlap collectives with compute: issue them asynchronously, fewer and larger",
+            "work = dist.all_to_all_single(out, inp, async_op=True); ...; work.wait()  "
+            "# batch small tensors into one collective",
+        ),
+        Fix(
+            "Compress gradients before they cross the wire",
+            "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks; "
+            "ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)",
+        ),
+        Fix(
+            "Check the interconnect: NVLink/InfiniBand, not PCIe or TCP sockets",
+            "nvidia-smi topo -m; NCCL_DEBUG=INFO shows the transport NCCL picked (NET/IB vs "
+            "NET/Socket, P2P/NVL vs SHM)",
+        ),
+    )

@@ -157,7 +157,7 @@ def comm_bound(ctx: Context) -> Finding | None:
         f"Communication takes {share:.0%} of device kernel time and only {overlap:.0%} of it "
         f"overlaps compute; the exposed rest is {exposed:.1%} of the window"
     )
-    from gpuwise.diagnose.distributed import comm_fixes
+    from gpuwise.diagnose.fixes import comm_fixes
 
     return Finding("comm_bound", severity, summary, evidence, round(speedup, 3), comm_fixes())
 

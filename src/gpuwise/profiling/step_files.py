@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpuwise.distributed.ranks import RankInfo
+from gpuwise.profiling.copy_timing import CopyResolver
 from gpuwise.profiling.energy_counter import StepCounter
-from gpuwise.profiling.steps import CopyResolver, LoopTracker, StepTimer
+from gpuwise.profiling.steps import LoopTracker, StepTimer
 from gpuwise.records import Step
 
 FILE_GLOB = "steps-*.jsonl"

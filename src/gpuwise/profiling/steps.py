@@ -36,12 +36,12 @@ Step protocol (the one place that says where a step begins and ends):
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuwise.profiling.compute_split import ComputeSplit
 from gpuwise.profiling.stepmerge import FirstStepHold
 from gpuwise.records import Step
 
@@ -162,69 +162,6 @@ class StepTimer:
 
 Sink = Callable[[Step, list[Any]], None]
 """Receives each closed Step with the opaque copy timings (CUDA event pairs) of its h2d."""
-
-SPLIT = ("forward", "backward", "optimizer")
-
-
-class ComputeSplit:
-    """Time spent inside forward / backward / optimizer regions (see the step protocol).
-
-    Regions nest (Lightning runs forward and backward inside ``optimizer.step(closure)``);
-    time goes to the innermost one only. A host-to-device copy pauses the region it runs in.
-    Time seen before the step's last optimizer step is kept; time after it is ``post``.
-
-    Args:
-        clock: The StepTimer's clock.
-    """
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self.clock = clock
-        self.stack: list[str] = []
-        self.seen = False
-        self._mark = 0.0
-        self._pending = dict.fromkeys(SPLIT, 0.0)
-        self._kept = dict.fromkeys(SPLIT, 0.0)
-
-    def enter(self, region: str, counting: bool) -> None:
-        """A region (``forward``, ``backward``, ``optimizer``, or ``copy``) begins."""
-        self._account(counting)
-        self.stack.append(region)
-        self.seen = True
-
-    def exit(self, region: str, counting: bool) -> None:
-        """The innermost open ``region`` ends."""
-        self._account(counting)
-        for i in range(len(self.stack) - 1, -1, -1):
-            if self.stack[i] == region:
-                del self.stack[i]
-                return
-
-    def pause(self) -> None:
-        """Time until the next event belongs to no region (the step waited for data)."""
-        self._account(False)
-
-    def keep(self) -> None:
-        """Everything measured so far belongs to the step's compute (an optimizer step ran)."""
-        for k in SPLIT:
-            self._kept[k] += self._pending[k]
-            self._pending[k] = 0.0
-
-    def take(self, *, keep_pending: bool) -> tuple[float, float, float] | None:
-        """The step's split, then reset; ``None`` when no region was seen in the step."""
-        if keep_pending:
-            self.keep()
-        split = tuple(self._kept[k] for k in SPLIT) if self.seen else None
-        self._pending = dict.fromkeys(SPLIT, 0.0)
-        self._kept = dict.fromkeys(SPLIT, 0.0)
-        self.seen = bool(self.stack)
-        self._mark = self.clock()
-        return split  # type: ignore[return-value]
-
-    def _account(self, counting: bool) -> None:
-        now = self.clock()
-        if counting and self.stack and self.stack[-1] in self._pending:
-            self._pending[self.stack[-1]] += now - self._mark
-        self._mark = now
 
 
 class LoopTracker:
@@ -400,71 +337,3 @@ class LoopTracker:
             self.timer.index -= self.hold(step, copies, optimizer_seen=self.optimizer_seen)
         else:
             self.sink(step, copies)
-
-
-class CopyResolver:
-    """Hold closed Steps until the GPU has timed their copies, then pass them on.
-
-    A copy timing is a pair of CUDA events ``(start, end)`` recorded around the copy. It is
-    read only once ``end.query()`` says the GPU has passed it, so no synchronization is added.
-    The copy's GPU time then replaces the host time spent in the copy call when it is
-    shorter: a blocking copy also waits for the GPU work queued before it, and that wait is
-    compute, not copy.
-
-    Args:
-        write: Receives each Step (adjusted) and its copies' GPU seconds, or ``None`` when the
-            step had no timed copies or they could not be read.
-        max_pending: Steps held at most; the oldest is written unadjusted beyond that.
-    """
-
-    def __init__(
-        self, write: Callable[[Step, float | None], None], *, max_pending: int = 64
-    ) -> None:
-        self.write = write
-        self.max_pending = max_pending
-        self._pending: list[tuple[Step, list[Any]]] = []
-
-    def __call__(self, step: Step, copies: list[Any]) -> None:
-        """Accept one closed step (the LoopTracker sink signature)."""
-        if not copies and not self._pending:  # nothing to wait for: the CPU path
-            self.write(step, None)
-            return
-        self._pending.append((step, copies))
-        self.drain()
-
-    def drain(self, *, wait: bool = False) -> None:
-        """Write every held step whose copies are done, in order.
-
-        Args:
-            wait: Also wait for unfinished copies (only when the job has stopped).
-        """
-        while self._pending:
-            step, copies = self._pending[0]
-            ready = all(_done(end, wait) for _, end in copies)
-            if not ready and len(self._pending) <= self.max_pending:
-                return
-            self._pending.pop(0)
-            gpu_s = _gpu_seconds(copies) if ready else None
-            self.write(_adjust(step, gpu_s), gpu_s)
-
-
-def _done(event: Any, wait: bool) -> bool:
-    try:
-        if wait:
-            event.synchronize()
-        return bool(event.query())
-    except Exception:  # a broken CUDA context at exit: give up on timing, keep the step
-        return False
-
-
-def _gpu_seconds(copies: list[Any]) -> float | None:
-    if not copies:
-        return None
-    return sum(float(start.elapsed_time(end)) for start, end in copies) / 1000.0
-
-
-def _adjust(step: Step, gpu_s: float | None) -> Step:
-    if gpu_s is None or gpu_s >= step.h2d_s:
-        return step
-    moved = step.h2d_s - gpu_s
-    return dataclasses.replace(step, h2d_s=gpu_s, compute_s=step.compute_s + moved)

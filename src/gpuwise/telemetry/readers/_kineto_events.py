@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.records import Step
 from gpuwise.telemetry.readers._kineto_device import (
     DEVICE_CATEGORIES,
     HOST_CATEGORIES,
@@ -386,31 +385,3 @@ def _device(p: dict[str, Any]) -> dict[str, Any]:
         "cuda_driver_version": None,
         "sm_count": p.get("numSms"),
     }
-
-
-def step_records(t: EventTally, w0: float, rank: int) -> list[Step]:
-    """Turn ProfilerSteps into Steps: DataLoader wait, host-to-device copy, the rest compute."""
-    h2d = sorted(t.h2d)
-    h_starts = np.array([c[0] for c in h2d], dtype=np.float64)
-    h_ends = np.array([c[1] for c in h2d], dtype=np.float64)
-    out = []
-    for i, (a, dur) in enumerate(sorted(t.steps.values())):
-        b = a + dur
-        wait = union_s(t.loader, a, b)
-        mine = [c for c in h2d if a <= c[0] < b]
-        copy = min(union_s((h_starts, h_ends), a, b), max(0.0, dur * US - wait))
-        out.append(
-            Step(
-                index=i,
-                start_s=(a - w0) * US,
-                data_wait_s=wait,
-                h2d_s=copy,
-                compute_s=max(0.0, dur * US - wait - copy),
-                post_s=0.0,
-                rank=rank,
-                h2d_bytes=sum(c[2] for c in mine),
-                h2d_pageable_bytes=sum(c[2] for c in mine if c[3]),
-                h2d_count=len(mine),
-            )
-        )
-    return out

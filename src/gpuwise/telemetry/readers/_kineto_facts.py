@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.records import Step
 from gpuwise.records.trace import (
     KERNEL_CLASSES,
     Communication,
@@ -32,9 +33,8 @@ from gpuwise.telemetry.readers._kineto_device import (
     gemm_precision,
     is_compiled_kernel,
 )
-from gpuwise.telemetry.readers._kineto_events import EventTally, union_s
+from gpuwise.telemetry.readers._kineto_events import US, EventTally, union_s
 
-US = 1e-6
 KERNEL_WAIT_US = 30.0
 """Gaps under 30 µs with the next kernel already queued are launch latency (HTA's
 ``consecutive_kernel_delay`` default)."""
@@ -285,3 +285,31 @@ def _flag_atypical(rows: list[StepFacts]) -> list[StepFacts]:
 
 def _fields(r: StepFacts) -> dict[str, Any]:
     return {k: getattr(r, k) for k in r.__slots__}  # type: ignore[attr-defined]
+
+
+def step_records(t: EventTally, w0: float, rank: int) -> list[Step]:
+    """Turn ProfilerSteps into Steps: DataLoader wait, host-to-device copy, the rest compute."""
+    h2d = sorted(t.h2d)
+    h_starts = np.array([c[0] for c in h2d], dtype=np.float64)
+    h_ends = np.array([c[1] for c in h2d], dtype=np.float64)
+    out = []
+    for i, (a, dur) in enumerate(sorted(t.steps.values())):
+        b = a + dur
+        wait = union_s(t.loader, a, b)
+        mine = [c for c in h2d if a <= c[0] < b]
+        copy = min(union_s((h_starts, h_ends), a, b), max(0.0, dur * US - wait))
+        out.append(
+            Step(
+                index=i,
+                start_s=(a - w0) * US,
+                data_wait_s=wait,
+                h2d_s=copy,
+                compute_s=max(0.0, dur * US - wait - copy),
+                post_s=0.0,
+                rank=rank,
+                h2d_bytes=sum(c[2] for c in mine),
+                h2d_pageable_bytes=sum(c[2] for c in mine if c[3]),
+                h2d_count=len(mine),
+            )
+        )
+    return out

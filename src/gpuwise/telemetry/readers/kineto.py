@@ -32,8 +32,8 @@ from gpuwise.telemetry.readers._json_stream import (
     JsonStreamError,
     TextSource,
 )
-from gpuwise.telemetry.readers._kineto_events import EventTally, step_records, union_s
-from gpuwise.telemetry.readers._kineto_facts import trace_facts
+from gpuwise.telemetry.readers._kineto_events import EventTally, union_s
+from gpuwise.telemetry.readers._kineto_facts import step_records, trace_facts
 
 US = 1e-6
 """Chrome trace timestamps and durations are microseconds."""
