@@ -53,7 +53,7 @@ GPUWISE_CHILD = r"""
 import json, resource, sys, time
 from gpuwise.telemetry.readers.kineto import read_trace
 t0 = time.perf_counter()
-s = read_trace(sys.argv[1], strict=False).to_section()
+s = read_trace(sys.argv[1], strict=False).to_section().to_dict()
 dt = time.perf_counter() - t0
 tp, c = s["temporal"], s["communication"]
 print(json.dumps({"time_s": dt, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -44,7 +44,7 @@ HOST_WAIT = {
 
 
 def _section(name: str) -> dict:
-    return read_trace(HTA / f"{name}.trace.json.gz", strict=False).to_section()
+    return read_trace(HTA / f"{name}.trace.json.gz", strict=False).to_section().to_dict()
 
 
 @pytest.mark.parametrize("name", sorted(TEMPORAL))
@@ -204,7 +204,7 @@ def test_nonfinite_times_are_skipped_and_counted_or_fail_strict(tmp_path):
     bad = '{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN, "dur": 5}'
     neg = '{"ph": "X", "cat": "kernel", "name": "k", "ts": 20, "dur": -3}'
     path = _trace(tmp_path, [good, bad, neg])
-    t = read_trace(path, strict=False).to_section()
+    t = read_trace(path, strict=False).to_section().to_dict()
     assert (t["nonfinite_events"], t["device_events"], t["skipped"]) == (2, 1, 2)
     with pytest.raises(LogFormatError, match=r"event #1 .*non-finite"):
         read_trace(path, strict=True)
@@ -217,7 +217,7 @@ def test_unknown_device_categories_are_counted_and_named(tmp_path):
     new = (
         '{"ph": "X", "cat": "xpu_kernel", "name": "k2", "ts": 20, "dur": 10, "args": {"stream": 2}}'
     )
-    t = read_trace(_trace(tmp_path, [known, new, new]), strict=False).to_section()
+    t = read_trace(_trace(tmp_path, [known, new, new]), strict=False).to_section().to_dict()
     assert t["unplaced_categories"] == {"xpu_kernel": 2}
     assert t["kernel_classes_s"]["other"] == pytest.approx(20e-6)
     assert t["device_events"] == 3

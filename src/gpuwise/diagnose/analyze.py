@@ -23,7 +23,6 @@ from gpuwise.diagnose.rules import diagnose
 from gpuwise.diagnose.trace_ranks import merge_traces
 from gpuwise.errors import UsageError
 from gpuwise.records import Run, Step, step_stats
-from gpuwise.records.trace_section import TraceSection
 from gpuwise.telemetry.readers.inputs import Piece, describe, read_piece
 from gpuwise.telemetry.summary import summarize
 
@@ -135,9 +134,9 @@ def _meta(pieces: list[Piece], interval: float | None) -> dict[str, Any]:
 def _add_trace(run: Run, pieces: list[Piece]) -> None:
     traces = [p.trace for p in pieces if p.trace is not None]
     if traces:
-        run.trace = TraceSection.from_dict(merge_traces(traces))
+        run.trace = merge_traces(traces)
     if len(traces) > 1:
-        run.extra["traces"] = traces
+        run.extra["traces"] = [t.to_dict() for t in traces]  # each file's, for the document
 
 
 def _baseline(piece: Piece) -> dict[str, Any]:

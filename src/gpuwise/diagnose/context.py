@@ -1,6 +1,6 @@
 """The signals the diagnosis rules read, derived once from a Run.
 
-``Context`` turns the raw Run (steps, utilization summary, samples, ``extra`` sections)
+``Context`` turns the Run (steps, utilization summary, samples, the typed trace section)
 into the handful of numbers the rules compare with their thresholds, so each rule in
 ``rules.py`` stays a few lines long and every signal has one definition.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuwise.diagnose import fixes as fx
 from gpuwise.records import Fix, Run, Step
+from gpuwise.records.trace_section import TraceSection
 
 MEMORY_USABLE = 0.9
 """Leave 10 % of device memory for the allocator's fragmentation and cuDNN workspaces."""
@@ -33,14 +34,14 @@ class Context:
     Attributes:
         run: The Run being diagnosed.
         stats: ``records.step_stats`` of its steps.
-        trace: The JSON form of ``run.trace``, when the Run came from a trace.
+        trace: ``run.trace``, when the Run came from a trace.
         cores: CPU cores of the machine (the Run's CPU device, else this machine).
         local_ranks: Processes per machine sharing those cores.
     """
 
     run: Run
     stats: dict[str, Any]
-    trace: dict[str, Any] | None
+    trace: TraceSection | None
     cores: int
     local_ranks: int
 
@@ -50,7 +51,7 @@ class Context:
         return cls(
             run=run,
             stats=run.step_stats(),
-            trace=None if run.trace is None else run.trace.to_dict(),
+            trace=run.trace,
             cores=_cores(run),
             local_ranks=_local_ranks(run),
         )
@@ -65,8 +66,8 @@ class Context:
         fractions = self.stats.get("fractions")
         if fractions is not None:
             return float(fractions[phase])
-        if phase == "data_wait" and self.trace and self.trace.get("dataloader_s"):
-            return _opt_float(self.trace.get("dataloader_fraction"))
+        if phase == "data_wait" and self.trace is not None and self.trace.dataloader_s:
+            return _opt_float(self.trace.dataloader_fraction)
         return None
 
     def step_evidence(self, phase: str) -> dict[str, Any]:
@@ -81,17 +82,17 @@ class Context:
         }
 
     def trace_evidence(self, *keys: str) -> dict[str, Any]:
-        """Trace figures under ``trace_<key>`` names."""
-        if not self.trace:
+        """Trace figures (``TraceSection`` attributes named by ``keys``) as ``trace_<key>``."""
+        if self.trace is None:
             return {}
-        return {f"trace_{k}": _round(self.trace.get(k)) for k in keys if k in self.trace}
+        return {f"trace_{k}": _round(getattr(self.trace, k)) for k in keys}
 
     def h2d_fraction(self) -> tuple[float | None, str]:
         """Host-to-device copy share: of the step, or of GPU busy time for a stepless trace."""
         if self.steps and any(s.h2d_s > 0 or s.h2d_count for s in self.steps):
             return float(self.stats["fractions"]["h2d"]), "h2d_fraction"
         h2d = _h2d_copies(self.trace)
-        busy = float(self.trace.get("gpu_busy_s") or 0.0) if self.trace else 0.0
+        busy = float(self.trace.gpu_busy_s or 0.0) if self.trace is not None else 0.0
         if self.steps or not h2d or busy <= 0:
             return None, ""
         copy_s = sum(float(c.get("time_s") or 0.0) for c in h2d.values())
@@ -133,8 +134,8 @@ class Context:
     def unexplained_gpu_idle(self) -> tuple[float | None, dict[str, Any]]:
         """GPU idle share inside steps that waiting for data does not explain."""
         t = self.trace
-        if t and t.get("window_source") == "profiler_steps" and t.get("gpu_busy_fraction"):
-            busy, wait = float(t["gpu_busy_fraction"]), float(t.get("dataloader_fraction") or 0)
+        if t is not None and t.window_source == "profiler_steps" and t.gpu_busy_fraction:
+            busy, wait = float(t.gpu_busy_fraction), float(t.dataloader_fraction or 0)
             idle = max(0.0, 1.0 - busy - wait)
             return idle, {
                 "gpu_idle_unexplained_fraction": round(idle, 4),
@@ -283,10 +284,10 @@ class Context:
         return False
 
 
-def _h2d_copies(trace: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    if not trace:
+def _h2d_copies(trace: TraceSection | None) -> dict[str, dict[str, Any]]:
+    if trace is None:
         return {}
-    return dict((trace.get("copies") or {}).get("h2d") or {})
+    return dict(trace.copies.get("h2d") or {})
 
 
 def _cores(run: Run) -> int:

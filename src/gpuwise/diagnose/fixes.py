@@ -244,23 +244,50 @@ def ddp_comm_fixes(one_big_bucket: bool = False) -> tuple[Fix, ...]:
     return tuple(fixes)
 
 
-def comm_fixes(one_big_bucket: bool = False) -> tuple[Fix, ...]:
+def fsdp_comm_fixes() -> tuple[Fix, ...]:
+    """The FSDP fixes for exposed all-gathers (parameters) and reduce-scatters (gradients)."""
+    return (
+        Fix(
+            "Prefetch the next block's parameters while this one computes",
+            "block.set_modules_to_forward_prefetch([next_block])  # FSDP2 fully_shard; FSDP1: "
+            "FullyShardedDataParallel(model, forward_prefetch=True, "
+            "backward_prefetch=BackwardPrefetch.BACKWARD_PRE)",
+        ),
+        Fix(
+            "Shard whole transformer blocks: fewer, larger all-gathers and reduce-scatters",
+            "for block in model.layers: fully_shard(block); fully_shard(model)  "
+            "# not one unit per Linear",
+        ),
+        Fix(
+            "Keep the parameters gathered from forward to backward (no second all-gather)",
+            "fully_shard(block, reshard_after_forward=False)  "
+            "# FSDP1: sharding_strategy=ShardingStrategy.SHARD_GRAD_OP; costs memory",
+        ),
+    )
+
+
+def comm_fixes(one_big_bucket: bool = False, collective: str | None = None) -> tuple[Fix, ...]:
     """The ``comm_bound`` fix catalog, shared by profiled DDP runs and analyzed traces.
 
     Args:
         one_big_bucket: As for ``ddp_comm_fixes``.
+        collective: The collective kind that dominates the exposed communication
+            (``records.trace.COLLECTIVES``; None: not known, as for a profiled DDP run).
 
     Returns:
-        The DDP fixes, then fewer/larger collectives, gradient compression and a check
-        of the interconnect.
+        The fixes for that kind first: for ``all_reduce`` (and when not known) the DDP
+        fixes; for ``all_to_all`` overlapping the (embedding) all-to-all with compute;
+        for ``all_gather``/``reduce_scatter`` the FSDP fixes. Then the rest of the
+        catalog: DDP, asynchronous fewer/larger collectives, gradient compression and a
+        check of the interconnect.
     """
-    return (
-        *ddp_comm_fixes(one_big_bucket),
-        Fix(
-            "Overlap collectives with compute: issue them asynchronously, fewer and larger",
-            "work = dist.all_to_all_single(out, inp, async_op=True); ...; work.wait()  "
-            "# batch small tensors into one collective",
-        ),
+    ddp = ddp_comm_fixes(one_big_bucket)
+    overlap = Fix(
+        "Overlap collectives with compute: issue them asynchronously, fewer and larger",
+        "work = dist.all_to_all_single(out, inp, async_op=True); ...; work.wait()  "
+        "# batch small tensors into one collective",
+    )
+    rest = (
         Fix(
             "Compress gradients before they cross the wire",
             "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks; "
@@ -272,3 +299,8 @@ def comm_fixes(one_big_bucket: bool = False) -> tuple[Fix, ...]:
             "NET/Socket, P2P/NVL vs SHM)",
         ),
     )
+    if collective == "all_to_all":
+        return (overlap, *ddp, *rest)
+    if collective in ("all_gather", "reduce_scatter"):
+        return (*fsdp_comm_fixes(), *ddp, overlap, *rest)
+    return (*ddp, overlap, *rest)

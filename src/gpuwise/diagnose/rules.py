@@ -191,8 +191,9 @@ def postprocess(ctx: Context) -> Finding | None:
 
 def host_sync(ctx: Context) -> Finding | None:
     """Explicit host-GPU synchronisations seen in a trace."""
-    trace = ctx.trace or {}
-    sync, window_s = trace.get("sync"), trace.get("window_s")
+    if ctx.trace is None:
+        return None
+    sync, window_s = ctx.trace.sync, ctx.trace.window_s
     if not sync or not window_s:
         return None
     f = float(sync.get("runtime_s") or 0.0) / float(window_s)

@@ -13,16 +13,22 @@ from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.records.trace import RankFacts
+from gpuwise.records.trace_section import TraceSection
 
 SAME_JOB_S = 600.0
 """Rank traces of one job start within minutes of each other; ten apart is another job."""
 
 
-def merge_traces(traces: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return the headline trace section with the cross-rank table under ``"ranks"``.
+def merge_traces(traces: list[TraceSection]) -> TraceSection:
+    """Return the headline trace section with the cross-rank table in ``ranks``.
 
     Args:
-        traces: The ``"trace"`` sections of the Kineto inputs, in the order given.
+        traces: The trace sections of the Kineto inputs, in the order given.
+
+    Returns:
+        The lowest rank's section with ``ranks`` (a row per trace), ``distributed`` (the
+        job's ``distributedInfo`` with ``world_size`` and ``ranks_read``) and, for
+        several traces, ``straggler``.
 
     Raises:
         UsageError: The files come from different jobs (world size, backend or start
@@ -31,62 +37,59 @@ def merge_traces(traces: list[dict[str, Any]]) -> dict[str, Any]:
     ordered = sorted(traces, key=_rank_key)
     if len(ordered) > 1:
         _check_one_job(ordered)
-    head = dict(ordered[0])
-    rows = [_row(t) for t in ordered]
-    head["ranks"] = [dataclasses.asdict(r) for r in rows]
-    dist = dict(head.get("distributed") or {})
+    head = ordered[0]
+    rows = tuple(_row(t) for t in ordered)
+    dist = dict(head.job)
     dist.setdefault("world_size", len(ordered) if len(ordered) > 1 else None)
     dist["ranks_read"] = len(ordered)
-    head["distributed"] = dist
-    if len(rows) > 1:
-        head["straggler"] = _straggler(rows)
-    return head
+    straggler = _straggler(list(rows)) if len(rows) > 1 else None
+    return dataclasses.replace(head, ranks=rows, distributed=dist, straggler=straggler)
 
 
-def _rank_key(t: dict[str, Any]) -> tuple[int, str]:
-    rank = (t.get("distributed") or {}).get("rank")
-    return (rank if isinstance(rank, int) else 1 << 30, str(t.get("file")))
+def _rank_key(t: TraceSection) -> tuple[int, str]:
+    rank = t.job.get("rank")
+    return (rank if isinstance(rank, int) else 1 << 30, str(t.file))
 
 
-def _check_one_job(traces: list[dict[str, Any]]) -> None:
+def _check_one_job(traces: list[TraceSection]) -> None:
     first = traces[0]
-    d0 = first.get("distributed") or {}
+    d0 = first.job
     seen: dict[Any, str] = {}
     for t in traces:
-        d = t.get("distributed") or {}
+        d = t.job
         for key in ("world_size", "backend"):
             # A profiler that did not record a field says nothing about it: only two
             # recorded values that differ tell the files apart.
             if None not in (d.get(key), d0.get(key)) and d.get(key) != d0.get(key):
                 raise UsageError(
-                    f"rank traces {first.get('file')!r} and {t.get('file')!r} are from different "
+                    f"rank traces {first.file!r} and {t.file!r} are from different "
                     f"jobs: {key} {d0.get(key)!r} vs {d.get(key)!r}; pass the rank files of one job"
                 )
-        gap_s = abs(float(t.get("start_us") or 0.0) - float(first.get("start_us") or 0.0)) * 1e-6
+        gap_s = abs(float(t.start_us or 0.0) - float(first.start_us or 0.0)) * 1e-6
         if gap_s > SAME_JOB_S:
             raise UsageError(
-                f"rank traces {first.get('file')!r} and {t.get('file')!r} start {gap_s:.0f} s "
+                f"rank traces {first.file!r} and {t.file!r} start {gap_s:.0f} s "
                 "apart: they are from different jobs; pass the rank files of one job"
             )
         rank = d.get("rank")
         if rank is not None and rank in seen:
             raise UsageError(
-                f"rank traces {seen[rank]!r} and {t.get('file')!r} are both rank {rank}; "
+                f"rank traces {seen[rank]!r} and {t.file!r} are both rank {rank}; "
                 "pass each rank's file once"
             )
-        seen[rank] = str(t.get("file"))
+        seen[rank] = str(t.file)
 
 
-def _row(t: dict[str, Any]) -> RankFacts:
-    comm = t.get("communication") or {}
-    steps = [s["duration_s"] for s in t.get("steps") or [] if not s.get("atypical")]
-    rank = (t.get("distributed") or {}).get("rank")
+def _row(t: TraceSection) -> RankFacts:
+    f = t.facts
+    steps = [s.duration_s for s in f.steps if not s.atypical] if f is not None else []
+    rank = t.job.get("rank")
     return RankFacts(
         rank=rank if isinstance(rank, int) else -1,
-        file=str(t.get("file")),
-        busy_fraction=t.get("busy_fraction"),
-        communication_fraction=comm.get("kernel_share"),
-        comm_overlap_fraction=comm.get("overlap_fraction"),
+        file=str(t.file),
+        busy_fraction=t.busy_fraction,
+        communication_fraction=None if f is None else f.comm_kernel_share,
+        comm_overlap_fraction=None if f is None else f.communication.overlap_fraction,
         step_median_s=statistics.median(steps) if steps else None,
     )
 

@@ -19,6 +19,12 @@ KERNEL_CLASSES = ("compute", "communication", "memory", "other")
 """Kernel classes of device events (DESIGN.md vocabulary); ``other`` holds events of a
 category no reader rule placed, counted and named in ``unplaced_categories``."""
 
+COLLECTIVES = ("all_reduce", "all_to_all", "all_gather", "reduce_scatter", "other")
+"""Kinds of communication kernels, as their names tell: DDP's gradient ``all_reduce``;
+``all_to_all`` (NCCL runs it as SendRecv kernels: embedding exchanges, expert routing);
+FSDP's ``all_gather`` of parameters and ``reduce_scatter`` of gradients; ``other``
+(broadcast, point-to-point, unnamed)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Communication:
@@ -28,11 +34,20 @@ class Communication:
         total_s: Union of communication-kernel intervals.
         overlapped_s: Part of ``total_s`` while a compute kernel runs (on any stream).
         exposed_s: The rest: communication with no compute beside it.
+        exposed_by_collective_s: Exposed time of each collective kind (``COLLECTIVES``)
+            whose kernels the trace names; kinds may overlap one another, so the values
+            can add up to more than ``exposed_s``. Empty when not known (older documents).
     """
 
     total_s: float = 0.0
     overlapped_s: float = 0.0
     exposed_s: float = 0.0
+    exposed_by_collective_s: dict[str, float] = field(default_factory=dict)
+
+    def dominant_collective(self) -> str | None:
+        """The collective kind with the most exposed time (None when none is known)."""
+        known = {k: v for k, v in self.exposed_by_collective_s.items() if v > 0}
+        return max(known, key=lambda k: (known[k], k)) if known else None
 
     @property
     def overlap_fraction(self) -> float | None:
@@ -212,22 +227,32 @@ class TraceFacts:
             "non_compute": None if busy is None else busy - (compute or 0.0),
         }
 
+    @property
+    def comm_kernel_share(self) -> float | None:
+        """Communication kernels' share of summed kernel time (None without kernel time)."""
+        return _ratio(
+            self.kernel_classes_s.get("communication", 0.0), sum(self.kernel_classes_s.values())
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """Return the JSON-ready keys merged into the Run's ``"trace"`` section."""
+        """Return the JSON-ready keys merged into the Run's ``"trace"`` section.
+
+        ``device_busy_s`` and ``device_compute_s`` hold ``busy_s`` and ``compute_s``, the
+        seconds behind the ``temporal`` shares, so a document read back is exact.
+        """
         comm = self.communication
         return {
             "device_events": self.device_events,
             "steady_events": self.steady_events,
             "device_span_s": self.device_span_s,
+            "device_busy_s": self.busy_s,
+            "device_compute_s": self.compute_s,
             "temporal": self.temporal(),
             "kernel_classes_s": dict(self.kernel_classes_s),
             "communication": {
                 **dataclasses.asdict(comm),
                 "overlap_fraction": comm.overlap_fraction,
-                "kernel_share": _ratio(
-                    self.kernel_classes_s.get("communication", 0.0),
-                    sum(self.kernel_classes_s.values()),
-                ),
+                "kernel_share": self.comm_kernel_share,
             },
             "idle": self._idle(),
             "h2d": dict(self.h2d),

@@ -3,11 +3,13 @@
 It holds the reader's figures, the device facts (``records.trace.TraceFacts``) and, for
 several rank traces, the cross-rank table.
 
-``TraceSection.from_dict`` rebuilds the nested records from the JSON form that
-``TraceSection.to_dict`` writes (the ``gpuwise.run/1`` document's ``"trace"`` key, whose
-keys and values it keeps). The document stores shares of the device span (``temporal``),
-not the busy and compute seconds behind them: those are rebuilt as the seconds whose
-shares come out the same.
+The reader (``telemetry.readers.kineto``) builds this record, rank traces are merged as
+records (``diagnose.trace_ranks``) and the rules read its attributes. The JSON form is only
+for documents: ``TraceSection.to_dict`` writes the ``gpuwise.run/1`` document's ``"trace"``
+key and ``TraceSection.from_dict`` reads it back with the same keys and values. The device
+busy and compute seconds are stored (``device_busy_s``, ``device_compute_s``); documents
+written before they were hold only their shares of the span (``temporal``), and for those
+the seconds are read as share x span.
 
 This module imports nothing from the rest of gpuwise but ``records.trace``.
 """
@@ -15,8 +17,7 @@ This module imports nothing from the rest of gpuwise but ``records.trace``.
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,8 +152,7 @@ _READER_KEYS = tuple(
 def facts_from_dict(d: Mapping[str, Any]) -> TraceFacts:
     """Rebuild ``TraceFacts`` from the keys its ``to_dict`` wrote into ``d``."""
     span = float(d["device_span_s"])
-    temporal = d.get("temporal") or {}
-    busy_s, compute_s = _temporal_seconds(span, temporal)
+    busy_s, compute_s = _device_seconds(d, span)
     comm = d.get("communication") or {}
     return TraceFacts(
         device_events=int(d.get("device_events", 0)),
@@ -165,6 +165,7 @@ def facts_from_dict(d: Mapping[str, Any]) -> TraceFacts:
             total_s=comm.get("total_s", 0.0),
             overlapped_s=comm.get("overlapped_s", 0.0),
             exposed_s=comm.get("exposed_s", 0.0),
+            exposed_by_collective_s=dict(comm.get("exposed_by_collective_s") or {}),
         ),
         idle_by_stream=[
             StreamIdle(**{k: v for k, v in s.items() if k in _STREAM_KEYS})
@@ -185,32 +186,15 @@ def facts_from_dict(d: Mapping[str, Any]) -> TraceFacts:
     )
 
 
-def _temporal_seconds(span_s: float, temporal: Mapping[str, Any]) -> tuple[float, float]:
-    """Busy and compute seconds whose shares ``TraceFacts.to_dict`` writes back unchanged.
-
-    The document holds shares of the span; the seconds nearest ``share * span`` are tried,
-    then their float neighbours, so a section read back writes the same values.
-    """
-    idle, compute, rest = (temporal.get(k) for k in ("idle", "compute", "non_compute"))
+def _device_seconds(d: Mapping[str, Any], span_s: float) -> tuple[float, float]:
+    """Busy and compute seconds of the device span: stored, else share x span (old files)."""
+    if "device_busy_s" in d:
+        return float(d["device_busy_s"]), float(d.get("device_compute_s") or 0.0)
+    temporal = d.get("temporal") or {}
+    idle, compute = temporal.get("idle"), temporal.get("compute")
     if span_s <= 0 or idle is None:
         return 0.0, 0.0
-    compute_s = _nearest(span_s * (compute or 0.0), lambda c: c / span_s == (compute or 0.0))
-    busy_s = _nearest(
-        span_s * (1.0 - idle),
-        lambda b: 1.0 - b / span_s == idle and b / span_s - compute_s / span_s == rest,
-    )
-    return busy_s, compute_s
-
-
-def _nearest(guess: float, fits: Callable[[float], bool], tries: int = 64) -> float:
-    """``guess`` or the closest float neighbour of it that ``fits`` (``guess`` if none)."""
-    below = above = guess
-    for _ in range(tries):
-        for x in (below, above):
-            if fits(x):
-                return x
-        below, above = math.nextafter(below, -math.inf), math.nextafter(above, math.inf)
-    return guess
+    return span_s * (1.0 - idle), span_s * (compute or 0.0)
 
 
 def _plain(m: Mapping[str, Any]) -> dict[str, Any]:

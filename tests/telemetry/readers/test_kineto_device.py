@@ -65,7 +65,7 @@ def test_idle_split_host_wait_kernel_wait_cross_stream_and_other(tmp_path):
     events.append(_ev("kernel", "nccl_side", 150, 40, stream=9))
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    idle = read_trace(path).to_section()["idle"]
+    idle = read_trace(path).to_section().to_dict()["idle"]
     assert idle["compute_stream"] == 7
     stream = next(s for s in idle["streams"] if s["stream"] == 7)
     # gaps: 5 µs queued (kernel wait), 75 µs launched late (host wait),

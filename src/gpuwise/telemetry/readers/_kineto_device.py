@@ -75,6 +75,26 @@ def kernel_class(name: str, kind: str, args: dict[str, Any]) -> int:
     return OTHER if kind == "other" else COMPUTE
 
 
+_COLLECTIVE_NAMES = (
+    ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
+    # NCCL runs all-to-all as grouped point-to-point kernels (ncclKernel_SendRecv_...).
+    ("all_to_all", re.compile(r"all_?to_?all|sendrecv", re.IGNORECASE)),
+    ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
+    ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
+)
+
+
+def collective_kind(name: str) -> str:
+    """Return the collective kind (``records.trace.COLLECTIVES``) a kernel name shows.
+
+    ``"other"`` when it names none (broadcast, plain send/recv, a generic kernel).
+    """
+    for kind, pattern in _COLLECTIVE_NAMES:
+        if pattern.search(name):
+            return kind
+    return "other"
+
+
 PRECISIONS = ("fp32", "tf32", "half", "unknown")
 _GEMM_CONV = re.compile(r"gemm|conv|matmul|wgrad|dgrad|fprop", re.IGNORECASE)
 _HALF = re.compile(

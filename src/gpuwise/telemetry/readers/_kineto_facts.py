@@ -17,6 +17,7 @@ import numpy as np
 
 from gpuwise.records import Step
 from gpuwise.records.trace import (
+    COLLECTIVES,
     KERNEL_CLASSES,
     Communication,
     LaunchStats,
@@ -30,6 +31,7 @@ from gpuwise.telemetry.readers._kineto_device import (
     COMPUTE,
     OTHER,
     DeviceColumns,
+    collective_kind,
     gemm_precision,
     is_compiled_kernel,
 )
@@ -59,7 +61,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
     n = len(cols.starts)
     lo = float(cols.starts.min()) if n else 0.0
     hi = float(cols.ends.max()) if n else 0.0
-    comp, comm = cols.of_class(COMPUTE), cols.of_class(COMMUNICATION)
+    comp = cols.of_class(COMPUTE)
     durations = cols.ends - cols.starts
     idle = _idle_by_stream(cols)
     return TraceFacts(
@@ -72,7 +74,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
             name: float(durations[cols.classes == i].sum()) * US
             for i, name in enumerate(KERNEL_CLASSES)
         },
-        communication=_communication(comp, comm, lo, hi),
+        communication=_communication(cols, comp, lo, hi),
         idle_by_stream=idle,
         h2d=_h2d(cols, durations, idle),
         launch=_launch(cols, len(t.steps)),
@@ -114,14 +116,33 @@ def _both(a: Pair, b: Pair) -> Pair:
     return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
 
 
-def _communication(comp: Pair, comm: Pair, lo: float, hi: float) -> Communication:
+def _communication(cols: DeviceColumns, comp: Pair, lo: float, hi: float) -> Communication:
+    comm = cols.of_class(COMMUNICATION)
     total = union_s(comm, lo, hi)
     if total <= 0:
         return Communication()
     # overlap = |comm| + |compute| - |comm or compute| (inclusion-exclusion)
-    overlapped = total + union_s(comp, lo, hi) - union_s(_both(comp, comm), lo, hi)
+    compute = union_s(comp, lo, hi)
+    overlapped = total + compute - union_s(_both(comp, comm), lo, hi)
     overlapped = min(total, max(0.0, overlapped))
-    return Communication(total, overlapped, total - overlapped)
+    by_kind = _exposed_by_collective(cols, comp, compute, lo, hi)
+    return Communication(total, overlapped, total - overlapped, by_kind)
+
+
+def _exposed_by_collective(
+    cols: DeviceColumns, comp: Pair, compute_s: float, lo: float, hi: float
+) -> dict[str, float]:
+    """Exposed seconds of each collective kind: |kind's kernels or compute| - |compute|."""
+    is_comm = cols.classes == COMMUNICATION
+    ids_of: dict[str, list[int]] = {}
+    for nid in np.unique(cols.name_ids[is_comm]).tolist():
+        ids_of.setdefault(collective_kind(cols.names[nid]), []).append(nid)
+    out: dict[str, float] = {}
+    for kind in (k for k in COLLECTIVES if k in ids_of):
+        mask = is_comm & np.isin(cols.name_ids, ids_of[kind])
+        both = union_s(_both(comp, cols.pick(mask)), lo, hi)
+        out[kind] = max(0.0, both - compute_s)
+    return out
 
 
 def _busy_before(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> Any:

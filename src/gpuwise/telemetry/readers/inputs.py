@@ -18,6 +18,7 @@ from typing import IO, Any
 from gpuwise.errors import InputKindError, LogFormatError
 from gpuwise.records import RUN_SCHEMA, SAMPLES_SCHEMA, Run, Sample, Step
 from gpuwise.records.checks import parse_each
+from gpuwise.records.trace_section import TraceSection
 
 HEAD_CHARS = 64 * 1024
 """Characters read to recognise a file (enough for a trace's deviceProperties header)."""
@@ -41,7 +42,7 @@ class Piece:
         devices: Device dicts it named.
         interval_s: Its sampling interval, when it is a sampled log.
         skipped: ``{"file", "line" or "record", "reason"}`` for each unusable record.
-        trace: The JSON trace section of a Kineto trace (``records.trace_section``).
+        trace: The trace section of a Kineto trace (``records.trace_section``).
         run: The Run of a gpuwise Run JSON.
     """
 
@@ -52,7 +53,7 @@ class Piece:
     devices: list[dict[str, Any]] = field(default_factory=list)
     interval_s: float | None = None
     skipped: list[dict[str, Any]] = field(default_factory=list)
-    trace: dict[str, Any] | None = None
+    trace: TraceSection | None = None
     run: Run | None = None
 
 

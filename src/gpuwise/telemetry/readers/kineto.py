@@ -26,6 +26,7 @@ from typing import Any
 from gpuwise.errors import LogFormatError
 from gpuwise.records import Step
 from gpuwise.records.trace import TraceFacts
+from gpuwise.records.trace_section import TraceSection
 from gpuwise.telemetry.readers._json_stream import (
     Corrupt,
     JsonStream,
@@ -132,36 +133,36 @@ class TraceRead:
         """Share of the window with a memcpy running."""
         return self.fraction(self.memcpy_s)
 
-    def to_section(self) -> dict[str, Any]:
-        """Return the JSON form of the Run's trace section (see ``records.trace_section``)."""
+    def to_section(self) -> TraceSection:
+        """Return the Run's trace section: these figures and the device facts, typed."""
         steps = self.step_durations_s
-        return {
-            "file": os.path.basename(self.path),
-            "format": "kineto",
-            "category_names": self.category_names,
-            "events": self.events,
-            "skipped": len(self.skipped),
-            "truncated": self.truncated,
-            "window_s": self.window_s,
-            "window_source": self.window_source,
-            "profiler_steps": len(steps),
-            "step_mean_s": sum(steps) / len(steps) if steps else None,
-            "dataloader_s": self.dataloader_s,
-            "dataloader_fraction": self.dataloader_fraction,
-            "gpu_busy_s": self.gpu_busy_s,
-            "gpu_busy_fraction": self.gpu_busy_fraction,
-            "kernel_s": self.kernel_s,
-            "memcpy_s": self.memcpy_s,
-            "memcpy_fraction": self.memcpy_fraction,
-            "memset_s": self.memset_s,
-            "gpu_active_span_s": self.gpu_active_span_s,
-            "copies": self.copies,
-            "sync": self.sync,
-            "rank": self.rank,
-            "start_us": self.start_us,
-            **(self.facts.to_dict() if self.facts else {}),
-            "busy_fraction": self.gpu_busy_fraction,
-        }
+        return TraceSection(
+            file=os.path.basename(self.path),
+            format="kineto",
+            category_names=self.category_names,
+            events=self.events,
+            skipped=len(self.skipped),
+            truncated=self.truncated,
+            window_s=self.window_s,
+            window_source=self.window_source,
+            profiler_steps=len(steps),
+            step_mean_s=sum(steps) / len(steps) if steps else None,
+            dataloader_s=self.dataloader_s,
+            dataloader_fraction=self.dataloader_fraction,
+            gpu_busy_s=self.gpu_busy_s,
+            gpu_busy_fraction=self.gpu_busy_fraction,
+            kernel_s=self.kernel_s,
+            memcpy_s=self.memcpy_s,
+            memcpy_fraction=self.memcpy_fraction,
+            memset_s=self.memset_s,
+            gpu_active_span_s=self.gpu_active_span_s,
+            copies=self.copies,
+            sync=self.sync,
+            rank=self.rank,
+            start_us=self.start_us,
+            facts=self.facts,
+            busy_fraction=self.gpu_busy_fraction,
+        )
 
 
 def read_trace(path: str | os.PathLike[str], *, strict: bool = True) -> TraceRead:
