@@ -4,7 +4,7 @@
 JSON form under the Run's top-level ``"trace"`` key (beside the reader's own figures).
 Names are the contract other commands read: ``kernel_classes_s`` (seconds per class:
 ``compute``, ``communication``, ``memory``, ``other``) and ``communication``
-(``total_s``, ``overlapped_s``, ``exposed_s``).
+(``total_s``, ``overlapped_s``, ``exposed_s``, ``exposed_by_collective_s``).
 
 This module imports nothing from the rest of gpuwise.
 """
