@@ -9,19 +9,17 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from gpuwise.cli._common import (
+from gpuwise.cli._args import (
+    add_command,
     add_fake,
     add_interval,
     add_json,
-    command_argv,
-    guard,
-    make_console,
-    na,
-    print_json,
+    add_prometheus,
+    option,
     seconds,
-    usage_error,
 )
-from gpuwise.cli._efficiency import add_prometheus_flag, open_prometheus
+from gpuwise.cli._common import command_argv, guard, make_console, na, print_json, usage_error
+from gpuwise.cli._efficiency import open_prometheus
 from gpuwise.report.units import format_bytes
 
 if TYPE_CHECKING:
@@ -50,7 +48,8 @@ CHILD_STOP_S = 10.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise monitor``."""
     add_interval(parser, "readings")
-    parser.add_argument(
+    option(
+        parser,
         "--duration",
         type=seconds(0.0),
         metavar="S",
@@ -63,9 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser, "gpuwise.samples/1")
     parser.add_argument("--pcie", action="store_true", help="read PCIe throughput (20 ms/GPU)")
     parser.add_argument("--host", action="store_true", help="sample the host CPU beside GPUs")
-    add_fake(parser, "simulate N GPUs (demo and tests; no GPU needed)")
-    add_prometheus_flag(parser)
-    parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: record while it runs")
+    add_fake(parser)
+    add_prometheus(parser)
+    add_command(parser, "record while it runs")
 
 
 @guard

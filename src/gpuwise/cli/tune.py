@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpuwise.cli._common import add_json, guard, make_console, positive_int, print_json
+from gpuwise.cli._args import (
+    add_json,
+    add_max_batch,
+    device_name,
+    memory_size,
+    option,
+    positive_int,
+)
+from gpuwise.cli._common import guard, make_console, print_json
 from gpuwise.cli._model_args import add_model_arguments
 
 HELP = "find the largest batch that fits and the fastest batch on this device (real steps)"
@@ -19,81 +26,31 @@ EXAMPLES = """\
   gpuwise tune mypkg.models:build_net --input 3x128x128 --no-precision-check
 """
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-
-
-def parse_bytes(text: str) -> int:
-    """Parse ``"4GiB"``, ``"512MB"`` or ``"1000000"`` into bytes."""
-    from gpuwise.errors import UsageError
-
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
-        raise UsageError(f"memory size {text!r} not understood; write e.g. 4GiB, 512MB or 1e9")
-    return int(float(match.group(1)) * _UNITS[unit])
-
-
-def _memory_size(text: str) -> int:
-    from gpuwise.errors import UsageError
-
-    try:
-        value = parse_bytes(text)
-    except UsageError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"memory size {text!r} is zero; give e.g. 4GiB")
-    return value
-
-
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-
-
-def _device_name(text: str) -> str:
-    if not _DEVICE.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"'{text}' is not a device; use cpu, cuda, cuda:N or auto")
-    return text
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise tune``."""
     add_model_arguments(parser, batch_default=0)
-    parser.add_argument(
-        "--max-batch",
-        type=positive_int("batch size"),
-        default=256,
-        metavar="N",
-        help="largest batch to try (default: 256)",
-    )
+    add_max_batch(parser, 256, "largest batch to try")
     parser.add_argument(
         "--memory-limit",
-        type=_memory_size,
+        type=memory_size,
         metavar="BYTES",
         help="memory the step may use, e.g. 4GiB or 512MB (default: on the CPU 80 %% of the "
         "free memory; on CUDA the whole device)",
     )
     parser.add_argument(
         "--device",
-        type=_device_name,
+        type=device_name,
         default="auto",
         help="cpu, cuda, cuda:N or auto (default: auto, CUDA when available)",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--repeats",
         type=positive_int("repeat count"),
         default=3,
         metavar="N",
-        help="timed steps per probe, after one warm-up step (default: 3)",
+        help="timed steps per probe, after one warm-up step",
     )
     parser.add_argument(
         "--no-precision-check", action="store_true", help="skip timing fp32 against bf16 autocast"
