@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -153,7 +152,9 @@ def _progress(name: str, grid: object) -> str:
 
 def _write_files(args: argparse.Namespace, report: Run) -> None:
     if args.out:
-        Path(args.out).write_text(json.dumps(report.to_dict(), default=str), encoding="utf-8")
+        from gpuwise.report.files import write_run_json
+
+        write_run_json(report, args.out)
     if args.html:
         from gpuwise.report.serving_html import write_serving_html
 
