@@ -42,6 +42,7 @@ EXAMPLES = """\
                                            summary still printed, its exit code kept
   gpuwise monitor --fake 2 --duration 5    demo with 2 simulated GPUs (no GPU needed)"""
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise monitor``."""
     add_interval(parser, "readings")

@@ -58,27 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser, "gpuwise.tune/1")
 
 
-def _device(name: str) -> Any:
-    import torch
-
-    from gpuwise.errors import NoDeviceError
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if (device.index or 0) >= count:
-            build = "has no CUDA" if torch.version.cuda is None else f"sees {count} GPU(s)"
-            raise NoDeviceError(
-                f"--device {name}: PyTorch {torch.__version__} {build}; use --device cpu, "
-                "or run `gpuwise doctor` to see why"
-            )
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise NoDeviceError("--device mps: MPS is not available here; use --device cpu")
-    return device
-
-
 def _peak_fn(args: argparse.Namespace, device: Any) -> Callable[[int], int]:
     """Estimated peak at each batch size, traced once per size.
 
@@ -143,50 +122,25 @@ def _status() -> Iterator[Callable[[str], None]]:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Tune, check bf16, print the result (or the JSON object)."""
-    from gpuwise.sizing.precision import compare_precision
-    from gpuwise.sizing.steps import make_training_step
-    from gpuwise.sizing.tune import TUNE_SCHEMA, find_batch_size
+    from gpuwise.sizing.tune_model import TuneRequest, resolve_device, tune_model
 
-    device = _device(args.device)
+    device = resolve_device(args.device)
+    request = TuneRequest(
+        args.model,
+        shape=args.input,
+        seq_len=args.seq,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        checkpoint=args.checkpoint,
+        freeze=tuple(args.freeze),
+        start_batch=args.batch,
+        max_batch=args.max_batch,
+        memory_limit_bytes=args.memory_limit,
+        repeats=args.repeats,
+        precision_check=not args.no_precision_check,
+    )
     with _status() as say:
-        say(f"building {args.model}")
-        built = make_training_step(
-            args.model,
-            device,
-            shape=args.input,
-            seq_len=args.seq,
-            optimizer=args.optimizer,
-            checkpoint=args.checkpoint,
-            freeze=tuple(args.freeze),
-        )
-        step, param_bytes = built.step, built.parameter_bytes
-
-        def probe(batch: int) -> None:
-            say(f"timing batch {batch} on {device}")
-            step(batch, args.precision)
-
-        result = find_batch_size(
-            probe,
-            start=args.batch,
-            max_batch=args.max_batch,
-            memory_limit_bytes=args.memory_limit,
-            device=device,
-            peak_bytes_fn=_peak_fn(args, device),
-            repeats=args.repeats,
-            cpu_baseline_bytes=param_bytes,
-        )
-        check = None
-        if not args.no_precision_check:
-            say(f"timing fp32 against bf16 at batch {result.best_batch_size}")
-            repeats = max(args.repeats, 5)
-            check = compare_precision(step, result.best_batch_size, device, repeats=repeats)
-    data = {
-        "schema": TUNE_SCHEMA,
-        "model": args.model,
-        "step_precision": args.precision,
-        **result.to_dict(),
-        "precision": check.to_dict() if check else None,
-    }
+        data = tune_model(request, device, peak_bytes_fn=_peak_fn(args, device), say=say)
     if args.json:
         print_json(data)
     else:
