@@ -111,14 +111,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fake_backends(args: argparse.Namespace, config: Any, tree: Any) -> Any:
+    """With ``--fake N``: the backends of N simulated GPUs (``None``: the real devices)."""
     if args.fake is None:
         return None
     from gpuwise.telemetry.fake import FakeNvml
-    from gpuwise.telemetry.host import HostBackend
-    from gpuwise.telemetry.nvml import NvmlBackend
+    from gpuwise.telemetry.sampler import default_backends
 
-    nvml = NvmlBackend(nvml=FakeNvml(args.fake), pids=tree.pids, pcie=config.pcie)
-    return [nvml, HostBackend(tree)] if config.host else [nvml]
+    return default_backends(config, tree, nvml_lib=FakeNvml(args.fake))[0]
 
 
 def _record(
