@@ -169,7 +169,7 @@ def add_fake(parser: Flags) -> None:
 
 def add_out(parser: Flags) -> None:
     """Declare ``--out RUN.json``: the whole Run, written as JSON."""
-    text = "also write the whole Run as JSON, samples included"
+    text = "also write the whole Run (steps, samples) as JSON"
     parser.add_argument("--out", metavar="RUN.json", help=text)
 
 
