@@ -14,6 +14,8 @@ Note: the child-process protocol.
   keeps going, so that it can still write its report once the child has ended.
 - **Stop**: ``stop()`` sends SIGTERM, waits ``grace_s``, then SIGKILL.
 - **Exit code**: shell style, 128 + N for a child ended by signal N.
+- **Output**: the child writes to gpuwise's standard output, or to its standard error
+  when gpuwise's standard output carries a JSON document (``stderr_fd``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ _PR_SET_PDEATHSIG = 1
 def exit_code(returncode: int) -> int:
     """Shell-style exit code: a child ended by signal N (returncode -N) gives 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def stderr_fd() -> int:
+    """Where a child's output goes when gpuwise's stdout is a JSON document: stderr.
+
+    Returns:
+        The file descriptor of ``sys.stderr``, or ``subprocess.DEVNULL`` when it is not a
+        file (a test that captures it).
+    """
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL
 
 
 def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in the child
@@ -164,3 +179,43 @@ def _child_saw_terminal_interrupt() -> bool:
         return False
     finally:
         os.close(tty)
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    started: Callable[[int], None] | None = None,
+    env: dict[str, str] | None = None,
+    stdout_to_stderr: bool = False,
+    duration_s: float | None = None,
+) -> tuple[int, list[str]]:
+    """Run ``argv`` to its end under the protocol above; return its exit code and signals.
+
+    Args:
+        argv: The command and its arguments.
+        started: Called with the child's pid once it runs (e.g. to watch its processes).
+        env: Its environment (default: gpuwise's).
+        stdout_to_stderr: Send its standard output to gpuwise's standard error.
+        duration_s: Stop it (``stop``) after this many seconds (default: no limit).
+
+    Returns:
+        Its shell-style exit code, and the names of the signals forwarded to it.
+
+    Raises:
+        UsageError: The program cannot be started.
+
+    Example:
+        >>> code, signals = run(["python", "train.py"], stdout_to_stderr=True)  # doctest: +SKIP
+    """
+    child = start(argv, env=env, stdout=stderr_fd() if stdout_to_stderr else None)
+    received: list[str] = []
+    try:
+        if started is not None:
+            started(child.pid)
+        with forward_signals(child) as received:
+            return wait(child, duration_s), received
+    except KeyboardInterrupt:  # not in the main thread: the signal was not forwarded
+        return stop(child), received
+    finally:
+        if child.poll() is None:  # ``started`` failed: the child must not outlive us
+            stop(child)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwise.cli import _args as cli_args
 from gpuwise.cli import _common
 from gpuwise.cli.main import COMMANDS, build_parser, main
 from gpuwise.errors import GpuwiseError
@@ -97,14 +98,14 @@ def test_check_writable_accepts_a_new_file_here(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("parse", "text", "value", "message"),
     [
-        (_common.positive_int("batch size"), "8", 8, None),
-        (_common.positive_int("batch size"), "0", None, "'0' is not a batch size; use 1 or more"),
-        (_common.positive_int("batch size"), "2.5", None, "'2.5' is not a batch size"),
-        (_common.seconds(0.05, 60.0), "0.5", 0.5, None),
-        (_common.seconds(0.05, 60.0), "0", None, "0 s is out of range; use 0.05 to 60 s"),
-        (_common.seconds(0.05, 60.0), "nan", None, "nan s is out of range"),
-        (_common.number("a fraction", 0.01, 1.0), "1", 1.0, None),
-        (_common.number("a fraction", 0.01, 1.0), "x", None, "'x' is not a fraction"),
+        (cli_args.positive_int("batch size"), "8", 8, None),
+        (cli_args.positive_int("batch size"), "0", None, "'0' is not a batch size; use 1 or more"),
+        (cli_args.positive_int("batch size"), "2.5", None, "'2.5' is not a batch size"),
+        (cli_args.seconds(0.05, 60.0), "0.5", 0.5, None),
+        (cli_args.seconds(0.05, 60.0), "0", None, "0 s is out of range; use 0.05 to 60 s"),
+        (cli_args.seconds(0.05, 60.0), "nan", None, "nan s is out of range"),
+        (cli_args.number("a fraction", 0.01, 1.0), "1", 1.0, None),
+        (cli_args.number("a fraction", 0.01, 1.0), "x", None, "'x' is not a fraction"),
     ],
 )
 def test_flag_types(parse: object, text: str, value: object, message: str | None) -> None:

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from gpuwise.cli._args import parse_bytes
 from gpuwise.cli.main import main
-from gpuwise.cli.tune import parse_bytes
 
 
 def test_tune_json_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:

@@ -202,3 +202,18 @@ def test_watch_reaches_the_default_backends(monkeypatch: pytest.MonkeyPatch) -> 
     rss = taken["cpu"].process_rss_bytes
     assert rss is not None
     assert rss > 0
+
+
+def test_default_backends_with_a_fake_nvml_simulate_its_gpus() -> None:
+    from gpuwise.telemetry.host import HostBackend, ProcessTree
+    from gpuwise.telemetry.sampler import default_backends
+
+    tree = ProcessTree()
+    backends, unavailable = default_backends(MonitorConfig(), tree, nvml_lib=FakeNvml(2))
+    assert unavailable == {}
+    assert [type(b) for b in backends] == [NvmlBackend]
+    assert [d["id"] for d in backends[0].devices()] == ["gpu0", "gpu1"]
+    with_host, _ = default_backends(MonitorConfig(host=True), tree, nvml_lib=FakeNvml(1))
+    assert [type(b) for b in with_host] == [NvmlBackend, HostBackend]
+    for backend in (*backends, *with_host):
+        backend.close()

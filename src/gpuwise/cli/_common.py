@@ -1,16 +1,15 @@
-"""What every ``gpuwise`` subcommand shares: JSON output, consoles, flag types, errors.
+"""What every ``gpuwise`` subcommand shares: JSON output, consoles, files, errors.
 
 Stdout carries the result only (the text report or one JSON document); warnings,
-progress and errors go to stderr. Flag values are checked by argparse types, so a bad
-value is a usage error (exit 2); failures while running raise ``GpuwiseError`` (exit 1,
-one line: ``gpuwise CMD: error: <cause>; <next step>``).
+progress and errors go to stderr. Flags and their types live in ``_args`` (a bad value
+is a usage error, exit 2); failures while running raise ``GpuwiseError`` (exit 1, one
+line: ``gpuwise CMD: error: <cause>; <next step>``).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import logging
 import math
 import os
@@ -38,22 +37,13 @@ def print_json(doc: Any) -> None:
 
     A reader that closes the pipe early (``| head``) ends the output quietly.
     """
-    text = json.dumps(_finite(doc), indent=2, default=str, allow_nan=False)
+    from gpuwise.report.files import json_text
+
     try:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(json_text(doc, indent=2) + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
         drop_stdout()
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def drop_stdout() -> None:
@@ -96,81 +86,19 @@ def na(value: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
     return fmt.format(value) + unit
 
 
+def dtype_name(dtype: str) -> str:
+    """``"|u1"`` -> ``"uint8"``: the numpy name of a stored dtype string."""
+    import numpy as np
+
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return dtype
+
+
 def command_argv(rest: list[str]) -> list[str]:
     """The command after ``--`` (argparse keeps the ``--`` in a REMAINDER argument)."""
     return rest[1:] if rest[:1] == ["--"] else list(rest)
-
-
-def positive_int(what: str) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least 1 (``what`` names it in errors)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a {what}; use 1 or more")
-        return value
-
-    parse.__name__ = what  # argparse names the type in its own messages
-    return parse
-
-
-def number(
-    what: str, low: float, high: float | None = None, unit: str = ""
-) -> Callable[[str], float]:
-    """An argparse type: a finite number from ``low`` to ``high`` (inclusive)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not {what}") from None
-        if not math.isfinite(value) or value < low or (high is not None and value > high):
-            bound = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
-            raise argparse.ArgumentTypeError(f"{text}{unit} is out of range; use {bound}{unit}")
-        return value
-
-    parse.__name__ = what
-    return parse
-
-
-def seconds(low: float, high: float | None = None) -> Callable[[str], float]:
-    """An argparse type: a number of seconds from ``low`` to ``high``."""
-    return number("a number of seconds", low, high, " s")
-
-
-def add_json(parser: argparse.ArgumentParser, schema: str) -> None:
-    """Declare ``--json``: the result as one ``schema`` object on stdout."""
-    parser.add_argument(
-        "--json", action="store_true", help=f"print the {schema} object on stdout (nothing else)"
-    )
-
-
-def add_interval(parser: argparse.ArgumentParser, what: str) -> None:
-    """Declare ``--interval S`` (0.05 to 60 s, default 0.5) between ``what``."""
-    parser.add_argument(
-        "--interval",
-        type=seconds(0.05, 60.0),
-        default=0.5,
-        metavar="S",
-        help=f"seconds between {what}, 0.05 to 60 (default: 0.5)",
-    )
-
-
-def add_fake(parser: argparse.ArgumentParser, help_text: str) -> None:
-    """Declare ``--fake N``: simulated GPUs, for demos and tests."""
-    parser.add_argument("--fake", type=positive_int("GPU count"), metavar="N", help=help_text)
-
-
-def add_run_files(parser: argparse.ArgumentParser) -> None:
-    """Declare ``--out``, ``--html`` and ``--trace``: files written from a Run."""
-    parser.add_argument(
-        "--out", metavar="RUN.json", help="also write the whole Run (steps, samples) as JSON"
-    )
-    parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
-    parser.add_argument("--trace", metavar="FILE", help="also write a Chrome/Perfetto trace (JSON)")
 
 
 def _run_files(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -188,41 +116,12 @@ def check_run_files(args: argparse.Namespace) -> None:
 def write_run_files(args: argparse.Namespace, run: Run) -> list[str]:
     """Write the ``--out``, ``--html`` and ``--trace`` files; return the paths written.
 
-    Each file is written atomically; one that fails does not stop the others.
-
     Raises:
-        GpuwiseError: A file could not be written (the first such failure is named).
+        GpuwiseError: A file could not be written (see ``report.files.write_run_files``).
     """
-    errors: list[GpuwiseError] = []
-    for path, what in _run_files(args):
-        try:
-            _write_run_file(run, path, what)
-        except OSError as err:
-            errors.append(
-                GpuwiseError(
-                    f"cannot write the {what} to '{path}': {err.strerror}; choose another path"
-                )
-            )
-        except GpuwiseError as err:
-            errors.append(err)
-    if errors:
-        raise errors[0]
-    return [path for path, _ in _run_files(args)]
+    from gpuwise.report.files import write_run_files as write
 
-
-def _write_run_file(run: Run, path: str, what: str) -> None:
-    if what == "run":
-        from gpuwise.atomic import write_atomic
-
-        write_atomic(path, json.dumps(_finite(run.to_dict()), default=str), what=what)
-    elif what == "HTML report":
-        from gpuwise.report.html import write_html
-
-        write_html(run, path)
-    else:
-        from gpuwise.report.trace import write_trace
-
-        write_trace(run, path)
+    return write(run, out=args.out, html=args.html, trace=args.trace)
 
 
 def check_writable(path: str | None, what: str) -> None:

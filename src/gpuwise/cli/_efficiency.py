@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from gpuwise.cli._common import number
+from gpuwise.cli._args import add_precision, add_prometheus, number
 
 if TYPE_CHECKING:
     from gpuwise.integrations.prometheus import MetricsServer
@@ -25,23 +25,8 @@ def add_efficiency_flags(parser: argparse.ArgumentParser) -> None:
         help="training FLOPs of one sample (from `gpuwise estimate`): adds achieved TFLOP/s "
         "and MFU to the report",
     )
-    parser.add_argument(
-        "--precision",
-        choices=("fp32", "tf32", "bf16", "fp16"),
-        default="fp32",
-        help="the run's precision, for the device's peak FLOP/s in MFU (default fp32)",
-    )
-    add_prometheus_flag(parser)
-
-
-def add_prometheus_flag(parser: argparse.ArgumentParser) -> None:
-    """Declare ``--prometheus HOST:PORT``."""
-    parser.add_argument(
-        "--prometheus",
-        metavar="HOST:PORT",
-        help="serve live device metrics for Prometheus at http://HOST:PORT/metrics, "
-        "dcgm-exporter names (e.g. 127.0.0.1:9400; needs gpuwise[prometheus])",
-    )
+    add_precision(parser, "the run's precision, for the device's peak FLOP/s in MFU")
+    add_prometheus(parser)
 
 
 def open_prometheus(address: str | None, sampler: Sampler) -> MetricsServer | None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gpuwise.cli._common import positive_int
+from gpuwise.cli._args import add_precision, choice, option, positive_int
 
 if TYPE_CHECKING:
     from gpuwise.sizing.memory import MemoryEstimate
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
 
 
@@ -30,43 +29,30 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         metavar="SHAPE",
         help="shape of one sample without the batch, e.g. 3x224x224 (default: the model's own)",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--seq",
         type=positive_int("sequence length"),
         metavar="TOKENS",
         help="sequence length for token models (default: the model's own)",
     )
-    flags, batch_help = ("--batch", "--batch-size"), f"samples per step (default: {batch_default})"
-    if not batch_default:  # tune: where the search starts, not the batch size
-        flags = ("--start-batch", "--batch")
-        batch_help = "first batch to try (default: the largest the estimate says fits)"
-    parser.add_argument(
-        *flags,
-        dest="batch",
-        type=positive_int("batch size"),
-        default=batch_default or None,
-        metavar="N",
-        help=batch_help,
-    )
-    parser.add_argument(
-        "--precision", choices=PRECISIONS, default="fp32", help="training precision (default: fp32)"
-    )
-    parser.add_argument(
-        "--optimizer", choices=OPTIMIZERS, default="adamw", help="optimizer (default: adamw)"
-    )
+    _add_batch(parser, batch_default)
+    add_precision(parser, "training precision")
+    choice(parser, "--optimizer", OPTIMIZERS, "adamw", "optimizer")
     parser.add_argument(
         "--checkpoint",
         action="store_true",
         help="gradient checkpointing of each block of the model's repeated blocks "
         "(recompute in the backward: less memory, about a third more FLOPs)",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--accumulate",
         type=positive_int("accumulation steps"),
         default=1,
         metavar="N",
         help="gradient accumulation: N micro-batches of --batch per optimizer step; the "
-        "gradients stay alive across them (default: 1)",
+        "gradients stay alive across them",
     )
     parser.add_argument(
         "--attention",
@@ -83,6 +69,19 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         help="freeze parameters whose names start with PREFIX (repeatable; LoRA-style "
         "fine-tuning: no gradients or optimizer state for them)",
     )
+
+
+def _add_batch(parser: argparse.ArgumentParser, default: int) -> None:
+    """``--batch N`` (alias ``--batch-size``); tune's ``--start-batch`` when ``default`` is 0."""
+    kind = positive_int("batch size")
+    if default:
+        text = "samples per step"
+        option(
+            parser, "--batch", "--batch-size", type=kind, default=default, metavar="N", help=text
+        )
+        return
+    text = "first batch to try (default: the largest the estimate says fits)"
+    option(parser, "--start-batch", "--batch", dest="batch", type=kind, metavar="N", help=text)
 
 
 def estimate_from_args(

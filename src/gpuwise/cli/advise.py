@@ -5,17 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gpuwise.cli._common import (
-    NA,
-    add_json,
-    guard,
-    make_console,
-    na,
-    number,
-    positive_int,
-    print_json,
-    usage_error,
-)
+from gpuwise.cli._args import add_inference, add_json, number, option, positive_int
+from gpuwise.cli._common import NA, guard, make_console, na, print_json, usage_error
 from gpuwise.cli._model_args import add_model_arguments
 
 HELP = "rank GPUs (and this CPU) for training or serving a model: fit, speed, time, cost"
@@ -43,9 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="E",
         help="passes over the data, may be fractional (needs --dataset-size)",
     )
-    parser.add_argument(
-        "--inference", action="store_true", help="serving: forward only under no_grad"
-    )
+    add_inference(parser)
     parser.add_argument(
         "--compile",
         action="store_true",
@@ -58,12 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="USD",
         help="keep only devices whose whole run costs at most USD (default: no limit)",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--utilization",
         type=number("a fraction", 0.01, 1.0),
         default=0.5,
         metavar="FRACTION",
-        help="busy share of a bought card, 0.01 to 1, for buy-versus-rent (default: 0.5)",
+        help="busy share of a bought card, 0.01 to 1, for buy-versus-rent",
     )
     parser.add_argument(
         "--gpu",

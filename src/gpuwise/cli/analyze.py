@@ -6,9 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from gpuwise.cli._args import add_json, add_run_files, add_strict
 from gpuwise.cli._common import (
-    add_json,
-    add_run_files,
     check_run_files,
     guard,
     make_console,
@@ -39,12 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="traces and logs to analyze")
     add_json(parser, "gpuwise.run/1")
     add_run_files(parser)
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="fail on the first corrupt record (default: skip and count it); a trace event "
-        "with a non-numeric, non-finite or negative time exits 2, naming the file and event",
-    )
+    more = "; a trace event with a non-numeric, non-finite or negative time exits 2, naming "
+    add_strict(parser, more=more + "the file and event")
 
 
 @guard

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpuwise.cli._common import add_json, check_writable, guard, make_console, number, print_json
+from gpuwise.cli._args import add_html, add_json, add_strict, number
+from gpuwise.cli._common import check_writable, guard, make_console, print_json
 
 HELP = "compare two runs (before/after a fix): speedup with its interval, phases, verdicts"
 EXAMPLES = """\
@@ -31,10 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "of the slowdown excludes 0 (noise passes)",
     )
     add_json(parser, "gpuwise.compare/1")
-    parser.add_argument("--html", metavar="FILE", help="also write an HTML report")
-    parser.add_argument(
-        "--strict", action="store_true", help="fail on the first corrupt record (default: skip)"
-    )
+    add_html(parser)
+    add_strict(parser)
 
 
 @guard

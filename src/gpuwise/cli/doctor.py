@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from gpuwise.cli._common import add_fake, add_json, guard, make_console, print_json
+from gpuwise.cli._args import add_fake, add_json
+from gpuwise.cli._common import guard, make_console, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -20,7 +21,7 @@ EXAMPLES = """\
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise doctor``."""
     add_json(parser, "gpuwise.doctor/1")
-    add_fake(parser, "check N simulated GPUs instead of real ones (no GPU needed)")
+    add_fake(parser)
 
 
 @guard

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gpuwise.cli._common import add_json, guard, print_json
+from gpuwise.cli._args import add_inference, add_json
+from gpuwise.cli._common import guard, print_json
 from gpuwise.cli._model_args import add_model_arguments, estimate_from_args
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ EXAMPLES = """\
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise estimate``."""
     add_model_arguments(parser)
-    parser.add_argument("--inference", action="store_true", help="forward only, no_grad")
+    add_inference(parser)
     parser.add_argument(
         "--device",
         choices=("cuda", "cpu"),

@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import subprocess
+import functools
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from gpuwise.cli._common import (
+from gpuwise.cli._args import (
+    add_command,
     add_fake,
     add_interval,
     add_json,
-    command_argv,
-    guard,
-    make_console,
-    na,
-    print_json,
+    add_prometheus,
+    option,
     seconds,
-    usage_error,
 )
-from gpuwise.cli._efficiency import add_prometheus_flag, open_prometheus
+from gpuwise.cli._common import command_argv, guard, make_console, na, print_json, usage_error
+from gpuwise.cli._efficiency import open_prometheus
 from gpuwise.report.units import format_bytes
 
 if TYPE_CHECKING:
@@ -44,13 +42,12 @@ EXAMPLES = """\
                                            summary still printed, its exit code kept
   gpuwise monitor --fake 2 --duration 5    demo with 2 simulated GPUs (no GPU needed)"""
 
-CHILD_STOP_S = 10.0
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise monitor``."""
     add_interval(parser, "readings")
-    parser.add_argument(
+    option(
+        parser,
         "--duration",
         type=seconds(0.0),
         metavar="S",
@@ -63,9 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser, "gpuwise.samples/1")
     parser.add_argument("--pcie", action="store_true", help="read PCIe throughput (20 ms/GPU)")
     parser.add_argument("--host", action="store_true", help="sample the host CPU beside GPUs")
-    add_fake(parser, "simulate N GPUs (demo and tests; no GPU needed)")
-    add_prometheus_flag(parser)
-    parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: record while it runs")
+    add_fake(parser)
+    add_prometheus(parser)
+    add_command(parser, "record while it runs")
 
 
 @guard
@@ -114,14 +111,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fake_backends(args: argparse.Namespace, config: Any, tree: Any) -> Any:
+    """With ``--fake N``: the backends of N simulated GPUs (``None``: the real devices)."""
     if args.fake is None:
         return None
     from gpuwise.telemetry.fake import FakeNvml
-    from gpuwise.telemetry.host import HostBackend
-    from gpuwise.telemetry.nvml import NvmlBackend
+    from gpuwise.telemetry.sampler import default_backends
 
-    nvml = NvmlBackend(nvml=FakeNvml(args.fake), pids=tree.pids, pcie=config.pcie)
-    return [nvml, HostBackend(tree)] if config.host else [nvml]
+    return default_backends(config, tree, nvml_lib=FakeNvml(args.fake))[0]
 
 
 def _record(
@@ -132,7 +128,15 @@ def _record(
         time.sleep(args.interval)  # a window for rates such as CPU %
         return 0, sampler.tick()
     if cmd:
-        return _record_command(cmd, sampler, args.json, args.duration), sampler.samples()
+        from gpuwise import childproc
+
+        code, _ = childproc.run(
+            cmd,
+            started=functools.partial(_watch_child, sampler),
+            stdout_to_stderr=args.json,
+            duration_s=args.duration,
+        )
+        return code, sampler.samples()
     sampler.start()
     if args.duration is None and (args.json or not console.is_terminal):
         what = "the JSON" if args.json else "the summary"
@@ -142,34 +146,10 @@ def _record(
     return 0, sampler.samples()
 
 
-def _child_stdout(json_out: bool) -> int | None:
-    """With ``--json`` the command's output goes to stderr: stdout is the JSON only."""
-    if not json_out:
-        return None
-    try:
-        return sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):  # stderr is not a file (tests capture it)
-        return subprocess.DEVNULL
-
-
-def _record_command(
-    cmd: list[str], sampler: Sampler, json_out: bool, duration_s: float | None
-) -> int:
-    """Run the command (stopped after ``duration_s``), sampling it; return its exit code.
-
-    SIGTERM, SIGHUP and Ctrl-C reach the command (see ``gpuwise.childproc``); gpuwise waits
-    for it to end and still prints the summary.
-    """
-    from gpuwise import childproc
-
-    child = childproc.start(cmd, stdout=_child_stdout(json_out))
-    sampler.watch(child.pid)
+def _watch_child(sampler: Sampler, pid: int) -> None:
+    """Sample the command's process tree from the moment it runs."""
+    sampler.watch(pid)
     sampler.start()
-    try:
-        with childproc.forward_signals(child):
-            return childproc.wait(child, duration_s)
-    except KeyboardInterrupt:  # not in the main thread: the signal was not forwarded
-        return childproc.stop(child, CHILD_STOP_S)
 
 
 def _watch(args: argparse.Namespace, sampler: Sampler, console: Console) -> None:
@@ -194,24 +174,10 @@ def _print_result(
     exit_code: int,
     console: Console,
 ) -> None:
-    from gpuwise.records import SAMPLES_SCHEMA
-    from gpuwise.telemetry.summary import summarize
+    from gpuwise.telemetry.document import samples_document
 
-    interval = None if args.once else args.interval
-    summary = summarize(samples, interval)
+    doc = samples_document(sampler, samples, once=args.once, command=cmd, exit_code=exit_code)
     if args.json:
-        doc: dict[str, Any] = {
-            "schema": SAMPLES_SCHEMA,
-            "devices": sampler.devices(),
-            "interval_s": args.interval,
-            "started_at_epoch_s": sampler.started_at_epoch_s,
-            "unavailable": sampler.unavailable,
-            "samples": [s.to_dict() for s in samples],
-            "summary": summary,
-            "processes": _process_summary(samples),
-        }
-        if cmd:
-            doc.update(command=cmd, exit_code=exit_code)
         print_json(doc)
         return
     if args.once or not (cmd or console.is_terminal):  # a live view already showed it
@@ -220,30 +186,13 @@ def _print_result(
         return
     for event in (s for s in samples if s.event):
         console.print(f"[bold red]{event.device} at {event.t_s:.1f} s: {event.event}[/]")
-    console.print(_summary_table(summary, sampler))
-    for device, p in _process_summary(samples).items():
+    console.print(_summary_table(doc["summary"], sampler))
+    for device, p in doc["processes"].items():
         cpu, rss = na(p["mean_cpu_pct"], unit=" %"), format_bytes(p["peak_rss_bytes"])
         gpu = format_bytes(p["peak_gpu_memory_bytes"])
         console.print(f"watched processes on {device}: mean CPU {cpu}, peak RSS {rss}, GPU {gpu}")
     if cmd:
         console.print(f"command exited with code {exit_code}")
-
-
-def _process_summary(samples: list[Sample]) -> dict[str, dict[str, float | int | None]]:
-    """Per device, the watched process tree's mean CPU % and peak RSS / GPU memory."""
-    out: dict[str, dict[str, float | int | None]] = {}
-    for device in dict.fromkeys(s.device for s in samples):
-        mine = [s for s in samples if s.device == device]
-        cpu = [s.process_cpu_pct for s in mine if s.process_cpu_pct is not None]
-        rss = [s.process_rss_bytes for s in mine if s.process_rss_bytes is not None]
-        gpu = [s.process_memory_bytes for s in mine if s.process_memory_bytes is not None]
-        if cpu or rss or gpu:
-            out[device] = {
-                "mean_cpu_pct": sum(cpu) / len(cpu) if cpu else None,
-                "peak_rss_bytes": max(rss, default=None),
-                "peak_gpu_memory_bytes": max(gpu, default=None),
-            }
-    return out
 
 
 def _names(sampler: Sampler) -> dict[str, str]:

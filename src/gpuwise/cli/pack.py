@@ -9,7 +9,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from gpuwise.cli._common import add_json, guard, make_console, number, positive_int, print_json
+from gpuwise.cli._args import add_json, add_strict, number, option, positive_int
+from gpuwise.cli._common import dtype_name, guard, make_console, print_json
 
 PACK_SCHEMA = "gpuwise.pack/1"
 
@@ -47,12 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="center",
         help="center: shorter side to --size, then centre crop (default); stretch: both sides",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--quality",
         type=number("a JPEG quality", 1, 100),
         default=95,
         metavar="Q",
-        help="JPEG quality 1 to 100 when images are re-encoded (default: 95)",
+        help="JPEG quality 1 to 100 when images are re-encoded",
     )
     parser.add_argument(
         "--labels", metavar="FILE.npy", help="labels for a .npy image source (one per image)"
@@ -63,9 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="decode threads (default: one per core)",
     )
-    parser.add_argument(
-        "--strict", action="store_true", help="fail on the first bad image (default: skip, list it)"
-    )
+    add_strict(parser, bad="bad image")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing store")
     add_json(parser, PACK_SCHEMA)
 
@@ -94,39 +94,13 @@ def _summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def dtype_name(dtype: str) -> str:
-    """``"|u1"`` -> ``"uint8"``: the numpy name of a stored dtype string."""
-    import numpy as np
-
-    try:
-        return np.dtype(dtype).name
-    except TypeError:
-        return dtype
-
-
-def _labels(path: str | None) -> Any:
-    import numpy as np
-
-    from gpuwise.errors import GpuwiseError, InputKindError
-
-    if path is None:
-        return None
-    try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError as err:
-        raise GpuwiseError(f"labels file '{path}' does not exist; check the path") from err
-    except (OSError, ValueError) as err:
-        raise InputKindError(
-            f"cannot read labels from '{path}' ({err}); give a .npy file saved with np.save"
-        ) from err
-
-
 @guard
 def run(args: argparse.Namespace) -> int:
     """Pack with a progress bar on stderr (a terminal only); print the summary or JSON."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from gpuwise.data.pack import PackConfig, pack
+    from gpuwise.data.pack_sources import load_labels
 
     config = PackConfig(
         mode=args.mode,
@@ -137,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         strict=args.strict,
         overwrite=args.overwrite,
     )
-    labels = _labels(args.labels)
+    labels = None if args.labels is None else load_labels(args.labels)
     console = make_console(stderr=True)
     columns = ("packing", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with (

@@ -6,10 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from gpuwise.cli._args import add_command, add_interval, add_json, add_run_files
 from gpuwise.cli._common import (
-    add_interval,
-    add_json,
-    add_run_files,
     check_run_files,
     command_argv,
     drop_stdout,
@@ -49,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--keep-steps", metavar="DIR", help="keep the per-process step files (JSONL) in DIR"
     )
     add_efficiency_flags(parser)
-    parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS (default: the example)")
+    add_command(parser, "the command to profile (default: the built-in example)")
 
 
 @guard

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuwise.cli._common import (
+from gpuwise.cli._args import (
+    add_html,
     add_json,
-    check_writable,
-    guard,
-    make_console,
+    add_max_batch,
+    add_out,
+    listed,
+    milliseconds,
     number,
+    option,
     positive_int,
-    print_json,
+    seconds,
 )
+from gpuwise.cli._common import check_writable, guard, make_console, print_json
 
 if TYPE_CHECKING:
     from gpuwise.records import Run
@@ -35,22 +37,9 @@ EXAMPLES = """\
   whose p99 meets the target is reported, with the stage that bounds it.
 """
 
-
-def int_list(what: str) -> Callable[[str], list[int]]:
-    """An argparse type: comma-separated whole numbers of at least 1."""
-    one = positive_int(what)
-
-    def parse(text: str) -> list[int]:
-        return [one(part) for part in text.split(",") if part.strip()]
-
-    parse.__name__ = what
-    return parse
-
-
-def float_list(text: str) -> list[float]:
-    """An argparse type: comma-separated milliseconds, 0 or more."""
-    one = number("a number of milliseconds", 0.0, 10_000.0, " ms")
-    return [one(part) for part in text.split(",") if part.strip()]
+_MS = milliseconds(0.0, 10_000.0)
+_WORKERS = positive_int("worker count")
+_BATCHES = listed(positive_int("batch size"), "batch sizes")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,100 +48,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "factory", nargs="?", help="module:function returning a ServingApp (default: built-in)"
     )
     load = parser.add_mutually_exclusive_group()
-    load.add_argument(
-        "--rate",
-        type=number("a request rate", 0.001),
-        metavar="REQ/S",
-        help="open loop: Poisson arrivals at this mean rate",
-    )
-    load.add_argument(
-        "--concurrency",
-        type=positive_int("concurrency"),
-        metavar="N",
-        help="closed loop: N requests always outstanding (default: 2 x max_batch)",
-    )
-    parser.add_argument(
-        "--duration",
-        type=number("seconds", 0.1, 3600.0, " s"),
-        default=5.0,
-        metavar="S",
-        help="measured seconds per setting (default: 5)",
-    )
-    parser.add_argument(
-        "--warmup",
-        type=number("seconds", 0.0, 600.0, " s"),
-        default=1.0,
-        metavar="S",
-        help="unmeasured seconds first (default: 1)",
-    )
-    parser.add_argument(
-        "--max-batch",
-        type=positive_int("batch size"),
-        default=16,
-        metavar="N",
-        help="largest batch (default: 16)",
-    )
-    parser.add_argument(
-        "--max-delay-ms",
-        type=number("milliseconds", 0.0, 10_000.0, " ms"),
-        default=5.0,
-        metavar="MS",
-        help="longest wait of a batch's oldest request (default: 5)",
-    )
-    parser.add_argument(
-        "--pre-workers",
-        type=positive_int("worker count"),
-        metavar="N",
-        help="pre threads (default: planned from the cores)",
-    )
-    parser.add_argument(
+    text = "open loop: Poisson arrivals at this mean rate"
+    option(load, "--rate", type=number("a request rate", 0.001), metavar="REQ/S", help=text)
+    text = "closed loop: N requests always outstanding (default: 2 x max_batch)"
+    option(load, "--concurrency", type=positive_int("concurrency"), metavar="N", help=text)
+    _add_setting_flags(parser)
+    _add_sweep_flags(parser)
+    add_out(parser)
+    add_html(parser)
+    add_json(parser, "gpuwise.run/1")
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """The setting measured: how long, how requests are batched, how many workers."""
+    for flag, kind, default, metavar, text in (
+        ("--duration", seconds(0.1, 3600.0), 5.0, "S", "measured seconds per setting"),
+        ("--warmup", seconds(0.0, 600.0), 1.0, "S", "unmeasured seconds first"),
+    ):
+        option(parser, flag, type=kind, default=default, metavar=metavar, help=text)
+    add_max_batch(parser, 16, "largest batch")
+    text = "longest wait of a batch's oldest request"
+    option(parser, "--max-delay-ms", type=_MS, default=5.0, metavar="MS", help=text)
+    text = "pre threads (default: planned from the cores)"
+    option(parser, "--pre-workers", type=_WORKERS, metavar="N", help=text)
+    option(
+        parser,
         "--pre-processes",
         type=positive_int("process count"),
         metavar="N",
         help="run pre in N processes instead of threads (GIL-bound Python pre; "
         "--workers then counts processes)",
     )
-    parser.add_argument(
-        "--post-workers",
-        type=positive_int("worker count"),
-        metavar="N",
-        help="post threads (default: 1)",
-    )
-    parser.add_argument(
-        "--model-threads",
-        type=positive_int("thread count"),
-        metavar="N",
-        help="intra-op threads on the CPU device (default: planned)",
-    )
-    parser.add_argument(
-        "--slo-p99-ms",
-        type=number("milliseconds", 0.001, None, " ms"),
-        metavar="MS",
-        help="sweep the settings; keep the fastest meeting this p99",
-    )
-    parser.add_argument(
-        "--batches",
-        type=int_list("batch sizes"),
-        default=[1, 4, 8, 16, 32],
-        metavar="LIST",
-        help="max_batch values to sweep (default: 1,4,8,16,32)",
-    )
-    parser.add_argument(
-        "--delays",
-        type=float_list,
-        default=[1.0, 5.0, 20.0],
-        metavar="LIST",
-        help="max_delay_ms values to sweep (default: 1,5,20)",
-    )
-    parser.add_argument(
-        "--workers",
-        type=int_list("worker counts"),
-        metavar="LIST",
-        help="pre worker counts to sweep (default: the planned one)",
-    )
-    parser.add_argument("--out", metavar="RUN.json", help="also write the whole Run as JSON")
-    parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
-    add_json(parser, "gpuwise.run/1")
+    text = "post threads (default: 1)"
+    option(parser, "--post-workers", type=_WORKERS, metavar="N", help=text)
+    text = "intra-op threads on the CPU device (default: planned)"
+    option(parser, "--model-threads", type=positive_int("thread count"), metavar="N", help=text)
+
+
+def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
+    """``--slo-p99-ms`` and the values it sweeps."""
+    text = "sweep the settings; keep the fastest meeting this p99"
+    option(parser, "--slo-p99-ms", type=milliseconds(0.001), metavar="MS", help=text)
+    for flag, kind, default, text in (
+        ("--batches", _BATCHES, [1, 4, 8, 16, 32], "max_batch values to sweep"),
+        ("--delays", listed(_MS, "milliseconds"), [1.0, 5.0, 20.0], "max_delay_ms values to sweep"),
+    ):
+        option(parser, flag, type=kind, default=default, metavar="LIST", help=text)
+    text = "pre worker counts to sweep (default: the planned one)"
+    option(parser, "--workers", type=listed(_WORKERS, "worker counts"), metavar="LIST", help=text)
 
 
 @guard
@@ -209,7 +152,9 @@ def _progress(name: str, grid: object) -> str:
 
 def _write_files(args: argparse.Namespace, report: Run) -> None:
     if args.out:
-        Path(args.out).write_text(json.dumps(report.to_dict(), default=str), encoding="utf-8")
+        from gpuwise.report.files import write_run_json
+
+        write_run_json(report, args.out)
     if args.html:
         from gpuwise.report.serving_html import write_serving_html
 

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from gpuwise.cli._common import add_json, guard, print_json
-from gpuwise.cli.pack import dtype_name
+from gpuwise.cli._args import add_json
+from gpuwise.cli._common import dtype_name, guard, print_json
 
 HELP = "describe (info) or check the checksums of (verify) a gpuwise store"
 EXAMPLES = """\
@@ -58,50 +58,11 @@ def _verify_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def verify_unopenable(path: str) -> dict[str, Any]:
-    """Verify a store whose shards are missing or of the wrong size (it cannot be opened).
-
-    The header must be readable; each shard it lists is checked for presence, size and
-    sha256, so that every bad shard is named, not only the first.
-    """
-    from pathlib import Path
-
-    from gpuwise.data.store import file_sha256, read_header
-
-    header = read_header(path)
-    shards = []
-    for shard in header.get("shards") or []:
-        file = Path(path) / str(shard["file"])
-        problem = None
-        if not file.is_file():
-            problem = f"shard {file} is missing"
-        elif file.stat().st_size != int(shard["bytes"]):
-            problem = (
-                f"shard {file} has {file.stat().st_size} bytes, the header says {shard['bytes']}"
-            )
-        elif file_sha256(file) != shard.get("sha256"):
-            problem = f"shard {file} does not match its sha256"
-        if problem:
-            problem += "; the shard is truncated or corrupt; re-pack the store with `gpuwise pack`"
-        shards.append(
-            {"file": shard["file"], "bytes": shard["bytes"], "ok": not problem, "problem": problem}
-        )
-    problems = [s["problem"] for s in shards if s["problem"]]
-    records = header.get("records")
-    return {
-        "path": str(path),
-        "records": records,
-        "ok": not problems,
-        "shards": shards,
-        "problems": problems,
-    }
-
-
 @guard
 def run(args: argparse.Namespace) -> int:
     """Open the store (sizes and header checked), then show info or verify checksums."""
     from gpuwise.data.store import Store
-    from gpuwise.errors import StoreFormatError
+    from gpuwise.data.store_verify import verify_store
 
     if args.action == "info":
         info = Store(args.path).info()
@@ -110,12 +71,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(_info_text(info))
         return 0
-    try:
-        report = Store(args.path).verify()
-    except StoreFormatError:
-        report = verify_unopenable(args.path)
-        if report["ok"]:  # the shards are fine, so the header itself is what is wrong
-            raise
+    report = verify_store(args.path)
     if args.json:
         print_json({"schema": VERIFY_SCHEMA, **report})
     else:

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpuwise.cli._common import add_json, guard, make_console, positive_int, print_json
+from gpuwise.cli._args import (
+    add_json,
+    add_max_batch,
+    device_name,
+    memory_size,
+    option,
+    positive_int,
+)
+from gpuwise.cli._common import guard, make_console, print_json
 from gpuwise.cli._model_args import add_model_arguments
 
 HELP = "find the largest batch that fits and the fastest batch on this device (real steps)"
@@ -19,107 +26,36 @@ EXAMPLES = """\
   gpuwise tune mypkg.models:build_net --input 3x128x128 --no-precision-check
 """
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-
-
-def parse_bytes(text: str) -> int:
-    """Parse ``"4GiB"``, ``"512MB"`` or ``"1000000"`` into bytes."""
-    from gpuwise.errors import UsageError
-
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
-        raise UsageError(f"memory size {text!r} not understood; write e.g. 4GiB, 512MB or 1e9")
-    return int(float(match.group(1)) * _UNITS[unit])
-
-
-def _memory_size(text: str) -> int:
-    from gpuwise.errors import UsageError
-
-    try:
-        value = parse_bytes(text)
-    except UsageError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"memory size {text!r} is zero; give e.g. 4GiB")
-    return value
-
-
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-
-
-def _device_name(text: str) -> str:
-    if not _DEVICE.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"'{text}' is not a device; use cpu, cuda, cuda:N or auto")
-    return text
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise tune``."""
     add_model_arguments(parser, batch_default=0)
-    parser.add_argument(
-        "--max-batch",
-        type=positive_int("batch size"),
-        default=256,
-        metavar="N",
-        help="largest batch to try (default: 256)",
-    )
+    add_max_batch(parser, 256, "largest batch to try")
     parser.add_argument(
         "--memory-limit",
-        type=_memory_size,
+        type=memory_size,
         metavar="BYTES",
         help="memory the step may use, e.g. 4GiB or 512MB (default: on the CPU 80 %% of the "
         "free memory; on CUDA the whole device)",
     )
     parser.add_argument(
         "--device",
-        type=_device_name,
+        type=device_name,
         default="auto",
         help="cpu, cuda, cuda:N or auto (default: auto, CUDA when available)",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--repeats",
         type=positive_int("repeat count"),
         default=3,
         metavar="N",
-        help="timed steps per probe, after one warm-up step (default: 3)",
+        help="timed steps per probe, after one warm-up step",
     )
     parser.add_argument(
         "--no-precision-check", action="store_true", help="skip timing fp32 against bf16 autocast"
     )
     add_json(parser, "gpuwise.tune/1")
-
-
-def _device(name: str) -> Any:
-    import torch
-
-    from gpuwise.errors import NoDeviceError
-
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if (device.index or 0) >= count:
-            build = "has no CUDA" if torch.version.cuda is None else f"sees {count} GPU(s)"
-            raise NoDeviceError(
-                f"--device {name}: PyTorch {torch.__version__} {build}; use --device cpu, "
-                "or run `gpuwise doctor` to see why"
-            )
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise NoDeviceError("--device mps: MPS is not available here; use --device cpu")
-    return device
 
 
 def _peak_fn(args: argparse.Namespace, device: Any) -> Callable[[int], int]:
@@ -186,50 +122,25 @@ def _status() -> Iterator[Callable[[str], None]]:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Tune, check bf16, print the result (or the JSON object)."""
-    from gpuwise.sizing.precision import compare_precision
-    from gpuwise.sizing.steps import make_training_step
-    from gpuwise.sizing.tune import TUNE_SCHEMA, find_batch_size
+    from gpuwise.sizing.tune_model import TuneRequest, resolve_device, tune_model
 
-    device = _device(args.device)
+    device = resolve_device(args.device)
+    request = TuneRequest(
+        args.model,
+        shape=args.input,
+        seq_len=args.seq,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        checkpoint=args.checkpoint,
+        freeze=tuple(args.freeze),
+        start_batch=args.batch,
+        max_batch=args.max_batch,
+        memory_limit_bytes=args.memory_limit,
+        repeats=args.repeats,
+        precision_check=not args.no_precision_check,
+    )
     with _status() as say:
-        say(f"building {args.model}")
-        built = make_training_step(
-            args.model,
-            device,
-            shape=args.input,
-            seq_len=args.seq,
-            optimizer=args.optimizer,
-            checkpoint=args.checkpoint,
-            freeze=tuple(args.freeze),
-        )
-        step, param_bytes = built.step, built.parameter_bytes
-
-        def probe(batch: int) -> None:
-            say(f"timing batch {batch} on {device}")
-            step(batch, args.precision)
-
-        result = find_batch_size(
-            probe,
-            start=args.batch,
-            max_batch=args.max_batch,
-            memory_limit_bytes=args.memory_limit,
-            device=device,
-            peak_bytes_fn=_peak_fn(args, device),
-            repeats=args.repeats,
-            cpu_baseline_bytes=param_bytes,
-        )
-        check = None
-        if not args.no_precision_check:
-            say(f"timing fp32 against bf16 at batch {result.best_batch_size}")
-            repeats = max(args.repeats, 5)
-            check = compare_precision(step, result.best_batch_size, device, repeats=repeats)
-    data = {
-        "schema": TUNE_SCHEMA,
-        "model": args.model,
-        "step_precision": args.precision,
-        **result.to_dict(),
-        "precision": check.to_dict() if check else None,
-    }
+        data = tune_model(request, device, peak_bytes_fn=_peak_fn(args, device), say=say)
     if args.json:
         print_json(data)
     else:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.data import codec
-from gpuwise.errors import GpuwiseError, UsageError
+from gpuwise.errors import GpuwiseError, InputKindError, UsageError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -260,3 +260,23 @@ def dataset_source(dataset: Any, config: PackConfig) -> Source:
         return rec
 
     return Source(len(dataset), lambda i: f"item {i}", load)
+
+
+def load_labels(path: str | Path) -> Any:
+    """Read the labels of a ``.npy`` image source (one per image), without pickle.
+
+    Raises:
+        GpuwiseError: The file does not exist.
+        InputKindError: The file is not an array saved with ``np.save``.
+
+    Example:
+        >>> labels = load_labels("labels.npy")  # doctest: +SKIP
+    """
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError as err:
+        raise GpuwiseError(f"labels file '{path}' does not exist; check the path") from err
+    except (OSError, ValueError) as err:
+        raise InputKindError(
+            f"cannot read labels from '{path}' ({err}); give a .npy file saved with np.save"
+        ) from err

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -107,11 +106,12 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
         sampler.start()
     t0_wall_s = sampler.started_at_epoch_s if sampler is not None else time.time()
     t0_mono_s = time.monotonic()
-    child = _spawn(argv, child_env(os.environ, directory, t0_wall_s), config)
-    if sampler is not None:
-        sampler.watch(child.pid)
-    with childproc.forward_signals(child) as received:
-        code = childproc.wait(child)
+    code, received = childproc.run(
+        argv,
+        started=sampler.watch if sampler is not None else None,
+        env=child_env(os.environ, directory, t0_wall_s),
+        stdout_to_stderr=config.stdout_to_stderr,
+    )
     samples: list[Sample] = sampler.stop() if sampler is not None else []
     interval_s = config.interval_s if config.sample else None
     meta = run_meta(t0_wall_s, time.monotonic() - t0_mono_s, interval_s, None)
@@ -124,11 +124,6 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
         meta["interpreters"] = notes
     code = _scripts_code(code, directory, meta)
     return run_from_directory(directory, argv, code, devices, samples, meta)
-
-
-def _spawn(argv: list[str], env: dict[str, str], config: ProfileConfig) -> subprocess.Popen[bytes]:
-    out = 2 if config.stdout_to_stderr else None  # file descriptor 2: standard error
-    return childproc.start(argv, env=env, stdout=out)
 
 
 def _scripts_code(code: int, directory: str, meta: dict[str, Any]) -> int:

@@ -68,13 +68,15 @@ class MonitorConfig:
 
 
 def default_backends(
-    config: MonitorConfig, tree: ProcessTree | None = None
+    config: MonitorConfig, tree: ProcessTree | None = None, nvml_lib: Any = None
 ) -> tuple[list[Backend], dict[str, str]]:
     """Pick the backends for this machine: NVML when it sees a GPU, else the host.
 
     Args:
         config: The sampling configuration (pcie, host).
         tree: The processes to measure (default: ``config.pids`` and their descendants).
+        nvml_lib: The NVML library to read (default: the real one; ``FakeNvml(2)`` simulates
+            two GPUs).
 
     Returns:
         The backends, and the reasons of those that are unavailable by backend name
@@ -85,7 +87,7 @@ def default_backends(
 
     tree = tree or ProcessTree(config.pids)
     host = HostBackend(tree)
-    nvml = NvmlBackend(pids=tree.pids, pcie=config.pcie)
+    nvml = NvmlBackend(nvml=nvml_lib, pids=tree.pids, pcie=config.pcie)
     if nvml.unavailable_reason is not None:
         nvml.close()
         log.info("GPU metrics unavailable (%s); sampling the CPU", nvml.unavailable_reason)
