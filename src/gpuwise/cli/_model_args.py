@@ -76,6 +76,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "matmuls and softmax that keep the score matrix (eager)",
     )
     parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="the model runs channels-last (NHWC, model.to(memory_format=torch.channels_last)):"
+        " no layout transposes around fp16/bf16 convolutions",
+    )
+    parser.add_argument(
         "--freeze",
         action="append",
         default=[],
@@ -104,4 +110,5 @@ def estimate_from_args(
         freeze=tuple(getattr(args, "freeze", ()) or ()),
         accumulation_steps=getattr(args, "accumulate", 1),
         attention=getattr(args, "attention", "sdpa"),
+        channels_last=getattr(args, "channels_last", False),
     )

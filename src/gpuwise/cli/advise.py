@@ -21,6 +21,7 @@ from gpuwise.cli._model_args import add_model_arguments
 HELP = "rank GPUs (and this CPU) for training or serving a model: fit, speed, time, cost"
 EXAMPLES = """\
   gpuwise advise resnet50 --dataset-size 1281167 --epochs 90 --batch 256 --precision bf16
+  gpuwise advise resnet50 --batch 256 --precision fp16 --channels-last --gpu a100 --gpu h100
   gpuwise advise gpt2_small --seq 1024 --batch 8 --dataset-size 100000 --epochs 1 --budget 50
   gpuwise advise mypkg.models:build_net --input 3x64x64 --dataset-size 50000 --epochs 10 --json
   gpuwise advise vit_b_16 --batch 64 --precision bf16 --inference    # serving: samples/s, USD/M

@@ -23,6 +23,7 @@ EXAMPLES = """\
   gpuwise estimate bert_base --seq 384 --batch 32 --precision bf16 --checkpoint
   gpuwise estimate gpt2_small --seq 1024 --batch 4 --freeze layers --accumulate 8
   gpuwise estimate mypkg.models:build_lm --seq 256          # token model: int64 ids
+  gpuwise estimate resnet50 --batch 256 --precision fp16 --channels-last
 """
 
 
@@ -83,6 +84,13 @@ def _lines(est: MemoryEstimate) -> list[str]:
         f"  bytes moved {format_bytes(est.bytes_moved_per_step)} per step over"
         f" {est.op_count:,} operators; traced in {est.trace_s:.1f} s"
     )
+    if est.conv_activation_bytes and est.precision in ("fp16", "bf16"):
+        lines.append(
+            "  convolutions channels-last: no layout transposes"
+            if est.channels_last
+            else f"  convolutions NCHW: cuDNN transposes {format_bytes(est.layout_transpose_bytes)}"
+            " per step around them (--channels-last avoids it)"
+        )
     return lines
 
 

@@ -218,7 +218,7 @@ def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRo
         months_to_buy=months,
         crossover_batch=crossover,
         verdict=verdict if fits else no_fit,
-        efficiency={"kernel_factor": kernel_factor(gpu.name)},
+        efficiency={"kernel_factor": kernel_factor(gpu.name, precision or "fp32")},
         precision=precision,
         samples_per_s=batch / step if step else None,
         usd_per_million_samples=price * step / batch * 1e6 / 3600 if step and price else None,

@@ -8,6 +8,20 @@ ResNet-50 training rows give one factor per GPU generation for how much slower r
 kernels run than a large GEMM or copy (``KERNEL_FACTOR``), fitted by
 ``benchmarks/sizing_accuracy.py`` (which prints the fit, per-row errors and the held-out
 check).
+
+Each row's memory format (``memory_format``) is read from how its source ran, since NCHW
+tensors cost fp16/bf16 convolutions a transpose each way (``roofline``):
+
+- NVIDIA DeepLearningExamples rows (README @729963d): its
+  ``PyTorch/Classification/ConvNets/configs.yml`` sets ``memory_format: nhwc`` in the AMP
+  configs of resnet50 (DGX-1V, DGX-2V, DGX A100, T4), so AMP rows are channels-last; its
+  FP32/TF32 configs leave the default NCHW.
+- Lambda rows (lambdal/deeplearning-benchmark @aa5addb): its scripts run the same DLE code
+  without ``--memory-format`` (e.g. ``pytorch/scripts/config_v1/config_pytorch_80GB.sh``,
+  ``PyTorch_resnet50_AMP_PARAMS``), so DLE's default NCHW, at every precision.
+- timm rows (huggingface/pytorch-image-models @aa4b585): the result file names say
+  ``nchw`` or ``nhwc``; the task text carries ``channels_last`` for the NHWC one.
+- Zeus rows and microbenchmarks: no format stated; PyTorch's default NCHW.
 """
 
 from __future__ import annotations
@@ -44,19 +58,22 @@ GENERATIONS = (
 """Name fragment -> GPU generation, first match wins (so ``A100`` before ``A10``)."""
 
 KERNEL_FACTOR = {
-    "volta": 0.871,
-    "turing": 0.699,
-    "ampere": 0.699,
-    "ada": 0.694,
-    "hopper": 0.485,
-    "blackwell": 0.694,
-    "cdna3": 0.485,
+    "volta": {"tensor": 0.861, "fp32": 0.987},
+    "turing": {"tensor": 0.818, "fp32": 0.704},
+    "ampere": {"tensor": 0.818, "fp32": 0.704},
+    "ada": {"tensor": 0.971, "fp32": 0.729},
+    "hopper": {"tensor": 0.675, "fp32": 0.582},
+    "blackwell": {"tensor": 0.971, "fp32": 0.729},
+    "cdna3": {"tensor": 0.675, "fp32": 0.582},
 }
 """Share of the microbenchmarked GEMM and copy rates that a whole training step's kernels
-reach, per generation: fitted on the published ResNet-50 training rows by
-``benchmarks/sizing_accuracy.py --fit`` (median over each generation's rows). Turing and
-Blackwell have no training rows: Turing takes Ampere's factor, Blackwell Ada's; AMD's
-CDNA3 takes Hopper's (no rows; a guess, marked so in the advice)."""
+reach, per generation and per kind of step: ``tensor`` for fp16/bf16 steps (tensor-core
+matmuls and convolutions, half-size activations), ``fp32`` for fp32/TF32 steps. Fitted on
+the published ResNet-50 training rows by ``benchmarks/sizing_accuracy.py --fit`` (median
+over each generation's rows of that precision); the split is kept because it lowers the
+leave-one-out error (the benchmark prints both). Turing and Blackwell have no training
+rows: Turing takes Ampere's factors, Blackwell Ada's; AMD's CDNA3 takes Hopper's (no rows;
+a guess, marked so in the advice)."""
 
 CUDA_CONTEXT_BYTES = {
     "volta": 800 * 2**20,
@@ -141,6 +158,16 @@ def load_measurements() -> tuple[Measurement, ...]:
     return tuple(rows)
 
 
+def memory_format(m: Measurement) -> str:
+    """``"nhwc"`` or ``"nchw"``: the activations' layout in the published run (see above)."""
+    task = m.task.lower()
+    if "channels_last" in task or "nhwc" in task:
+        return "nhwc"
+    if "DeepLearningExamples" in m.source and m.precision.startswith("amp"):
+        return "nhwc"
+    return "nchw"
+
+
 def same_card(published: str, catalog_name: str) -> bool:
     """Whether a published GPU name denotes the catalog card (its words are a subset).
 
@@ -201,9 +228,18 @@ def copy_efficiency(gpu_name: str, bandwidth_gbs: float) -> float:
     return 0.78
 
 
-def kernel_factor(gpu_name: str) -> float:
-    """Share of microbenchmark rates a training step's kernels reach on this card."""
-    return KERNEL_FACTOR.get(generation(gpu_name), statistics.median(KERNEL_FACTOR.values()))
+def precision_kind(precision: str) -> str:
+    """``"tensor"`` for fp16/bf16 steps, ``"fp32"`` for fp32/TF32 ones (``KERNEL_FACTOR``)."""
+    return "tensor" if precision in ("fp16", "bf16") else "fp32"
+
+
+def kernel_factor(gpu_name: str, precision: str = "fp32") -> float:
+    """Share of microbenchmark rates a step's kernels reach on this card at ``precision``."""
+    kind = precision_kind(precision)
+    factors = KERNEL_FACTOR.get(generation(gpu_name))
+    if factors is None:
+        return statistics.median(f[kind] for f in KERNEL_FACTOR.values())
+    return factors[kind]
 
 
 def cuda_context_bytes(gpu_name: str) -> int:

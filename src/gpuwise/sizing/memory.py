@@ -22,6 +22,7 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -171,6 +172,7 @@ def estimate(
     freeze: tuple[str, ...] = (),
     accumulation_steps: int = 1,
     attention: str = "sdpa",
+    channels_last: bool = False,
 ) -> MemoryEstimate:
     """Estimate peak memory, FLOPs and bytes moved of one step of ``model``.
 
@@ -202,6 +204,8 @@ def estimate(
             runs; ``"eager"``: as explicit matmuls and softmax that keep the scores.
         freeze: Parameter-name prefixes to freeze (LoRA-style fine-tuning): no gradients
             and no optimizer state for them.
+        channels_last: The model runs with channels-last (NHWC) activations; recorded on
+            the estimate for the roofline (sizes are the same in either format).
 
     Returns:
         The estimate (all sizes in bytes).
@@ -269,7 +273,7 @@ def estimate(
             state.clear()
             records = tracker.all_records()
     _classify(records, tracer.forward_end, tracker.phase_at)
-    return _summarize(
+    summary = _summarize(
         source.name,
         spec,
         batch_size,
@@ -282,6 +286,7 @@ def estimate(
         tracer,
         time.perf_counter() - started,
     )
+    return replace(summary, channels_last=channels_last)
 
 
 @contextmanager
