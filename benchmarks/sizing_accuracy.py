@@ -6,11 +6,17 @@ train, epoch times, and nvidia-smi memory peaks. Training-throughput rows
 (``train_throughput``) calibrate the per-generation kernel factor; their error is shown
 leave-one-out (each row predicted with a factor fitted on the others of its generation),
 and every other row is held out. Prints the median |ln(predicted/measured)| per group
-and Kendall's tau of predicted against measured throughput across GPUs.
+and Kendall's tau of predicted against measured throughput across GPUs. Each row runs in
+the memory format its source used (``calibration.memory_format``: NHWC for DLE's AMP
+configs and timm's channels_last row, NCHW otherwise).
+
+Then the held-out transformer rows (``measured_transformers.csv``, BERT-base/large SQuAD
+at sequence 384 on the same cards; ``_transformer_rows``), as their own group.
 
     python benchmarks/sizing_accuracy.py           # all rows (about a minute)
     python benchmarks/sizing_accuracy.py --quick   # a few rows
     python benchmarks/sizing_accuracy.py --fit     # also print the fitted factors
+    python benchmarks/sizing_accuracy.py --no-transformers   # ResNet-50 rows only
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
+
+import _transformer_rows
 
 from gpuwise.sizing import calibration
 from gpuwise.sizing.calibration import Measurement, generation, memory_format, same_card
@@ -201,6 +209,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few rows only")
     parser.add_argument("--fit", action="store_true", help="print fitted kernel factors")
+    parser.add_argument(
+        "--no-transformers", action="store_true", help="skip the held-out BERT rows"
+    )
     args = parser.parse_args()
     measurements = calibration.load_measurements()
     if args.quick:
@@ -209,6 +220,9 @@ def main() -> None:
     _print_rows(rows)
     print()
     _summary(rows)
+    if not args.no_transformers and not args.quick:
+        print()
+        _transformer_rows.print_rows(_transformer_rows.reproduce_all())
     if args.fit:
         cal = [r for r in rows if r.group == "calibration"]
         print("fitted KERNEL_FACTOR:", fitted_factors(cal))

@@ -6,6 +6,11 @@ traces by default. Models written with explicit ``q @ k.T``, softmax and ``@ v``
 code, or ``attn_implementation="eager"`` in Hugging Face) do materialise it.
 ``eager_attention`` swaps the fused call for that math, so both can be compared
 (``--attention eager``).
+
+With dropout, CPU ``scaled_dot_product_attention`` leaves its fused kernel for the
+materialising math path, where CUDA's flash and memory-efficient kernels apply dropout
+inside (random bits drawn in the kernel, no mask stored). The ``"sdpa"`` trace therefore
+runs the fused kernel without the dropout argument: same FLOPs, the GPU's bytes.
 """
 
 from __future__ import annotations
@@ -62,6 +67,22 @@ class _EagerAttention(TorchFunctionMode):  # type: ignore[misc]
         return func(*args, **(kwargs or {}))
 
 
+class _FusedAttention(TorchFunctionMode):  # type: ignore[misc]
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = dict(kwargs or {})
+        if func is F.scaled_dot_product_attention:
+            # dropout_p (fifth argument) is applied inside CUDA's fused kernel
+            args = (*args[:4], 0.0, *args[5:]) if len(args) > 4 else args
+            kwargs.pop("dropout_p", None)
+        return func(*args, **kwargs)
+
+
 @contextmanager
 def attention_mode(attention: str) -> Iterator[None]:
     """Trace attention as ``"sdpa"`` (fused, the default) or ``"eager"`` (materialised).
@@ -73,8 +94,6 @@ def attention_mode(attention: str) -> Iterator[None]:
         >>> tuple(out.shape)
         (1, 1, 4, 8)
     """
-    if attention == "eager":
-        with _EagerAttention():
-            yield
-    else:
+    mode = _EagerAttention() if attention == "eager" else _FusedAttention()
+    with mode:
         yield

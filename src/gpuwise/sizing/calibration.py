@@ -133,9 +133,15 @@ def _value(text: str) -> float | None:
 
 
 @functools.cache
-def load_measurements() -> tuple[Measurement, ...]:
-    """The shipped published rows that carry a number."""
-    text = resources.files("gpuwise.sizing").joinpath("measured_calibration.csv")
+def load_measurements(filename: str = "measured_calibration.csv") -> tuple[Measurement, ...]:
+    """The published rows of a shipped CSV that carry a number.
+
+    Args:
+        filename: ``measured_calibration.csv`` (the calibration rows) or
+            ``measured_transformers.csv`` (held-out transformer rows, see
+            ``load_transformer_rows``).
+    """
+    text = resources.files("gpuwise.sizing").joinpath(filename)
     rows = []
     for row in csv.DictReader(io.StringIO(text.read_text(encoding="utf-8"))):
         value = _value(row["value"])
@@ -156,6 +162,19 @@ def load_measurements() -> tuple[Measurement, ...]:
             )
         )
     return tuple(rows)
+
+
+def load_transformer_rows() -> tuple[Measurement, ...]:
+    """Published BERT-base/large SQuAD training rows, held out: never used for fitting.
+
+    ``measured_transformers.csv`` holds Lambda's single-GPU ``bert_base_squad`` and
+    ``bert_large_squad`` throughputs (sequences/s) and batches at lambdal/
+    deeplearning-benchmark @aa5addb, for the cards of the ResNet-50 rows, one source per
+    row. The runs are NVIDIA DeepLearningExamples' ``run_squad.py`` (sequence 384; fp16
+    is apex O2, a fp16 model with fp32 master weights; the model's attention is eager:
+    scores, scaling, mask, softmax and dropout as separate kernels).
+    """
+    return load_measurements("measured_transformers.csv")
 
 
 def memory_format(m: Measurement) -> str:

@@ -11,7 +11,8 @@ count feed the roofline in ``advisor``.
 
 The trace runs on fake CPU tensors (``FakeTensorMode`` cannot fake CUDA tensors on a CPU
 build of PyTorch), so bf16/fp16 autocast runs CPU autocast with CUDA's fp32 list on top
-(``autocast_policy``): LayerNorm, softmax and losses in fp32, as on the GPU.
+(``autocast_policy``): LayerNorm, softmax and losses in fp32, as on the GPU; dropout runs
+as CUDA's fused kernel (``cuda_ops``).
 Optimizers use the multi-tensor (``foreach``) path that PyTorch picks on CUDA, whose
 temporaries count.
 """
@@ -34,6 +35,7 @@ from gpuwise.sizing import model_source
 from gpuwise.sizing.attention import ATTENTIONS, attention_mode
 from gpuwise.sizing.autocast_policy import cuda_autocast
 from gpuwise.sizing.checkpointing import checkpoint_blocks
+from gpuwise.sizing.cuda_ops import cuda_dropout
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
     PRECISIONS,
@@ -291,7 +293,8 @@ def estimate(
 
 @contextmanager
 def _forward_modes(precision: str, attention: str) -> Iterator[None]:
-    with cuda_autocast(precision), attention_mode(attention):
+    # dropout's mode first: eager attention's own dropout then reaches it
+    with cuda_autocast(precision), cuda_dropout(), attention_mode(attention):
         yield
 
 

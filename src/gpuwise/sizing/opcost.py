@@ -5,7 +5,8 @@ into an ``OpCost``: FLOPs from PyTorch's own formulas (``torch.utils.flop_counte
 the CPU attention kernel, see ``flops``), bytes read plus written, and how a CUDA build
 would run it:
 
-- views (``is_view``) launch no kernel and move no bytes;
+- views (``is_view``, and ``_unsafe_view``) and allocations (``empty``...) launch no
+  kernel and move no bytes;
 - matrix multiplies, convolutions and attention run on the matrix units (``matrix``);
   attention is the fused kernel (one read of Q, K, V, one write of the output), which is
   what ``scaled_dot_product_attention`` picks on CUDA for these shapes;
@@ -75,6 +76,22 @@ _FUSIBLE_OPS = frozenset(
     }
 )
 """Elementwise operators that ``torch.compile`` fuses into the neighbouring kernel."""
+
+
+_NO_KERNEL_OPS = frozenset(
+    {
+        "_unsafe_view",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "lift_fresh",
+        "detach",
+    }
+)
+"""Operators that only allocate or re-label memory (no kernel, no bytes): ``_unsafe_view``
+is a view that autograd does not track as one; the ``empty`` family allocates."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +177,8 @@ def op_cost(
     if phase == "input":
         return None  # the batch arrives by the host-to-device copy, counted apart
     name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
+    if name in _NO_KERNEL_OPS:
+        return None
     folded = _is_parameter_cast(name, args)
     moved = 0 if folded else _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
     return OpCost(
