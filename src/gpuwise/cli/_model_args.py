@@ -76,18 +76,22 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "matmuls and softmax that keep the score matrix (eager)",
     )
     parser.add_argument(
-        "--channels-last",
-        action="store_true",
-        help="the model runs channels-last (NHWC, model.to(memory_format=torch.channels_last)):"
-        " no layout transposes around fp16/bf16 convolutions",
-    )
-    parser.add_argument(
         "--freeze",
         action="append",
         default=[],
         metavar="PREFIX",
         help="freeze parameters whose names start with PREFIX (repeatable; LoRA-style "
         "fine-tuning: no gradients or optimizer state for them)",
+    )
+
+
+def add_channels_last(parser: argparse.ArgumentParser) -> None:
+    """Declare ``--channels-last`` (estimate and advise: it changes the predicted step)."""
+    parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="the model runs channels-last (NHWC, model.to(memory_format=torch.channels_last)):"
+        " no layout transposes around fp16/bf16 convolutions",
     )
 
 

@@ -16,7 +16,7 @@ from gpuwise.cli._common import (
     print_json,
     usage_error,
 )
-from gpuwise.cli._model_args import add_model_arguments
+from gpuwise.cli._model_args import add_channels_last, add_model_arguments
 
 HELP = "rank GPUs (and this CPU) for training or serving a model: fit, speed, time, cost"
 EXAMPLES = """\
@@ -31,6 +31,7 @@ EXAMPLES = """\
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise advise``."""
     add_model_arguments(parser)
+    add_channels_last(parser)
     parser.add_argument(
         "--dataset-size",
         type=positive_int("sample count"),

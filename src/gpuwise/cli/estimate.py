@@ -9,7 +9,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from gpuwise.cli._common import add_json, guard, print_json
-from gpuwise.cli._model_args import add_model_arguments, estimate_from_args
+from gpuwise.cli._model_args import add_channels_last, add_model_arguments, estimate_from_args
 
 if TYPE_CHECKING:
     from gpuwise.sizing.memory import MemoryEstimate
@@ -30,6 +30,7 @@ EXAMPLES = """\
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise estimate``."""
     add_model_arguments(parser)
+    add_channels_last(parser)
     parser.add_argument("--inference", action="store_true", help="forward only, no_grad")
     parser.add_argument(
         "--device",
