@@ -110,7 +110,7 @@ def print_rows(rows: list[TransformerRow]) -> None:
     print(f"{'model':<10} {'gpu':<24} {'batch':>5} {'prec':<5} {'measured':>9}", end="")
     print(f" {'eager':>7} {'ratio':>6} {'sdpa':>7} {'ratio':>6}")
     for r in rows:
-        prec = "fp16" if r.m.precision.startswith("amp") else "fp32"
+        prec = _kind(r)[1]
         print(f"{r.m.model:<10} {r.gpu.name[:24]:<24} {r.m.batch:>5} {prec:<5}", end="")
         print(f" {r.m.value:>9,.0f} {r.eager:>7,.0f} {r.eager / r.m.value:>6.2f}", end="")
         print(f" {r.fused:>7,.0f} {r.fused / r.m.value:>6.2f}")
@@ -122,3 +122,12 @@ def print_rows(rows: list[TransformerRow]) -> None:
             f"transformers, held out, {label:<32} n={len(pairs):>2}  median |ln ratio| "
             f"{median:.3f} (x{math.exp(median):.2f})"
         )
+    for model in FACTORIES:
+        for prec in ("fp16", "fp32"):
+            pairs = [(r.eager, r.m.value) for r in rows if _kind(r) == (model, prec)]
+            tau = calibration.kendall_tau(pairs)
+            print(f"Kendall tau across GPUs, {model} {prec}: {tau:.2f} (n={len(pairs)})")
+
+
+def _kind(row: TransformerRow) -> tuple[str, str]:
+    return row.m.model, "fp16" if row.m.precision.startswith("amp") else "fp32"

@@ -153,18 +153,6 @@ def fitted_factors(rows: list[Row]) -> dict[str, dict[str, float]]:
     return dict(fitted)
 
 
-def kendall_tau(pairs: list[tuple[float, float]]) -> float:
-    """Kendall's tau-a of predicted against measured over ``(predicted, measured)``."""
-    concordant = discordant = 0
-    for i, (p1, m1) in enumerate(pairs):
-        for p2, m2 in pairs[i + 1 :]:
-            sign = (p1 - p2) * (m1 - m2)
-            concordant += sign > 0
-            discordant += sign < 0
-    total = len(pairs) * (len(pairs) - 1) / 2
-    return (concordant - discordant) / total if total else math.nan
-
-
 def _print_rows(rows: list[Row]) -> None:
     print(f"{'group':<12} {'metric':<26} {'gpu':<24} {'batch':>5} {'prec':<5}", end="")
     print(f" {'measured':>9} {'predicted':>9} {'ratio':>6}")
@@ -200,7 +188,7 @@ def _summary(rows: list[Row]) -> None:
         pairs = [
             (r.predicted, r.m.value) for r in lambda_rows if _precision(r.m.precision) == precision
         ]
-        tau = kendall_tau(pairs)
+        tau = calibration.kendall_tau(pairs)
         print(f"Kendall tau across GPUs, Lambda {precision} rows: {tau:.2f} (n={len(pairs)})")
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpuwise.sizing import calibration
@@ -98,3 +100,11 @@ def test_kernel_factors_split_tensor_core_and_fp32_steps() -> None:
     assert calibration.kernel_factor(a100, "tf32") == calibration.KERNEL_FACTOR["ampere"]["fp32"]
     assert calibration.kernel_factor(a100) == calibration.KERNEL_FACTOR["ampere"]["fp32"]
     assert all(set(f) == {"tensor", "fp32"} for f in calibration.KERNEL_FACTOR.values())
+
+
+def test_kendall_tau_counts_pairs_in_order() -> None:
+    assert calibration.kendall_tau([(1, 10), (2, 20), (3, 30)]) == 1.0
+    assert calibration.kendall_tau([(3, 10), (2, 20), (1, 30)]) == -1.0
+    # one tie in the prediction, one discordant pair, one concordant: (1 - 1) / 3
+    assert calibration.kendall_tau([(1, 10), (1, 20), (2, 15)]) == 0.0
+    assert math.isnan(calibration.kendall_tau([(1, 1)]))

@@ -278,3 +278,18 @@ def nvidia_smi_bytes(peak_bytes: int, gpu_name: str) -> int:
 def median_abs_log_ratio(pairs: list[tuple[float, float]]) -> float:
     """Median of ``|ln(predicted / measured)|`` over ``(predicted, measured)`` pairs."""
     return statistics.median(abs(math.log(p / m)) for p, m in pairs) if pairs else math.nan
+
+
+def kendall_tau(pairs: list[tuple[float, float]]) -> float:
+    """Kendall's tau-a of predicted against measured over ``(predicted, measured)`` pairs.
+
+    Ties count as neither concordant nor discordant; NaN for fewer than two pairs.
+    """
+    concordant = discordant = 0
+    for i, (p1, m1) in enumerate(pairs):
+        for p2, m2 in pairs[i + 1 :]:
+            sign = (p1 - p2) * (m1 - m2)
+            concordant += sign > 0
+            discordant += sign < 0
+    total = len(pairs) * (len(pairs) - 1) / 2
+    return (concordant - discordant) / total if total else math.nan
