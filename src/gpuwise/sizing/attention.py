@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+
+from gpuwise.sizing.cuda_ops import FunctionSwap
 
 ATTENTIONS = ("sdpa", "eager")
 
@@ -54,33 +55,14 @@ def _math_attention(
     return weights.to(value.dtype) @ value
 
 
-class _EagerAttention(TorchFunctionMode):  # type: ignore[misc]
-    def __torch_function__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        if func is F.scaled_dot_product_attention:
-            return _math_attention(*args, **(kwargs or {}))
-        return func(*args, **(kwargs or {}))
-
-
-class _FusedAttention(TorchFunctionMode):  # type: ignore[misc]
-    def __torch_function__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = dict(kwargs or {})
-        if func is F.scaled_dot_product_attention:
-            # dropout_p (fifth argument) is applied inside CUDA's fused kernel
-            args = (*args[:4], 0.0, *args[5:]) if len(args) > 4 else args
-            kwargs.pop("dropout_p", None)
-        return func(*args, **kwargs)
+def _fused_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args: Any, **kwargs: Any
+) -> torch.Tensor:
+    """The fused kernel, its dropout left to the kernel (the fifth argument, ``dropout_p``)."""
+    args = (*args[:1], 0.0, *args[2:]) if len(args) > 1 else args
+    kwargs.pop("dropout_p", None)
+    out: torch.Tensor = F.scaled_dot_product_attention(query, key, value, *args, **kwargs)
+    return out
 
 
 @contextmanager
@@ -94,6 +76,6 @@ def attention_mode(attention: str) -> Iterator[None]:
         >>> tuple(out.shape)
         (1, 1, 4, 8)
     """
-    mode = _EagerAttention() if attention == "eager" else _FusedAttention()
-    with mode:
+    swap = _math_attention if attention == "eager" else _fused_attention
+    with FunctionSwap({F.scaled_dot_product_attention: swap}):
         yield

@@ -10,7 +10,7 @@ the GPU's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,7 +28,19 @@ def _fused_dropout(
     return input.copy_(out) if inplace else out
 
 
-class _CudaDropout(TorchFunctionMode):  # type: ignore[misc]
+class FunctionSwap(TorchFunctionMode):  # type: ignore[misc]
+    """While active, a call of one of ``swaps``' functions runs its replacement instead.
+
+    Inside the replacement the mode is off, so it may call the original function.
+
+    Args:
+        swaps: Function -> replacement taking the same arguments.
+    """
+
+    def __init__(self, swaps: dict[Callable[..., Any], Callable[..., Any]]) -> None:
+        super().__init__()
+        self.swaps = swaps
+
     def __torch_function__(
         self,
         func: Any,
@@ -36,9 +48,7 @@ class _CudaDropout(TorchFunctionMode):  # type: ignore[misc]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        if func is F.dropout:
-            return _fused_dropout(*args, **(kwargs or {}))
-        return func(*args, **(kwargs or {}))
+        return self.swaps.get(func, func)(*args, **(kwargs or {}))
 
 
 @contextmanager
@@ -52,5 +62,5 @@ def cuda_dropout() -> Iterator[None]:
         >>> tuple(y.shape)
         (4, 8)
     """
-    with _CudaDropout():
+    with FunctionSwap({F.dropout: _fused_dropout}):
         yield
