@@ -4,13 +4,16 @@ Each row of the shipped ``measured_transformers.csv`` (Lambda's runs of NVIDIA
 DeepLearningExamples' ``run_squad.py``, sequence 384) is predicted with the BERT-base or
 BERT-large SQuAD model of ``gpuwise.sizing.models`` as that script trains it:
 
-- fp16 rows: apex O2, so the model itself is fp16 (LayerNorm and softmax included) with
-  fp32 master weights; traced as a model built in fp16 and timed at fp16 rates;
+- fp16 rows: apex O2 (Lambda's runs use the ``lambda/benchmark`` branch of
+  LambdaLabsML/DeepLearningExamples, cloned by ``pytorch/README.md`` @aa5addb; its
+  ``run_squad.py`` calls ``amp.initialize(..., opt_level="O2")`` with FusedAdam), so the
+  model itself is fp16 (LayerNorm and softmax included) with fp32 master weights; traced
+  as a model built in fp16 and timed at fp16 rates;
 - fp32 rows: TF32 matmuls on cards that have TF32 (the rows show it: the A100's fp32 rate
   is 5.7x the V100's, whose datasheet fp32 rates differ 1.24x), plain fp32 on the V100;
-- attention as DLE's modeling code writes it (eager: scores, scale, mask, softmax and
-  dropout as separate kernels); the same rows predicted with the fused kernel (SDPA) are
-  shown beside, as what a current model would reach;
+- attention as DLE's ``modeling.py`` (@729963d) writes it (eager: ``bmm``, scale, mask,
+  softmax and dropout as separate kernels); the same rows predicted with the fused kernel
+  (SDPA) are shown beside, as what a current model would reach;
 - AdamW (apex FusedAdam in AdamW mode; BertAdam for fp32).
 
 None of these rows is used to fit anything.
