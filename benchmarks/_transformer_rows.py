@@ -6,7 +6,7 @@ BERT-large SQuAD model of ``gpuwise.sizing.models`` as that script trains it:
 
 - fp16 rows: apex O2 (Lambda's runs use the ``lambda/benchmark`` branch of
   LambdaLabsML/DeepLearningExamples, cloned by ``pytorch/README.md`` @aa5addb; its
-  ``run_squad.py`` calls ``amp.initialize(..., opt_level="O2")`` with FusedAdam), so the
+  ``run_squad.py`` @b5e1251 calls ``amp.initialize(..., opt_level="O2")`` with FusedAdam), so the
   model itself is fp16 (LayerNorm and softmax included) with fp32 master weights; traced
   as a model built in fp16 and timed at fp16 rates;
 - fp32 rows: TF32 matmuls on cards that have TF32 (the rows show it: the A100's fp32 rate
