@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,22 @@ def test_estimate_text_names_the_transposes(capsys: pytest.CaptureFixture[str]) 
     assert "convolutions NCHW: cuDNN transposes" in capsys.readouterr().out
     assert main([*ARGS, "--precision", "bf16", "--channels-last"]) == 0
     assert "convolutions channels-last: no layout transposes" in capsys.readouterr().out
+
+
+def test_advise_times_channels_last_faster_at_fp16(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # this CPU's figures stay in tmp_path
+
+    def a100_step(*extra: str) -> tuple[float, bool]:
+        argv = ["advise", "resnet18", "--input", "3x64x64", "--batch", "32", "--optimizer"]
+        argv += ["sgd", "--precision", "fp16", "--gpu", "a100 80gb sxm", *extra, "--json"]
+        assert main(argv) == 0
+        data = json.loads(capsys.readouterr().out)
+        row = next(r for r in data["rows"] if r["kind"] == "gpu")
+        return row["step_s"], data["channels_last"]
+
+    nchw, nhwc = a100_step(), a100_step("--channels-last")
+    assert nchw[1] is False
+    assert nhwc[1] is True
+    assert nhwc[0] < 0.9 * nchw[0]

@@ -353,6 +353,7 @@ def advice_to_dict(
         "batch_size": estimate.batch_size,
         "precision": estimate.precision,
         "training": estimate.training,
+        "channels_last": estimate.channels_last,
         "dataset_size": dataset_size,
         "epochs": epochs,
         "flops_per_step": estimate.flops_per_step,
