@@ -4,10 +4,11 @@
 source per row: ResNet-50 training and inference throughput across GPUs, nvidia-smi memory
 peaks, and large-GEMM and copy microbenchmarks. The microbenchmarks give each card's
 achieved share of its datasheet rate (``matmul_efficiency``, ``copy_efficiency``); the
-ResNet-50 training rows give one factor per GPU generation for how much slower real
-kernels run than a large GEMM or copy (``KERNEL_FACTOR``), fitted by
-``benchmarks/sizing_accuracy.py`` (which prints the fit, per-row errors and the held-out
-check).
+ResNet-50 training rows give factors per GPU generation, one for fp16/bf16 steps and one
+for fp32/TF32 steps, for how much slower real kernels run than a large GEMM or copy
+(``KERNEL_FACTOR``), fitted by ``benchmarks/sizing_accuracy.py`` (which prints the fit,
+per-row errors, leave-one-out and the held-out check). ``measured_transformers.csv`` holds
+published BERT SQuAD rows that are only checked, never fitted (``load_transformer_rows``).
 
 Each row's memory format (``memory_format``) is read from how its source ran, since NCHW
 tensors cost fp16/bf16 convolutions a transpose each way (``roofline``):
