@@ -6,11 +6,17 @@ train, epoch times, and nvidia-smi memory peaks. Training-throughput rows
 (``train_throughput``) calibrate the per-generation kernel factor; their error is shown
 leave-one-out (each row predicted with a factor fitted on the others of its generation),
 and every other row is held out. Prints the median |ln(predicted/measured)| per group
-and Kendall's tau of predicted against measured throughput across GPUs.
+and Kendall's tau of predicted against measured throughput across GPUs. Each row runs in
+the memory format its source used (``calibration.memory_format``: NHWC for DLE's AMP
+configs and timm's channels_last row, NCHW otherwise).
+
+Then the held-out transformer rows (``measured_transformers.csv``, BERT-base/large SQuAD
+at sequence 384 on the same cards; ``_transformer_rows``), as their own group.
 
     python benchmarks/sizing_accuracy.py           # all rows (about a minute)
     python benchmarks/sizing_accuracy.py --quick   # a few rows
     python benchmarks/sizing_accuracy.py --fit     # also print the fitted factors
+    python benchmarks/sizing_accuracy.py --no-transformers   # ResNet-50 rows only
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
+import _transformer_rows
+
 from gpuwise.sizing import calibration
-from gpuwise.sizing.calibration import Measurement, generation, same_card
+from gpuwise.sizing.calibration import Measurement, generation, memory_format, same_card
 from gpuwise.sizing.catalog import GpuSpec, load_catalog
 from gpuwise.sizing.memory import MemoryEstimate, estimate
 from gpuwise.sizing.roofline import gpu_step_time
@@ -69,13 +77,14 @@ def _trace(batch: int, precision: str, training: bool) -> MemoryEstimate:
 def _samples_s(m: Measurement, gpu: GpuSpec) -> float | None:
     training = m.metric.startswith("train") or m.metric in TIMES
     est = _trace(m.batch or 256, _precision(m.precision), training)
-    step = gpu_step_time(est, gpu, _precision(m.precision), with_h2d=False)
+    nhwc = memory_format(m) == "nhwc"
+    step = gpu_step_time(est, gpu, _precision(m.precision), with_h2d=False, channels_last=nhwc)
     return None if step is None else est.batch_size / step.step_s
 
 
 def reproduce(m: Measurement) -> Row | None:
     """Predict one measurement with the built-in ResNet-50, or None if it cannot."""
-    if "resnet" not in m.model.lower() or m.batch is None or "channels_last" in m.task:
+    if "resnet" not in m.model.lower() or m.batch is None:
         return None
     if m.metric in MEMORY:
         peak = _trace(m.batch, _precision(m.precision), True).peak_bytes
@@ -94,16 +103,31 @@ def reproduce(m: Measurement) -> Row | None:
     return Row(m, seconds / 3600 if m.unit.startswith("hours") else seconds, "held out", gpu.name)
 
 
-def _leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
-    """Calibration rows predicted with their generation's factor refitted without them."""
+def _kind(row: Row) -> tuple[str, str]:
+    return generation(row.gpu), calibration.precision_kind(_precision(row.m.precision))
+
+
+def _per_factor(row: Row) -> float:
+    """The row's prediction per unit of kernel factor (rates, so throughput, scale with it)."""
+    gen, kind = _kind(row)
+    return row.predicted / calibration.KERNEL_FACTOR[gen][kind]
+
+
+def _leave_one_out(rows: list[Row], split: bool = True) -> list[tuple[float, float]]:
+    """Calibration rows predicted with their factor refitted without them.
+
+    ``split``: one factor per generation and precision kind (as shipped); a row alone in
+    its kind takes its generation's other factor, refitted. Else one per generation.
+    """
     pairs = []
     for row in rows:
-        gen = generation(row.gpu)
-        others = [r for r in rows if r is not row and generation(r.gpu) == gen]
-        if not others:
+        gen, kind = _kind(row)
+        same = [r for r in rows if r is not row and _kind(r) == (gen, kind)] if split else []
+        same = same or [r for r in rows if r is not row and generation(r.gpu) == gen]
+        if not same:
             continue
-        shift = statistics.median(math.log(r.m.value / r.predicted) for r in others)
-        pairs.append((row.predicted * math.exp(shift), row.m.value))
+        shift = statistics.median(math.log(r.m.value / _per_factor(r)) for r in same)
+        pairs.append((_per_factor(row) * math.exp(shift), row.m.value))
     return pairs
 
 
@@ -117,25 +141,16 @@ def _memory_leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
     return pairs
 
 
-def fitted_factors(rows: list[Row]) -> dict[str, float]:
-    """Kernel factor per generation that makes its calibration rows' median ratio 1."""
-    by_gen: dict[str, list[float]] = defaultdict(list)
+def fitted_factors(rows: list[Row]) -> dict[str, dict[str, float]]:
+    """Kernel factors per generation and precision kind that make each group's median 1."""
+    by_kind: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in rows:
-        by_gen[generation(r.gpu)].append(math.log(r.m.value / r.predicted))
-    current = calibration.KERNEL_FACTOR
-    return {g: round(current[g] * math.exp(statistics.median(v)), 3) for g, v in by_gen.items()}
-
-
-def kendall_tau(pairs: list[tuple[float, float]]) -> float:
-    """Kendall's tau-a of predicted against measured over ``(predicted, measured)``."""
-    concordant = discordant = 0
-    for i, (p1, m1) in enumerate(pairs):
-        for p2, m2 in pairs[i + 1 :]:
-            sign = (p1 - p2) * (m1 - m2)
-            concordant += sign > 0
-            discordant += sign < 0
-    total = len(pairs) * (len(pairs) - 1) / 2
-    return (concordant - discordant) / total if total else math.nan
+        by_kind[_kind(r)].append(math.log(r.m.value / r.predicted))
+    fitted: dict[str, dict[str, float]] = defaultdict(dict)
+    for (gen, kind), logs in sorted(by_kind.items()):
+        current = calibration.KERNEL_FACTOR[gen][kind]
+        fitted[gen][kind] = round(current * math.exp(statistics.median(logs)), 3)
+    return dict(fitted)
 
 
 def _print_rows(rows: list[Row]) -> None:
@@ -153,6 +168,7 @@ def _summary(rows: list[Row]) -> None:
     groups = {
         "throughput, calibration rows (in sample)": [(r.predicted, r.m.value) for r in cal],
         "throughput, calibration rows (leave-one-out)": _leave_one_out(cal),
+        "  same, one factor per generation (LOO)": _leave_one_out(cal, split=False),
         "throughput and times, held-out rows": [
             (r.predicted, r.m.value) for r in rows if r.group == "held out"
         ],
@@ -172,7 +188,7 @@ def _summary(rows: list[Row]) -> None:
         pairs = [
             (r.predicted, r.m.value) for r in lambda_rows if _precision(r.m.precision) == precision
         ]
-        tau = kendall_tau(pairs)
+        tau = calibration.kendall_tau(pairs)
         print(f"Kendall tau across GPUs, Lambda {precision} rows: {tau:.2f} (n={len(pairs)})")
 
 
@@ -181,6 +197,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few rows only")
     parser.add_argument("--fit", action="store_true", help="print fitted kernel factors")
+    parser.add_argument(
+        "--no-transformers", action="store_true", help="skip the held-out BERT rows"
+    )
     args = parser.parse_args()
     measurements = calibration.load_measurements()
     if args.quick:
@@ -189,6 +208,9 @@ def main() -> None:
     _print_rows(rows)
     print()
     _summary(rows)
+    if not args.no_transformers and not args.quick:
+        print()
+        _transformer_rows.print_rows(_transformer_rows.reproduce_all())
     if args.fit:
         cal = [r for r in rows if r.group == "calibration"]
         print("fitted KERNEL_FACTOR:", fitted_factors(cal))

@@ -65,8 +65,8 @@ def test_gpu_step_time_is_the_per_operator_roofline() -> None:
     rates = gpu_rates(a100[0], "bf16")
     assert rates is not None
     # A100: 237 of 312 bf16 TFLOPS and 1490 of 2039 GB/s measured, times Ampere's factor
-    assert rates.matrix_flops_s == pytest.approx(237e12 * KERNEL_FACTOR["ampere"])
-    assert rates.bandwidth_bytes_s == pytest.approx(1490e9 * KERNEL_FACTOR["ampere"])
+    assert rates.matrix_flops_s == pytest.approx(237e12 * KERNEL_FACTOR["ampere"]["tensor"])
+    assert rates.bandwidth_bytes_s == pytest.approx(1490e9 * KERNEL_FACTOR["ampere"]["tensor"])
     compute = 1.5e12 / rates.matrix_flops_s
     memory = 52e9 / rates.bandwidth_bytes_s
     h2d = est.input_bytes / 32e9

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from gpuwise.errors import UsageError
+from gpuwise.sizing.calibration import KERNEL_FACTOR
 from gpuwise.sizing.catalog import find_gpus
 from gpuwise.sizing.memory import estimate
 from gpuwise.sizing.opcost import OpCost
@@ -57,7 +58,8 @@ def test_cards_without_the_precision_have_no_rates() -> None:
     assert gpu_rates(t4, "bf16") is None
     rates = gpu_rates(t4, "fp16")
     assert rates is not None
-    assert rates.matrix_flops_s == pytest.approx(25e12 * 0.699)  # T4 GEMM row x Turing factor
+    turing = KERNEL_FACTOR["turing"]["tensor"]
+    assert rates.matrix_flops_s == pytest.approx(25e12 * turing)  # T4 GEMM row x Turing factor
 
 
 def test_traced_ops_skip_views_and_count_matmul_flops() -> None:
@@ -91,3 +93,56 @@ def test_item_on_values_made_without_the_batch_is_traced() -> None:
 def test_item_on_values_of_the_batch_names_the_layer() -> None:
     with pytest.raises(UsageError, match=r"layer 1 \(_DataDependent\) needs real data"):
         estimate("tests.sizing.factories:data_dependent", (32,), batch_size=8)
+
+
+def test_nchw_half_convolutions_pay_a_transpose_each_way() -> None:
+    conv = op("convolution", 10**9, 10**6, matrix=True, conv=True, layout_bytes=3 * 10**6)
+    nhwc = step_time([conv], RATES, "fp16", channels_last=True)
+    nchw = step_time([conv], RATES, "fp16")
+    # activations read and written once more: 2 x 3 MB at 1 TB/s, two more kernels
+    assert nchw.kernels_s - nhwc.kernels_s == pytest.approx(2 * 3e6 / 1e12)
+    assert nchw.launch_s - nhwc.launch_s == pytest.approx(2 * 10e-6)
+    assert step_time([conv], RATES, "fp32").kernels_s == nhwc.kernels_s
+
+
+def test_convolutions_record_their_activation_bytes() -> None:
+    est = estimate("resnet18", (3, 32, 32), batch_size=2, optimizer="sgd")
+    first = next(o for o in est.ops if o.name == "convolution")
+    # the stem: a 2x3x32x32 input and a 2x64x16x16 output, fp32; the weight left out
+    assert first.layout_bytes == (2 * 3 * 32 * 32 + 2 * 64 * 16 * 16) * 4
+    grads = [o for o in est.ops if o.name == "convolution_backward"]
+    assert grads
+    assert all(o.layout_bytes > 0 for o in grads)
+    assert all(o.layout_bytes == 0 for o in est.ops if not o.conv)
+
+
+def test_channels_last_speeds_half_convolutions_only() -> None:
+    a100, v100 = find_gpus(["A100 80GB SXM"])[0], find_gpus(["V100 SXM2 16GB"])[0]
+    half = estimate("resnet18", (3, 64, 64), batch_size=32, precision="fp16", optimizer="sgd")
+    nchw = gpu_step_time(half, a100, "fp16", with_h2d=False)
+    nhwc = gpu_step_time(half, a100, "fp16", with_h2d=False, channels_last=True)
+    assert nchw is not None
+    assert nhwc is not None
+    transposes = sum(2 * o.layout_bytes for o in half.ops if o.conv)
+    rates = gpu_rates(a100, "fp16")
+    assert rates is not None
+    assert nchw.kernels_s - nhwc.kernels_s == pytest.approx(transposes / rates.bandwidth_bytes_s)
+    assert nhwc.step_s < 0.9 * nchw.step_s
+    full = estimate("resnet18", (3, 64, 64), batch_size=32, optimizer="sgd")
+    plain = gpu_step_time(full, v100, "fp32", with_h2d=False)
+    last = gpu_step_time(full, v100, "fp32", with_h2d=False, channels_last=True)
+    assert plain is not None
+    assert last is not None
+    assert plain.step_s == last.step_s
+    flagged = estimate(
+        "resnet18",
+        (3, 64, 64),
+        batch_size=32,
+        precision="fp16",
+        optimizer="sgd",
+        channels_last=True,
+    )
+    assert flagged.channels_last
+    from_estimate = gpu_step_time(flagged, a100, "fp16", with_h2d=False)
+    assert from_estimate is not None
+    assert from_estimate.step_s == pytest.approx(nhwc.step_s)

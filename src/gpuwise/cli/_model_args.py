@@ -84,6 +84,16 @@ def _add_batch(parser: argparse.ArgumentParser, default: int) -> None:
     option(parser, "--start-batch", "--batch", dest="batch", type=kind, metavar="N", help=text)
 
 
+def add_channels_last(parser: argparse.ArgumentParser) -> None:
+    """Declare ``--channels-last`` (estimate and advise: it changes the predicted step)."""
+    parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="the model runs channels-last (NHWC, model.to(memory_format=torch.channels_last)):"
+        " no layout transposes around fp16/bf16 convolutions",
+    )
+
+
 def estimate_from_args(
     args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
 ) -> MemoryEstimate:
@@ -103,4 +113,5 @@ def estimate_from_args(
         freeze=tuple(getattr(args, "freeze", ()) or ()),
         accumulation_steps=getattr(args, "accumulate", 1),
         attention=getattr(args, "attention", "sdpa"),
+        channels_last=getattr(args, "channels_last", False),
     )

@@ -7,11 +7,12 @@ from typing import Any
 
 from gpuwise.cli._args import add_inference, add_json, number, option, positive_int
 from gpuwise.cli._common import NA, guard, make_console, na, print_json, usage_error
-from gpuwise.cli._model_args import add_model_arguments
+from gpuwise.cli._model_args import add_channels_last, add_model_arguments
 
 HELP = "rank GPUs (and this CPU) for training or serving a model: fit, speed, time, cost"
 EXAMPLES = """\
   gpuwise advise resnet50 --dataset-size 1281167 --epochs 90 --batch 256 --precision bf16
+  gpuwise advise resnet50 --batch 256 --precision fp16 --channels-last --gpu a100 --gpu h100
   gpuwise advise gpt2_small --seq 1024 --batch 8 --dataset-size 100000 --epochs 1 --budget 50
   gpuwise advise mypkg.models:build_net --input 3x64x64 --dataset-size 50000 --epochs 10 --json
   gpuwise advise vit_b_16 --batch 64 --precision bf16 --inference    # serving: samples/s, USD/M
@@ -21,6 +22,7 @@ EXAMPLES = """\
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise advise``."""
     add_model_arguments(parser)
+    add_channels_last(parser)
     parser.add_argument(
         "--dataset-size",
         type=positive_int("sample count"),
@@ -127,8 +129,8 @@ def _notes(data: dict[str, Any]) -> list[str]:
         " (they change often); CPU row: this machine, already owned, measured once and cached",
         "step = sum over the traced operators of max(FLOPs/rate, bytes/bandwidth, kernel "
         "minimum), at least the host's launch time, + PCIe copy of the batch; rates from "
-        "datasheets x published microbenchmarks x a per-generation factor fitted on published "
-        "ResNet-50 runs; data loading not included",
+        "datasheets x published microbenchmarks x a factor per generation and precision fitted on "
+        "published ResNet-50 runs; data loading not included",
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]

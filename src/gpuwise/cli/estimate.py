@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from gpuwise.cli._args import add_inference, add_json
 from gpuwise.cli._common import guard, print_json
-from gpuwise.cli._model_args import add_model_arguments, estimate_from_args
+from gpuwise.cli._model_args import add_channels_last, add_model_arguments, estimate_from_args
 
 if TYPE_CHECKING:
     from gpuwise.sizing.memory import MemoryEstimate
@@ -24,12 +24,14 @@ EXAMPLES = """\
   gpuwise estimate bert_base --seq 384 --batch 32 --precision bf16 --checkpoint
   gpuwise estimate gpt2_small --seq 1024 --batch 4 --freeze layers --accumulate 8
   gpuwise estimate mypkg.models:build_lm --seq 256          # token model: int64 ids
+  gpuwise estimate resnet50 --batch 256 --precision fp16 --channels-last
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise estimate``."""
     add_model_arguments(parser)
+    add_channels_last(parser)
     add_inference(parser)
     parser.add_argument(
         "--device",
@@ -84,6 +86,13 @@ def _lines(est: MemoryEstimate) -> list[str]:
         f"  bytes moved {format_bytes(est.bytes_moved_per_step)} per step over"
         f" {est.op_count:,} operators; traced in {est.trace_s:.1f} s"
     )
+    if est.conv_activation_bytes and est.precision in ("fp16", "bf16"):
+        lines.append(
+            "  convolutions channels-last: no layout transposes"
+            if est.channels_last
+            else f"  convolutions NCHW: cuDNN transposes {format_bytes(est.layout_transpose_bytes)}"
+            " per step around them (--channels-last avoids it)"
+        )
     return lines
 
 

@@ -6,6 +6,11 @@ traces by default. Models written with explicit ``q @ k.T``, softmax and ``@ v``
 code, or ``attn_implementation="eager"`` in Hugging Face) do materialise it.
 ``eager_attention`` swaps the fused call for that math, so both can be compared
 (``--attention eager``).
+
+With dropout, CPU ``scaled_dot_product_attention`` leaves its fused kernel for the
+materialising math path, where CUDA's flash and memory-efficient kernels apply dropout
+inside (random bits drawn in the kernel, no mask stored). The ``"sdpa"`` trace therefore
+runs the fused kernel without the dropout argument: same FLOPs, the GPU's bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+
+from gpuwise.sizing.cuda_ops import FunctionSwap
 
 ATTENTIONS = ("sdpa", "eager")
 
@@ -49,17 +55,14 @@ def _math_attention(
     return weights.to(value.dtype) @ value
 
 
-class _EagerAttention(TorchFunctionMode):  # type: ignore[misc]
-    def __torch_function__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        if func is F.scaled_dot_product_attention:
-            return _math_attention(*args, **(kwargs or {}))
-        return func(*args, **(kwargs or {}))
+def _fused_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args: Any, **kwargs: Any
+) -> torch.Tensor:
+    """The fused kernel, its dropout left to the kernel (the fifth argument, ``dropout_p``)."""
+    args = (*args[:1], 0.0, *args[2:]) if len(args) > 1 else args
+    kwargs.pop("dropout_p", None)
+    out: torch.Tensor = F.scaled_dot_product_attention(query, key, value, *args, **kwargs)
+    return out
 
 
 @contextmanager
@@ -73,8 +76,6 @@ def attention_mode(attention: str) -> Iterator[None]:
         >>> tuple(out.shape)
         (1, 1, 4, 8)
     """
-    if attention == "eager":
-        with _EagerAttention():
-            yield
-    else:
+    swap = _math_attention if attention == "eager" else _fused_attention
+    with FunctionSwap({F.scaled_dot_product_attention: swap}):
         yield

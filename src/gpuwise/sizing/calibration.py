@@ -4,10 +4,25 @@
 source per row: ResNet-50 training and inference throughput across GPUs, nvidia-smi memory
 peaks, and large-GEMM and copy microbenchmarks. The microbenchmarks give each card's
 achieved share of its datasheet rate (``matmul_efficiency``, ``copy_efficiency``); the
-ResNet-50 training rows give one factor per GPU generation for how much slower real
-kernels run than a large GEMM or copy (``KERNEL_FACTOR``), fitted by
-``benchmarks/sizing_accuracy.py`` (which prints the fit, per-row errors and the held-out
-check).
+ResNet-50 training rows give factors per GPU generation, one for fp16/bf16 steps and one
+for fp32/TF32 steps, for how much slower real kernels run than a large GEMM or copy
+(``KERNEL_FACTOR``), fitted by ``benchmarks/sizing_accuracy.py`` (which prints the fit,
+per-row errors, leave-one-out and the held-out check). ``measured_transformers.csv`` holds
+published BERT SQuAD rows that are only checked, never fitted (``load_transformer_rows``).
+
+Each row's memory format (``memory_format``) is read from how its source ran, since NCHW
+tensors cost fp16/bf16 convolutions a transpose each way (``roofline``):
+
+- NVIDIA DeepLearningExamples rows (README @729963d): its
+  ``PyTorch/Classification/ConvNets/configs.yml`` sets ``memory_format: nhwc`` in the AMP
+  configs of resnet50 (DGX-1V, DGX-2V, DGX A100, T4), so AMP rows are channels-last; its
+  FP32/TF32 configs leave the default NCHW.
+- Lambda rows (lambdal/deeplearning-benchmark @aa5addb): its scripts run the same DLE code
+  without ``--memory-format`` (e.g. ``pytorch/scripts/config_v1/config_pytorch_80GB.sh``,
+  ``PyTorch_resnet50_AMP_PARAMS``), so DLE's default NCHW, at every precision.
+- timm rows (huggingface/pytorch-image-models @aa4b585): the result file names say
+  ``nchw`` or ``nhwc``; the task text carries ``channels_last`` for the NHWC one.
+- Zeus rows and microbenchmarks: no format stated; PyTorch's default NCHW.
 """
 
 from __future__ import annotations
@@ -44,19 +59,22 @@ GENERATIONS = (
 """Name fragment -> GPU generation, first match wins (so ``A100`` before ``A10``)."""
 
 KERNEL_FACTOR = {
-    "volta": 0.871,
-    "turing": 0.699,
-    "ampere": 0.699,
-    "ada": 0.694,
-    "hopper": 0.485,
-    "blackwell": 0.694,
-    "cdna3": 0.485,
+    "volta": {"tensor": 0.861, "fp32": 0.987},
+    "turing": {"tensor": 0.818, "fp32": 0.704},
+    "ampere": {"tensor": 0.818, "fp32": 0.704},
+    "ada": {"tensor": 0.971, "fp32": 0.729},
+    "hopper": {"tensor": 0.675, "fp32": 0.582},
+    "blackwell": {"tensor": 0.971, "fp32": 0.729},
+    "cdna3": {"tensor": 0.675, "fp32": 0.582},
 }
 """Share of the microbenchmarked GEMM and copy rates that a whole training step's kernels
-reach, per generation: fitted on the published ResNet-50 training rows by
-``benchmarks/sizing_accuracy.py --fit`` (median over each generation's rows). Turing and
-Blackwell have no training rows: Turing takes Ampere's factor, Blackwell Ada's; AMD's
-CDNA3 takes Hopper's (no rows; a guess, marked so in the advice)."""
+reach, per generation and per kind of step: ``tensor`` for fp16/bf16 steps (tensor-core
+matmuls and convolutions, half-size activations), ``fp32`` for fp32/TF32 steps. Fitted on
+the published ResNet-50 training rows by ``benchmarks/sizing_accuracy.py --fit`` (median
+over each generation's rows of that precision); the split is kept because it lowers the
+leave-one-out error (the benchmark prints both). Turing and Blackwell have no training
+rows: Turing takes Ampere's factors, Blackwell Ada's; AMD's CDNA3 takes Hopper's (no rows;
+a guess, marked so in the advice)."""
 
 CUDA_CONTEXT_BYTES = {
     "volta": 800 * 2**20,
@@ -116,9 +134,15 @@ def _value(text: str) -> float | None:
 
 
 @functools.cache
-def load_measurements() -> tuple[Measurement, ...]:
-    """The shipped published rows that carry a number."""
-    text = resources.files("gpuwise.sizing").joinpath("measured_calibration.csv")
+def load_measurements(filename: str = "measured_calibration.csv") -> tuple[Measurement, ...]:
+    """The published rows of a shipped CSV that carry a number.
+
+    Args:
+        filename: ``measured_calibration.csv`` (the calibration rows) or
+            ``measured_transformers.csv`` (held-out transformer rows, see
+            ``load_transformer_rows``).
+    """
+    text = resources.files("gpuwise.sizing").joinpath(filename)
     rows = []
     for row in csv.DictReader(io.StringIO(text.read_text(encoding="utf-8"))):
         value = _value(row["value"])
@@ -139,6 +163,29 @@ def load_measurements() -> tuple[Measurement, ...]:
             )
         )
     return tuple(rows)
+
+
+def load_transformer_rows() -> tuple[Measurement, ...]:
+    """Published BERT-base/large SQuAD training rows, held out: never used for fitting.
+
+    ``measured_transformers.csv`` holds Lambda's single-GPU ``bert_base_squad`` and
+    ``bert_large_squad`` throughputs (sequences/s) and batches at lambdal/
+    deeplearning-benchmark @aa5addb, for the cards of the ResNet-50 rows, one source per
+    row. The runs are NVIDIA DeepLearningExamples' ``run_squad.py`` (sequence 384; fp16
+    is apex O2, a fp16 model with fp32 master weights; the model's attention is eager:
+    scores, scaling, mask, softmax and dropout as separate kernels).
+    """
+    return load_measurements("measured_transformers.csv")
+
+
+def memory_format(m: Measurement) -> str:
+    """``"nhwc"`` or ``"nchw"``: the activations' layout in the published run (see above)."""
+    task = m.task.lower()
+    if "channels_last" in task or "nhwc" in task:
+        return "nhwc"
+    if "DeepLearningExamples" in m.source and m.precision.startswith("amp"):
+        return "nhwc"
+    return "nchw"
 
 
 def same_card(published: str, catalog_name: str) -> bool:
@@ -201,9 +248,18 @@ def copy_efficiency(gpu_name: str, bandwidth_gbs: float) -> float:
     return 0.78
 
 
-def kernel_factor(gpu_name: str) -> float:
-    """Share of microbenchmark rates a training step's kernels reach on this card."""
-    return KERNEL_FACTOR.get(generation(gpu_name), statistics.median(KERNEL_FACTOR.values()))
+def precision_kind(precision: str) -> str:
+    """``"tensor"`` for fp16/bf16 steps, ``"fp32"`` for fp32/TF32 ones (``KERNEL_FACTOR``)."""
+    return "tensor" if precision in ("fp16", "bf16") else "fp32"
+
+
+def kernel_factor(gpu_name: str, precision: str = "fp32") -> float:
+    """Share of microbenchmark rates a step's kernels reach on this card at ``precision``."""
+    kind = precision_kind(precision)
+    factors = KERNEL_FACTOR.get(generation(gpu_name))
+    if factors is None:
+        return statistics.median(f[kind] for f in KERNEL_FACTOR.values())
+    return factors[kind]
 
 
 def cuda_context_bytes(gpu_name: str) -> int:
@@ -223,3 +279,18 @@ def nvidia_smi_bytes(peak_bytes: int, gpu_name: str) -> int:
 def median_abs_log_ratio(pairs: list[tuple[float, float]]) -> float:
     """Median of ``|ln(predicted / measured)|`` over ``(predicted, measured)`` pairs."""
     return statistics.median(abs(math.log(p / m)) for p, m in pairs) if pairs else math.nan
+
+
+def kendall_tau(pairs: list[tuple[float, float]]) -> float:
+    """Kendall's tau-a of predicted against measured over ``(predicted, measured)`` pairs.
+
+    Ties count as neither concordant nor discordant; NaN for fewer than two pairs.
+    """
+    concordant = discordant = 0
+    for i, (p1, m1) in enumerate(pairs):
+        for p2, m2 in pairs[i + 1 :]:
+            sign = (p1 - p2) * (m1 - m2)
+            concordant += sign > 0
+            discordant += sign < 0
+    total = len(pairs) * (len(pairs) - 1) / 2
+    return (concordant - discordant) / total if total else math.nan

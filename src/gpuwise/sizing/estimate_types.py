@@ -77,6 +77,8 @@ class MemoryEstimate:
         ops: Every operator of the counted step with its FLOPs and bytes
             (``opcost.OpCost``), for the per-operator roofline; not in the JSON.
         cuda_context_bytes: ``(low, high)`` CUDA context overhead, outside the peak.
+        channels_last: The model runs with NHWC (channels-last) activations, so the
+            roofline charges no layout transposes around fp16/bf16 convolutions.
     """
 
     model: str
@@ -102,12 +104,29 @@ class MemoryEstimate:
     input_bytes: int
     trace_s: float
     cuda_context_bytes: tuple[int, int] = field(default=CUDA_CONTEXT_BYTES)
+    channels_last: bool = False
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def flops_per_step(self) -> int:
         """Forward plus backward FLOPs."""
         return self.flops_forward + self.flops_backward
+
+    @property
+    def conv_activation_bytes(self) -> int:
+        """Activation bytes the step's convolutions read and write (weights excluded)."""
+        return sum(o.layout_bytes for o in self.ops)
+
+    @property
+    def layout_transpose_bytes(self) -> int:
+        """Extra bytes cuDNN moves transposing NCHW activations around fp16/bf16 convolutions.
+
+        Each activation byte is read and written once more; 0 with ``channels_last`` or at
+        fp32/TF32 (``roofline.layout_transpose_s``).
+        """
+        if self.channels_last or self.precision not in ("fp16", "bf16"):
+            return 0
+        return 2 * self.conv_activation_bytes
 
     @property
     def bytes_moved_per_step(self) -> int:
@@ -127,5 +146,6 @@ class MemoryEstimate:
         data["nvidia_smi_bytes"] = nvidia_smi_by_generation(self.peak_bytes)
         data["flops_per_step"] = self.flops_per_step
         data["bytes_moved_per_step"] = self.bytes_moved_per_step
+        data["layout_transpose_bytes"] = self.layout_transpose_bytes
         data["trace_s"] = round(self.trace_s, 3)
         return {"schema": ESTIMATE_SCHEMA, **data}

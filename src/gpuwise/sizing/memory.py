@@ -11,7 +11,8 @@ count feed the roofline in ``advisor``.
 
 The trace runs on fake CPU tensors (``FakeTensorMode`` cannot fake CUDA tensors on a CPU
 build of PyTorch), so bf16/fp16 autocast runs CPU autocast with CUDA's fp32 list on top
-(``autocast_policy``): LayerNorm, softmax and losses in fp32, as on the GPU.
+(``autocast_policy``): LayerNorm, softmax and losses in fp32, as on the GPU; dropout runs
+as CUDA's fused kernel (``cuda_ops``).
 Optimizers use the multi-tensor (``foreach``) path that PyTorch picks on CUDA, whose
 temporaries count.
 """
@@ -22,6 +23,7 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -33,6 +35,7 @@ from gpuwise.sizing import model_source
 from gpuwise.sizing.attention import ATTENTIONS, attention_mode
 from gpuwise.sizing.autocast_policy import cuda_autocast
 from gpuwise.sizing.checkpointing import checkpoint_blocks
+from gpuwise.sizing.cuda_ops import cuda_dropout
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
     PRECISIONS,
@@ -171,6 +174,7 @@ def estimate(
     freeze: tuple[str, ...] = (),
     accumulation_steps: int = 1,
     attention: str = "sdpa",
+    channels_last: bool = False,
 ) -> MemoryEstimate:
     """Estimate peak memory, FLOPs and bytes moved of one step of ``model``.
 
@@ -202,6 +206,8 @@ def estimate(
             runs; ``"eager"``: as explicit matmuls and softmax that keep the scores.
         freeze: Parameter-name prefixes to freeze (LoRA-style fine-tuning): no gradients
             and no optimizer state for them.
+        channels_last: The model runs with channels-last (NHWC) activations; recorded on
+            the estimate for the roofline (sizes are the same in either format).
 
     Returns:
         The estimate (all sizes in bytes).
@@ -269,7 +275,7 @@ def estimate(
             state.clear()
             records = tracker.all_records()
     _classify(records, tracer.forward_end, tracker.phase_at)
-    return _summarize(
+    summary = _summarize(
         source.name,
         spec,
         batch_size,
@@ -282,11 +288,13 @@ def estimate(
         tracer,
         time.perf_counter() - started,
     )
+    return replace(summary, channels_last=channels_last)
 
 
 @contextmanager
 def _forward_modes(precision: str, attention: str) -> Iterator[None]:
-    with cuda_autocast(precision), attention_mode(attention):
+    # dropout's mode first: eager attention's own dropout then reaches it
+    with cuda_autocast(precision), cuda_dropout(), attention_mode(attention):
         yield
 
 

@@ -97,19 +97,28 @@ class ResNet(nn.Module):
         return logits
 
 
+def _dropout(p: float) -> nn.Module:
+    """Dropout when ``p`` > 0; no module at all otherwise (nothing traced)."""
+    return nn.Dropout(p) if p else nn.Identity()
+
+
 class _Attention(nn.Module):
-    def __init__(self, dim: int, heads: int, causal: bool) -> None:
+    def __init__(self, dim: int, heads: int, causal: bool, dropout: float = 0.0) -> None:
         super().__init__()
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.heads = heads
         self.causal = causal
+        self.dropout = dropout
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B, S, D = x.shape  # batch, sequence, model width
         q, k, v = self.qkv(x).view(B, S, 3, self.heads, D // self.heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=self.causal, dropout_p=p
+        )
         out: torch.Tensor = self.proj(y.transpose(1, 2).reshape(B, S, D))
         return out
 
@@ -117,21 +126,30 @@ class _Attention(nn.Module):
 class _TransformerLayer(nn.Module):
     """A transformer layer: pre-norm (ViT, GPT-2) or post-norm (BERT)."""
 
-    def __init__(self, dim: int, heads: int, causal: bool = False, pre_norm: bool = True):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        causal: bool = False,
+        pre_norm: bool = True,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = _Attention(dim, heads, causal)
+        self.attn = _Attention(dim, heads, causal, dropout)
+        self.attn_dropout = _dropout(dropout)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        mlp = [nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim), _dropout(dropout)]
+        self.mlp = nn.Sequential(*mlp)
         self.pre_norm = pre_norm
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         out: torch.Tensor
         if self.pre_norm:
-            x = x + self.attn(self.norm1(x))
+            x = x + self.attn_dropout(self.attn(self.norm1(x), mask))
             out = x + self.mlp(self.norm2(x))
         else:
-            x = self.norm1(x + self.attn(x))
+            x = self.norm1(x + self.attn_dropout(self.attn(x, mask)))
             out = self.norm2(x + self.mlp(x))
         return out
 
@@ -191,6 +209,56 @@ class _MlmTransform(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.norm(F.gelu(self.dense(x)))
         return out
+
+
+class BertQuestionAnswering(nn.Module):
+    """BERT encoder with the SQuAD span head (start and end logits per token).
+
+    As NVIDIA's DeepLearningExamples ``BertForQuestionAnswering`` trains it: token,
+    position and segment embeddings, post-norm layers with dropout 0.1 on the embeddings,
+    the attention probabilities and both residual branches, the additive padding mask
+    added to every layer's attention scores, and a 2-way linear head.
+    """
+
+    def __init__(self, dim: int, depth: int, vocab: int = 30528, context: int = 512) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(context, dim)
+        self.types = nn.Embedding(2, dim)
+        self.embed_norm = nn.LayerNorm(dim)
+        self.embed_dropout = nn.Dropout(0.1)
+        self.layers = nn.Sequential(
+            *[_TransformerLayer(dim, dim // 64, pre_norm=False, dropout=0.1) for _ in range(depth)]
+        )
+        self.span = nn.Linear(dim, 2)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Start and end logits, shape (B, S, 2)."""
+        x = self.tokens(ids) + self.positions.weight[: ids.shape[1]] + self.types.weight[0]
+        x = self.embed_dropout(self.embed_norm(x))
+        # padding mask, added to the scores: (B, 1, 1, S), 0 where a token is real
+        mask = torch.zeros(ids.shape[0], 1, 1, ids.shape[1], dtype=x.dtype)
+        for layer in self.layers:
+            x = layer(x, mask)
+        logits: torch.Tensor = self.span(x)
+        return logits
+
+
+def squad_loss(logits: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """SQuAD's loss: the mean of cross-entropies of the start and the end position."""
+    targets = torch.zeros(logits.shape[0], dtype=torch.long)
+    start, end = logits.float().unbind(-1)
+    return (F.cross_entropy(start, targets) + F.cross_entropy(end, targets)) / 2
+
+
+def bert_base_squad() -> nn.Module:
+    """BERT-base for SQuAD (768 wide, 12 layers; vocabulary padded to 30,528)."""
+    return BertQuestionAnswering(768, 12)
+
+
+def bert_large_squad() -> nn.Module:
+    """BERT-large for SQuAD (1,024 wide, 24 layers, 16 heads)."""
+    return BertQuestionAnswering(1024, 24)
 
 
 def resnet18() -> nn.Module:

@@ -5,7 +5,8 @@ into an ``OpCost``: FLOPs from PyTorch's own formulas (``torch.utils.flop_counte
 the CPU attention kernel, see ``flops``), bytes read plus written, and how a CUDA build
 would run it:
 
-- views (``is_view``) launch no kernel and move no bytes;
+- views (``is_view``, and ``_unsafe_view``) and allocations (``empty``...) launch no
+  kernel and move no bytes;
 - matrix multiplies, convolutions and attention run on the matrix units (``matrix``);
   attention is the fused kernel (one read of Q, K, V, one write of the output), which is
   what ``scaled_dot_product_attention`` picks on CUDA for these shapes;
@@ -13,7 +14,11 @@ would run it:
   their own copy kernel, as CUDA runs them, except casts of parameters, which autocast
   caches once per forward and are small;
 - elementwise operators after a matmul are fused into it when the step is compiled
-  (``fusible``), so with ``compile=True`` the roofline charges them no bytes.
+  (``fusible``), so with ``compile=True`` the roofline charges them no bytes;
+- convolutions record the bytes of their activation tensors (``layout_bytes``: input and
+  output forward; output gradient, input and input gradient backward, weights excluded),
+  which cuDNN's fp16/bf16 tensor-core kernels transpose when the tensors are NCHW
+  (``roofline.layout_transpose_s``).
 """
 
 from __future__ import annotations
@@ -73,6 +78,22 @@ _FUSIBLE_OPS = frozenset(
 """Elementwise operators that ``torch.compile`` fuses into the neighbouring kernel."""
 
 
+_NO_KERNEL_OPS = frozenset(
+    {
+        "_unsafe_view",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "lift_fresh",
+        "detach",
+    }
+)
+"""Operators that only allocate or re-label memory (no kernel, no bytes): ``_unsafe_view``
+is a view that autograd does not track as one; the ``empty`` family allocates."""
+
+
 @dataclass(frozen=True)
 class OpCost:
     """One operator of a traced step, as a CUDA build would run it.
@@ -86,6 +107,8 @@ class OpCost:
         conv: A convolution (TF32 under fp32 on Ampere and newer).
         fusible: Elementwise, fused away under ``torch.compile``.
         kernels: GPU kernels it launches (0 for views and folded casts).
+        layout_bytes: A convolution's activation bytes (weights excluded), which an
+            NCHW tensor-core convolution transposes to NHWC and back; 0 for other ops.
     """
 
     name: str
@@ -96,6 +119,7 @@ class OpCost:
     conv: bool
     fusible: bool
     kernels: int
+    layout_bytes: int = 0
 
 
 def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
@@ -111,6 +135,19 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -
 def _tensor_bytes(tree: Any) -> int:
     return sum(
         t.numel() * t.element_size() for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)
+    )
+
+
+def _layout_bytes(name: str, args: tuple[Any, ...], out: Any) -> int:
+    """Activation bytes of a convolution: its 4-D tensors other than the weight."""
+    if name not in _CONV_OPS:
+        return 0
+    weight_arg = 2 if name == "convolution_backward" else 1
+    acts = [a for i, a in enumerate(args[:3]) if i != weight_arg]
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    acts += outs[:1]  # the output, or the input gradient (not the weight's)
+    return sum(
+        t.numel() * t.element_size() for t in acts if isinstance(t, torch.Tensor) and t.dim() == 4
     )
 
 
@@ -140,6 +177,8 @@ def op_cost(
     if phase == "input":
         return None  # the batch arrives by the host-to-device copy, counted apart
     name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
+    if name in _NO_KERNEL_OPS:
+        return None
     folded = _is_parameter_cast(name, args)
     moved = 0 if folded else _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
     return OpCost(
@@ -151,4 +190,5 @@ def op_cost(
         conv=name in _CONV_OPS,
         fusible=name in _FUSIBLE_OPS,
         kernels=0 if folded else 1,
+        layout_bytes=_layout_bytes(name, args, out),
     )

@@ -11,9 +11,17 @@ them (launches are asynchronous: the GPU's work hides them until it runs out):
 
 Rates are the catalog's datasheet figures times the card's microbenchmarked share
 (``calibration.matmul_efficiency``/``copy_efficiency``) times the generation's fitted
-``calibration.kernel_factor``. Matrix operators run at the precision's tensor-core rate;
-convolutions under fp32 run at TF32 on cards that have it (cuDNN's default in PyTorch);
-operators whose FLOPs are not matrix work run at the fp32 vector rate.
+``calibration.kernel_factor`` (one for fp16/bf16 steps, one for fp32/TF32 ones). Matrix
+operators run at the precision's tensor-core rate; convolutions under fp32 run at TF32 on
+cards that have it (cuDNN's default in PyTorch); operators whose FLOPs are not matrix work
+run at the fp32 vector rate.
+
+Memory format: cuDNN's fp16/bf16 tensor-core convolutions work on NHWC (channels-last)
+tensors. Given NCHW tensors (PyTorch's default), it transposes each convolution's
+activations to NHWC and the result back, in forward and backward: extra kernels that read
+and write every activation byte once more (``layout_transpose_s``). With
+``channels_last=True`` (``model.to(memory_format=torch.channels_last)``) they vanish.
+fp32 and TF32 convolutions have native NCHW kernels and pay nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +42,22 @@ HOST_LAUNCH_S = 10e-6
 """Host time to dispatch and launch one eager PyTorch operator on a typical server CPU
 (Python, dispatcher and ``cudaLaunchKernel``); the advisor uses this machine's measured
 dispatch cost plus ``Assumptions.launch_s_per_op`` instead."""
+
+
+TRANSPOSE_PRECISIONS = ("fp16", "bf16")
+"""Precisions whose convolutions cuDNN runs on NHWC tensors, transposing NCHW ones."""
+
+TRANSPOSE_KERNELS = 2
+"""Transpose kernels an NCHW tensor-core convolution adds: to NHWC before, back after."""
+
+
+def layout_transpose_s(op: OpCost, rates: DeviceRates, scale: float = 1.0) -> float:
+    """Time of the NCHW-to-NHWC transposes around one convolution (0 for other ops).
+
+    Each activation byte is read and written once more (2 x ``op.layout_bytes``), at the
+    device's achieved copy bandwidth.
+    """
+    return 2 * op.layout_bytes * scale / rates.bandwidth_bytes_s
 
 
 @dataclass(frozen=True)
@@ -81,7 +105,7 @@ def gpu_rates(gpu: GpuSpec, precision: str) -> DeviceRates | None:
     peak = gpu.peak_flops(precision)
     if peak is None:
         return None
-    factor = kernel_factor(gpu.name)
+    factor = kernel_factor(gpu.name, precision)
     matrix = peak * matmul_efficiency(gpu, precision) * factor
     conv = matrix
     if precision == "fp32" and gpu.tflops.get("tf32"):
@@ -107,6 +131,7 @@ def step_time(
     launch_s_per_kernel: float = HOST_LAUNCH_S,
     h2d_s: float = 0.0,
     compiled: bool = False,
+    channels_last: bool = False,
 ) -> StepTime:
     """Predicted step time of the traced operators on a device.
 
@@ -120,10 +145,13 @@ def step_time(
         h2d_s: Host-to-device copy of the batch.
         compiled: ``torch.compile``: elementwise operators fuse into their neighbours
             (no bytes, no launch of their own).
+        channels_last: Activations are NHWC; False (NCHW) adds the transposes around
+            fp16/bf16 convolutions (``layout_transpose_s``).
 
     Returns:
         The step time and its parts.
     """
+    transposes = precision in TRANSPOSE_PRECISIONS and not channels_last
     compute = memory = 0.0
     by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
     kernels = 0
@@ -142,6 +170,11 @@ def step_time(
         else:
             by_bound["compute" if op_compute >= op_memory else "memory"] += op_s
         kernels += op.kernels
+        if transposes and op.layout_bytes:
+            transpose_s = layout_transpose_s(op, rates, batch_scale)
+            memory += transpose_s
+            by_bound["memory"] += transpose_s
+            kernels += TRANSPOSE_KERNELS
     kernels_s = sum(by_bound.values())
     launch = kernels * launch_s_per_kernel
     bound = "overhead" if launch > kernels_s else max(by_bound, key=by_bound.__getitem__)
@@ -173,6 +206,7 @@ def gpu_step_time(
     launch_s_per_kernel: float = HOST_LAUNCH_S,
     with_h2d: bool = True,
     compiled: bool = False,
+    channels_last: bool | None = None,
 ) -> StepTime | None:
     """Predicted step time of a traced estimate on ``gpu`` (None: precision unsupported).
 
@@ -184,6 +218,7 @@ def gpu_step_time(
         launch_s_per_kernel: Host cost of one launch.
         with_h2d: Add the PCIe copy of the batch (False when a loader overlaps it).
         compiled: ``torch.compile`` fuses elementwise operators.
+        channels_last: NHWC activations (default: the estimate's ``channels_last``).
 
     Returns:
         The step time, or None when the card's matrix units lack ``precision``.
@@ -201,4 +236,5 @@ def gpu_step_time(
         launch_s_per_kernel=launch_s_per_kernel,
         h2d_s=h2d,
         compiled=compiled,
+        channels_last=est.channels_last if channels_last is None else channels_last,
     )
