@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.analyze import analyze
 from gpuwise.records import Finding, Run
+from tests.trace_events import kernel, write_trace
 
 HTA = Path(__file__).resolve().parents[1] / "realdata" / "hta_traces"
 ALL_TO_ALL = "Overlap collectives with compute: issue them asynchronously, fewer and larger"
@@ -46,26 +46,13 @@ def test_all_reduce_dominated_trace_keeps_the_ddp_fixes_first() -> None:
     assert fixes[4].action == ALL_TO_ALL
 
 
-def _x(name: str, ts: float, dur: float, stream: int) -> dict[str, object]:
-    return {
-        "ph": "X",
-        "cat": "kernel",
-        "name": name,
-        "ts": ts,
-        "dur": dur,
-        "args": {"stream": stream},
-    }
-
-
 def test_an_all_gather_dominated_trace_gets_the_fsdp_fixes_first(tmp_path: Path) -> None:
     events = [
-        _x("ampere_bf16_gemm_128x64_nn", 0, 100, 7),
-        _x("ncclDevKernel_AllGather_RING_LL", 100, 300, 20),
-        _x("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", 400, 50, 20),
+        kernel("ampere_bf16_gemm_128x64_nn", 0, 100, 7),
+        kernel("ncclDevKernel_AllGather_RING_LL", 100, 300, 20),
+        kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", 400, 50, 20),
     ]
-    path = tmp_path / "fsdp.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    run = analyze([path])
+    run = analyze([write_trace(tmp_path, events, "fsdp.json")])
     assert run.trace is not None
     assert run.trace.facts is not None
     by_kind = run.trace.facts.communication.exposed_by_collective_s

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from gpuwise.records.trace_section import TraceSection
 from gpuwise.telemetry.readers._kineto_device import collective_kind
 from gpuwise.telemetry.readers.kineto import read_trace
+from tests.trace_events import kernel, write_trace
 
 
 @pytest.mark.parametrize(
@@ -39,29 +39,16 @@ def test_collective_kind_from_the_kernel_name(name: str, kind: str) -> None:
     assert collective_kind(name) == kind
 
 
-def _x(name: str, ts: float, dur: float, stream: int) -> dict[str, object]:
-    return {
-        "ph": "X",
-        "cat": "kernel",
-        "name": name,
-        "ts": ts,
-        "dur": dur,
-        "args": {"stream": stream},
-    }
-
-
 def test_exposed_time_per_collective_is_what_no_compute_covers(tmp_path: Path) -> None:
     events = [
-        _x("volta_sgemm_128x64_nn", 0, 100, 7),
-        _x("ncclKernel_AllReduce_RING_LL_Sum_float", 50, 100, 20),  # 50 µs under the gemm
-        _x("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", 200, 30, 21),
-        _x("ncclDevKernel_AllGather_RING_LL", 300, 10, 20),
-        _x("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", 400, 5, 20),
-        _x("ncclKernel_Broadcast_RING_LL_Sum_int8_t", 500, 4, 20),
+        kernel("volta_sgemm_128x64_nn", 0, 100, 7),
+        kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 50, 100, 20),  # 50 µs under the gemm
+        kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", 200, 30, 21),
+        kernel("ncclDevKernel_AllGather_RING_LL", 300, 10, 20),
+        kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", 400, 5, 20),
+        kernel("ncclKernel_Broadcast_RING_LL_Sum_int8_t", 500, 4, 20),
     ]
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    section = read_trace(path).to_section()
+    section = read_trace(write_trace(tmp_path, events)).to_section()
     assert isinstance(section, TraceSection)
     assert section.facts is not None
     comm = section.facts.communication
@@ -81,9 +68,8 @@ def test_exposed_time_per_collective_is_what_no_compute_covers(tmp_path: Path) -
 
 
 def test_a_trace_without_communication_has_no_collectives(tmp_path: Path) -> None:
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": [_x("volta_sgemm_128x64_nn", 0, 100, 7)]}))
-    section = read_trace(path).to_section()
+    events = [kernel("volta_sgemm_128x64_nn", 0, 100, 7)]
+    section = read_trace(write_trace(tmp_path, events)).to_section()
     assert section.facts is not None
     assert section.facts.communication.exposed_by_collective_s == {}
     assert section.facts.communication.dominant_collective() is None

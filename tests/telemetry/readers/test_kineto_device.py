@@ -1,7 +1,5 @@
 """Kernel classes, precision hints and the per-stream idle split on hand-made traces."""
 
-import json
-
 import pytest
 
 from gpuwise.telemetry.readers._kineto_device import (
@@ -14,6 +12,7 @@ from gpuwise.telemetry.readers._kineto_device import (
     kernel_class,
 )
 from gpuwise.telemetry.readers.kineto import read_trace
+from tests.trace_events import event, write_trace
 
 
 @pytest.mark.parametrize(
@@ -52,20 +51,14 @@ def test_compiled_kernels_are_triton_ones():
     assert not is_compiled_kernel("ampere_sgemm_128x64_nn")
 
 
-def _ev(cat, name, ts, dur, **args):
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
-
-
 def test_idle_split_host_wait_kernel_wait_cross_stream_and_other(tmp_path):
     launches = [(0, 10, 10, 1), (5, 25, 10, 2), (100, 110, 10, 3), (105, 200, 10, 4)]
     events = [
-        _ev("cuda_runtime", "cudaLaunchKernel", at, 2, correlation=c) for at, *_, c in launches
+        event("cuda_runtime", "cudaLaunchKernel", at, 2, correlation=c) for at, *_, c in launches
     ]
-    events += [_ev("kernel", "gemm", s, d, stream=7, correlation=c) for _, s, d, c in launches]
-    events.append(_ev("kernel", "nccl_side", 150, 40, stream=9))
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    idle = read_trace(path).to_section().to_dict()["idle"]
+    events += [event("kernel", "gemm", s, d, stream=7, correlation=c) for _, s, d, c in launches]
+    events.append(event("kernel", "nccl_side", 150, 40, stream=9))
+    idle = read_trace(write_trace(tmp_path, events)).to_section().to_dict()["idle"]
     assert idle["compute_stream"] == 7
     stream = next(s for s in idle["streams"] if s["stream"] == 7)
     # gaps: 5 µs queued (kernel wait), 75 µs launched late (host wait),
