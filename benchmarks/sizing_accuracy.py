@@ -153,6 +153,36 @@ def fitted_factors(rows: list[Row]) -> dict[str, dict[str, float]]:
     return dict(fitted)
 
 
+def share_rules_leave_one_out(precision: str) -> dict[str, float]:
+    """Median |ln ratio| of each microbenchmarked card's GEMM share, predicted without it.
+
+    ``headroom``: the share of the card nearest in watts per SM-GHz
+    (``calibration.headroom_share``, the shipped rule); ``generation``: the mean share of
+    the generation's other cards (the former rule).
+    """
+    errors: dict[str, list[float]] = {"headroom": [], "generation": []}
+    for name, _, share in calibration.reference_shares(precision):
+        card = _card(name)
+        if card is None:
+            continue
+        headroom = calibration.headroom_share(card, precision, exclude=name)
+        errors["headroom"].append(abs(math.log((headroom or 0.6) / share)))
+        generation_mean = calibration.generation_mean_share(card, precision, exclude=name)
+        errors["generation"].append(abs(math.log(generation_mean / share)))
+    return {rule: statistics.median(e) for rule, e in errors.items() if e}
+
+
+def _print_share_rules() -> None:
+    for precision in ("fp16", "fp32"):
+        n = len(calibration.reference_shares(precision))
+        loo = share_rules_leave_one_out(precision)
+        print(
+            f"GEMM share of the {n} microbenchmarked cards, {precision}, leave-one-out:"
+            f" power headroom x{math.exp(loo['headroom']):.2f},"
+            f" generation mean x{math.exp(loo['generation']):.2f}"
+        )
+
+
 def _print_rows(rows: list[Row]) -> None:
     print(f"{'group':<12} {'metric':<26} {'gpu':<24} {'batch':>5} {'prec':<5}", end="")
     print(f" {'measured':>9} {'predicted':>9} {'ratio':>6}")
@@ -208,6 +238,7 @@ def main() -> None:
     _print_rows(rows)
     print()
     _summary(rows)
+    _print_share_rules()
     if not args.no_transformers and not args.quick:
         print()
         _transformer_rows.print_rows(_transformer_rows.reproduce_all())
