@@ -64,7 +64,7 @@ GENERATIONS = (
 
 KERNEL_FACTOR = {
     "volta": {"tensor": 0.861, "fp32": 0.986},
-    "turing": {"tensor": 0.814, "fp32": 0.699},
+    "turing": {"tensor": 0.814, "fp32": 0.986},
     "ampere": {"tensor": 0.814, "fp32": 0.699},
     "ada": {"tensor": 0.970, "fp32": 0.729},
     "hopper": {"tensor": 0.671, "fp32": 0.577},
@@ -77,8 +77,15 @@ matmuls and convolutions, half-size activations), ``fp32`` for fp32/TF32 steps. 
 the published ResNet-50 training rows by ``benchmarks/sizing_accuracy.py --fit`` (median
 over each generation's rows of that precision); the split is kept because it lowers the
 leave-one-out error (the benchmark prints both). Turing and Blackwell have no training
-rows: Turing takes Ampere's factors, Blackwell Ada's; AMD's CDNA3 takes Hopper's (no rows;
-a guess, marked so in the advice)."""
+rows: Blackwell takes Ada's factors; Turing takes Ampere's for fp16/bf16 steps and Volta's
+for fp32 steps, because the fp32 factor of Ampere and newer carries what TF32
+convolutions lose, and Turing, like Volta, has no TF32: its fp32 convolutions run cuDNN's
+native fp32 kernels. Two real traces show the difference (facebookresearch/
+HolisticTraceAnalysis @f4d0062 ``tests/data/nccl_parser_config/nccl_data.json.gz`` and
+``tests/data/ns_resolution_trace``, copied to ``tests/realdata/hta_traces``):
+on an A100 (TF32, NCHW) cuDNN's ``nchwToNhwc``/``nhwcToNchw`` transposes take about a
+quarter of the convolutions' kernel time; on a V100 (fp32, NCHW) under 1 %. AMD's CDNA3
+takes Hopper's (no rows; a guess, marked so in the advice)."""
 
 CUDA_CONTEXT_BYTES = {
     "volta": 800 * 2**20,
