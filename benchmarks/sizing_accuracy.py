@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import _transformer_rows
 
-from gpuwise.sizing import calibration
+from gpuwise.sizing import calibration, gemm_share
 from gpuwise.sizing.calibration import Measurement, generation, memory_format, same_card
 from gpuwise.sizing.catalog import GpuSpec, load_catalog
 from gpuwise.sizing.memory import MemoryEstimate, estimate
@@ -174,24 +174,24 @@ def share_rules_leave_one_out(precision: str) -> dict[str, float]:
     """Median |ln ratio| of each microbenchmarked card's GEMM share, predicted without it.
 
     ``headroom``: the share of the card nearest in watts per SM-GHz
-    (``calibration.headroom_share``, the shipped rule); ``generation``: the mean share of
+    (``gemm_share.headroom_share``, the shipped rule); ``generation``: the mean share of
     the generation's other cards (the former rule).
     """
     errors: dict[str, list[float]] = {"headroom": [], "generation": []}
-    for name, _, share in calibration.reference_shares(precision):
+    for name, _, share in gemm_share.reference_shares(precision):
         card = _card(name)
         if card is None:
             continue
-        headroom = calibration.headroom_share(card, precision, exclude=name)
+        headroom = gemm_share.headroom_share(card, precision, exclude=name)
         errors["headroom"].append(abs(math.log((headroom or 0.6) / share)))
-        generation_mean = calibration.generation_mean_share(card, precision, exclude=name)
+        generation_mean = gemm_share.generation_mean_share(card, precision, exclude=name)
         errors["generation"].append(abs(math.log(generation_mean / share)))
     return {rule: statistics.median(e) for rule, e in errors.items() if e}
 
 
 def _print_share_rules() -> None:
     for precision in ("fp16", "fp32"):
-        n = len(calibration.reference_shares(precision))
+        n = len(gemm_share.reference_shares(precision))
         loo = share_rules_leave_one_out(precision)
         print(
             f"GEMM share of the {n} microbenchmarked cards, {precision}, leave-one-out:"

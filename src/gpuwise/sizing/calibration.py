@@ -3,11 +3,9 @@
 ``measured_calibration.csv`` (shipped with the package) holds 82 published rows, one
 source per row: ResNet-50 training and inference throughput across GPUs, nvidia-smi memory
 peaks, and large-GEMM and copy microbenchmarks. The microbenchmarks give each card's
-achieved share of its datasheet rate (``matmul_efficiency``, ``copy_efficiency``); a card
-without one takes the share of the microbenchmarked card nearest in power headroom (board
-watts per SM per GHz of boost clock, ``headroom_share``), which predicts the seven cards'
-shares leave-one-out to x1.12 (fp16) and x1.18 (fp32) where their generation's mean gave
-x1.40 and x1.77; the
+achieved share of its datasheet rate (``gemm_share.matmul_efficiency``,
+``copy_efficiency``; a card without a GEMM row takes the share of the card nearest in
+power headroom, ``gemm_share.headroom_share``); the
 ResNet-50 training rows give factors per GPU generation, one for fp16/bf16 steps and one
 for fp32/TF32 steps, for how much slower real kernels run than a large GEMM or copy
 (``KERNEL_FACTOR``), fitted by ``benchmarks/sizing_accuracy.py`` (which prints the fit,
@@ -41,21 +39,32 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpuwise.sizing.catalog import GpuSpec
+    pass
 
 GENERATIONS = (
     ("H200", "hopper"),
     ("H100", "hopper"),
     ("A100", "ampere"),
     ("A10", "ampere"),
+    ("A30", "ampere"),
     ("A40", "ampere"),
+    ("A6000", "ampere"),
+    ("A5000", "ampere"),
     ("3090", "ampere"),
+    ("3080", "ampere"),
+    ("3070", "ampere"),
+    ("3060", "ampere"),
     ("L40S", "ada"),
     ("L4", "ada"),
     ("4090", "ada"),
+    ("4080", "ada"),
+    ("6000 ADA", "ada"),
     ("5090", "blackwell"),
     ("T4", "turing"),
     ("2080", "turing"),
+    ("2070", "turing"),
+    ("TITAN RTX", "turing"),
+    ("RTX 8000", "turing"),
     ("RTX 6000", "turing"),
     ("V100", "volta"),
     ("MI300X", "cdna3"),
@@ -217,105 +226,6 @@ def same_card(published: str, catalog_name: str) -> bool:
 @functools.cache
 def _micro(metric: str) -> tuple[Measurement, ...]:
     return tuple(m for m in load_measurements() if m.metric == metric)
-
-
-def _share(gpu: GpuSpec, precision: str) -> float | None:
-    peak = gpu.tflops.get(precision)
-    for m in _micro("achieved_tflops"):
-        if peak and m.precision == precision and same_card(m.gpu, gpu.name):
-            return min(m.value / peak, 1.0)
-    return None
-
-
-def matmul_efficiency(gpu: GpuSpec, precision: str) -> float:
-    """Achieved share of the datasheet matrix rate, from the large-GEMM microbenchmarks.
-
-    The card's own row at the precision when published (TF32 and a missing bf16 take the
-    fp16 row: all are tensor-core rates); else the share of the microbenchmarked card
-    nearest in power headroom (``headroom_share``); else the mean of its generation's
-    cards; else 0.6.
-    """
-    wanted = [precision] if precision == "fp32" else [precision, "fp16"]
-    wanted = ["fp16"] if precision == "tf32" else wanted
-    for p in wanted:
-        own = _share(gpu, p)
-        if own is not None:
-            return own
-    nearest = headroom_share(gpu, wanted[-1])
-    if nearest is not None:
-        return nearest
-    return generation_mean_share(gpu, wanted[-1])
-
-
-def generation_mean_share(gpu: GpuSpec, precision: str, exclude: str = "") -> float:
-    """The mean GEMM share of the generation's microbenchmarked cards (0.6 without any).
-
-    The rule for cards without the headroom figures, and the comparison for
-    ``headroom_share``.
-
-    Args:
-        gpu: The card.
-        precision: ``fp16``, ``bf16`` or ``fp32``.
-        exclude: A published card name whose row is left out (leave-one-out).
-    """
-    shares = [
-        s
-        for name, _, s in reference_shares(precision, with_headroom=False)
-        if name != exclude and generation(name) == generation(gpu.name)
-    ]
-    return statistics.mean(shares) if shares else 0.6
-
-
-@functools.cache
-def reference_shares(
-    precision: str, with_headroom: bool = True
-) -> tuple[tuple[str, float, float], ...]:
-    """``(published card, watts per SM-GHz, share)`` of each GEMM row at ``precision``.
-
-    Args:
-        precision: ``fp16``, ``bf16`` or ``fp32``.
-        with_headroom: Leave out cards whose catalog row lacks SM count or boost clock.
-    """
-    from gpuwise.sizing.catalog import load_catalog
-
-    refs = []
-    for m in _micro("achieved_tflops"):
-        card = next((g for g in load_catalog() if same_card(m.gpu, g.name)), None)
-        peak = card.tflops.get(precision) if card else None
-        if card is None or m.precision != precision or not peak:
-            continue
-        if card.watts_per_sm_ghz is None and with_headroom:
-            continue
-        refs.append((m.gpu, card.watts_per_sm_ghz or 0.0, min(m.value / peak, 1.0)))
-    return tuple(refs)
-
-
-def headroom_share(gpu: GpuSpec, precision: str, exclude: str = "") -> float | None:
-    """GEMM share of the microbenchmarked card nearest to ``gpu`` in power headroom.
-
-    Under a sustained tensor load a board runs at the clock its power limit allows:
-    dynamic power grows with the SMs switching and their clock (and voltage with clock),
-    so the board power per SM per GHz of boost clock (``GpuSpec.watts_per_sm_ghz``, from
-    the datasheet TDP, SM count and boost clock) says how far below boost the clock must
-    drop. The 150 W A10 (1.23 W per SM-GHz) reaches 0.43 of its fp16 rate, the 400 W
-    A100 SXM (2.63) 0.61, the 300 W V100 SXM2 (2.45) 0.67: shares follow this headroom
-    more closely than the generation (``benchmarks/sizing_accuracy.py`` prints both rules
-    leave-one-out over the microbenchmarked cards). Nearest is by ``|ln|`` of the ratio;
-    a published row that names no form factor takes the catalog's first matching card.
-
-    Args:
-        gpu: The card (None is returned when it lacks SM count or boost clock).
-        precision: ``fp16``, ``bf16`` or ``fp32``.
-        exclude: A published card name whose row is left out (leave-one-out).
-
-    Returns:
-        The nearest card's share, or None.
-    """
-    own = gpu.watts_per_sm_ghz
-    refs = [r for r in reference_shares(precision) if r[0] != exclude]
-    if own is None or not refs:
-        return None
-    return min(refs, key=lambda r: abs(math.log(r[1] / own)))[2]
 
 
 def copy_efficiency(gpu_name: str, bandwidth_gbs: float) -> float:
