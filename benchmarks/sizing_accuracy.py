@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import _transformer_rows
 
-from gpuwise.sizing import calibration
+from gpuwise.sizing import calibration, gemm_share
 from gpuwise.sizing.calibration import Measurement, generation, memory_format, same_card
 from gpuwise.sizing.catalog import GpuSpec, load_catalog
 from gpuwise.sizing.memory import MemoryEstimate, estimate
@@ -64,19 +64,36 @@ def _card(name: str) -> GpuSpec | None:
 
 
 @functools.cache
-def _trace(batch: int, precision: str, training: bool) -> MemoryEstimate:
+def _trace(
+    batch: int, precision: str, training: bool, optimizer: str = "sgd_momentum"
+) -> MemoryEstimate:
     return estimate(
         "resnet50",
         batch_size=batch,
         precision=precision,
-        optimizer="sgd_momentum",
+        optimizer=optimizer,
         training=training,
+        foreach=optimizer != "adadelta",
     )
+
+
+def _optimizer(m: Measurement) -> str:
+    """The optimizer the source ran: Zeus's ImageNet traces name Adadelta.
+
+    ``summary_power_v100.csv`` (ml-energy/zeus, the rows' source) gives ``adadelta`` in
+    its optimizer column for every ImageNet/ResNet-50 row. The traces were recorded for the
+    NSDI '23 paper (preprint August 2022), before PyTorch 2.0 (March 2023) made the
+    multi-tensor (``foreach``) optimizers CUDA's default, so Adadelta ran
+    its per-parameter loop: about a dozen small kernels for each of ResNet-50's 161
+    parameter tensors, which a small batch cannot hide. The others (DLE, Lambda, timm)
+    train with SGD and momentum.
+    """
+    return "adadelta" if "ml-energy/zeus" in m.source else "sgd_momentum"
 
 
 def _samples_s(m: Measurement, gpu: GpuSpec) -> float | None:
     training = m.metric.startswith("train") or m.metric in TIMES
-    est = _trace(m.batch or 256, _precision(m.precision), training)
+    est = _trace(m.batch or 256, _precision(m.precision), training, _optimizer(m))
     nhwc = memory_format(m) == "nhwc"
     step = gpu_step_time(est, gpu, _precision(m.precision), with_h2d=False, channels_last=nhwc)
     return None if step is None else est.batch_size / step.step_s
@@ -153,6 +170,36 @@ def fitted_factors(rows: list[Row]) -> dict[str, dict[str, float]]:
     return dict(fitted)
 
 
+def share_rules_leave_one_out(precision: str) -> dict[str, float]:
+    """Median |ln ratio| of each microbenchmarked card's GEMM share, predicted without it.
+
+    ``headroom``: the share of the card nearest in watts per SM-GHz
+    (``gemm_share.headroom_share``, the shipped rule); ``generation``: the mean share of
+    the generation's other cards (the former rule).
+    """
+    errors: dict[str, list[float]] = {"headroom": [], "generation": []}
+    for name, _, share in gemm_share.reference_shares(precision):
+        card = _card(name)
+        if card is None:
+            continue
+        headroom = gemm_share.headroom_share(card, precision, exclude=name)
+        errors["headroom"].append(abs(math.log((headroom or 0.6) / share)))
+        generation_mean = gemm_share.generation_mean_share(card, precision, exclude=name)
+        errors["generation"].append(abs(math.log(generation_mean / share)))
+    return {rule: statistics.median(e) for rule, e in errors.items() if e}
+
+
+def _print_share_rules() -> None:
+    for precision in ("fp16", "fp32"):
+        n = len(gemm_share.reference_shares(precision))
+        loo = share_rules_leave_one_out(precision)
+        print(
+            f"GEMM share of the {n} microbenchmarked cards, {precision}, leave-one-out:"
+            f" power headroom x{math.exp(loo['headroom']):.2f},"
+            f" generation mean x{math.exp(loo['generation']):.2f}"
+        )
+
+
 def _print_rows(rows: list[Row]) -> None:
     print(f"{'group':<12} {'metric':<26} {'gpu':<24} {'batch':>5} {'prec':<5}", end="")
     print(f" {'measured':>9} {'predicted':>9} {'ratio':>6}")
@@ -208,6 +255,7 @@ def main() -> None:
     _print_rows(rows)
     print()
     _summary(rows)
+    _print_share_rules()
     if not args.no_transformers and not args.quick:
         print()
         _transformer_rows.print_rows(_transformer_rows.reproduce_all())

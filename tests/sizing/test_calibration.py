@@ -1,19 +1,20 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
-from gpuwise.sizing import calibration
+from gpuwise.sizing import calibration, gemm_share
 from gpuwise.sizing.calibration import (
     copy_efficiency,
     generation,
     load_measurements,
-    matmul_efficiency,
     nvidia_smi_bytes,
     same_card,
 )
-from gpuwise.sizing.catalog import find_gpus
+from gpuwise.sizing.catalog import find_gpus, load_catalog
+from gpuwise.sizing.gemm_share import matmul_efficiency
 
 
 def test_shipped_rows_carry_numbers_and_sources() -> None:
@@ -39,13 +40,42 @@ def test_published_names_match_catalog_cards() -> None:
     assert generation("Some NPU") == "unknown"
 
 
-def test_efficiencies_come_from_the_card_then_its_generation() -> None:
-    h100_pcie, l40s, t4 = (find_gpus([n])[0] for n in ("H100 PCIe", "L40S", "T4"))
+def test_efficiencies_come_from_the_card_then_the_nearest_in_power_headroom() -> None:
+    h100_pcie, t4, rtx3090, rtx5090 = (
+        find_gpus([n])[0] for n in ("H100 PCIe", "T4", "RTX 3090", "RTX 5090")
+    )
     assert matmul_efficiency(h100_pcie, "bf16") == pytest.approx(449 / 756.5)
     assert matmul_efficiency(h100_pcie, "tf32") == pytest.approx(435 / 756.5)  # fp16 row
     assert matmul_efficiency(t4, "bf16") == pytest.approx(25 / 65)  # no bf16 row: fp16's
-    ada = [150 / 165.2, 65 / 121]  # RTX 4090 and L4, the Ada cards with a row
-    assert matmul_efficiency(l40s, "fp16") == pytest.approx(sum(ada) / 2)
+    # RTX 3090: 350 W over 82 SMs at 1.695 GHz; the nearest microbenchmarked card is the
+    # 300 W V100 SXM2 (80 SMs at 1.53 GHz), whose fp16 GEMM reaches 84 of 125 TFLOPS
+    assert rtx3090.watts_per_sm_ghz == pytest.approx(350 / (82 * 1.695))
+    assert matmul_efficiency(rtx3090, "fp16") == pytest.approx(84 / 125)
+    assert matmul_efficiency(rtx3090, "fp32") == pytest.approx(13 / 15.7)
+    # RTX 5090: 575 W / (170 SMs x 2.407 GHz) = 1.41, next to the RTX 4090's 1.40
+    assert rtx5090.watts_per_sm_ghz == pytest.approx(1.405, abs=0.005)
+    assert matmul_efficiency(rtx5090, "fp16") == pytest.approx(150 / 165.2)
+    # the former rule: the generation's mean (A100 and A10 for Ampere)
+    assert gemm_share.generation_mean_share(rtx3090, "fp16") == pytest.approx(
+        (189 / 312 + 54 / 125) / 2
+    )
+    mi300x = find_gpus(["MI300X"])[0]  # no SM figures: generation mean, none: 0.6
+    assert mi300x.watts_per_sm_ghz is None
+    assert matmul_efficiency(mi300x, "fp16") == 0.6
+
+
+def test_headroom_rule_predicts_shares_better_than_the_generation_mean() -> None:
+    for precision in ("fp16", "fp32"):
+        errors: dict[str, list[float]] = {"headroom": [], "generation": []}
+        for name, _, share in gemm_share.reference_shares(precision):
+            card = next(g for g in load_catalog() if same_card(name, g.name))
+            nearest = gemm_share.headroom_share(card, precision, exclude=name)
+            assert nearest is not None
+            errors["headroom"].append(abs(math.log(nearest / share)))
+            mean = gemm_share.generation_mean_share(card, precision, exclude=name)
+            errors["generation"].append(abs(math.log(mean / share)))
+        assert len(errors["headroom"]) == 7
+        assert statistics.median(errors["headroom"]) < statistics.median(errors["generation"])
     assert copy_efficiency("NVIDIA A100 80GB SXM", 2039) == pytest.approx(1490 / 2039)
     assert copy_efficiency("NVIDIA L40S", 864) == 0.78  # no copy row
 
@@ -108,3 +138,30 @@ def test_kendall_tau_counts_pairs_in_order() -> None:
     # one tie in the prediction, one discordant pair, one concordant: (1 - 1) / 3
     assert calibration.kendall_tau([(1, 10), (1, 20), (2, 15)]) == 0.0
     assert math.isnan(calibration.kendall_tau([(1, 1)]))
+
+
+def test_cards_without_sm_figures_get_headroom_from_their_fp32_rate() -> None:
+    import dataclasses
+
+    for g in load_catalog():
+        if g.watts_per_sm_ghz is None:
+            continue
+        bare = dataclasses.replace(g, sm_count=None, boost_clock_mhz=None)
+        assert gemm_share.watts_per_sm_ghz(bare) == pytest.approx(g.watts_per_sm_ghz, rel=0.01)
+    # an RTX A6000 as a catalog row would carry it (datasheet: 300 W, fp32 38.7 TFLOPS;
+    # 84 SMs at 1.80 GHz): 1.98 W per SM-GHz, nearest the H100 PCIe's 1.75
+    a10 = next(g for g in load_catalog() if g.name == "NVIDIA A10")
+    a6000 = dataclasses.replace(
+        a10,
+        name="NVIDIA RTX A6000",
+        tdp_w=300,
+        tflops={"fp32": 38.7, "tf32": 38.7, "bf16": 154.8, "fp16": 154.8},
+        sm_count=None,
+        boost_clock_mhz=None,
+    )
+    assert gemm_share.watts_per_sm_ghz(a6000) == pytest.approx(300 / (84 * 1.80), rel=0.01)
+    assert matmul_efficiency(a6000, "fp16") == pytest.approx(435 / 756.5)
+    assert generation("NVIDIA GeForce RTX 3080") == "ampere"
+    assert generation("NVIDIA GeForce RTX 2080 Ti") == "turing"
+    assert generation("NVIDIA RTX 6000 Ada") == "ada"
+    assert generation("NVIDIA Quadro RTX 8000") == "turing"

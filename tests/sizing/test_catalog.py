@@ -38,3 +38,18 @@ def test_find_gpus_matches_loosely_and_lists_valid_names() -> None:
         find_gpus(["b200"])
     assert "NVIDIA H100 SXM" in str(info.value)
     assert "'b200'" in str(info.value)
+
+
+def test_sm_counts_and_boost_clocks_reproduce_the_datasheet_fp32_rate() -> None:
+    # fp32 FLOP/s = SMs x boost clock x 2 x fp32 lanes per SM (64 on Volta, Turing and
+    # GA100; 128 on GA102, Ada, Hopper and Blackwell): the figures agree with the sheet
+
+    checked = 0
+    for g in load_catalog():
+        if g.sm_count is None or g.boost_clock_mhz is None:
+            continue
+        lanes = 64 if any(k in g.name for k in ("V100", "T4", "A100")) else 128
+        rate_tflops = g.sm_count * g.boost_clock_mhz * 1e6 * 2 * lanes / 1e12
+        assert rate_tflops == pytest.approx(g.tflops["fp32"], rel=0.01), g.name
+        checked += 1
+    assert checked == 16  # every NVIDIA card of the catalog

@@ -146,3 +146,17 @@ def test_channels_last_speeds_half_convolutions_only() -> None:
     from_estimate = gpu_step_time(flagged, a100, "fp16", with_h2d=False)
     assert from_estimate is not None
     assert from_estimate.step_s == pytest.approx(nhwc.step_s)
+
+
+def test_per_parameter_optimizer_launches_kernels_per_tensor() -> None:
+    # Adadelta without foreach (PyTorch's CUDA default before 2.0) loops over parameter
+    # tensors: its kernels grow with their number; the foreach path's do not
+    def opt_kernels(model: str, foreach: bool) -> int:
+        est = estimate(model, (32,), batch_size=4, optimizer="adadelta", foreach=foreach)
+        return sum(o.kernels for o in est.ops if o.phase == "optimizer")
+
+    two = opt_kernels("tests.sizing.factories:tiny_mlp", False)  # 2 weight tensors
+    four = opt_kernels("tests.sizing.factories:mlp_with_bias", False)  # 2 weights, 2 biases
+    assert two >= 2 * 8  # several kernels per tensor: square average, deltas, update
+    assert four == 2 * two
+    assert opt_kernels("tests.sizing.factories:mlp_with_bias", True) < four / 2

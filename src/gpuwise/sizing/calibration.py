@@ -3,7 +3,9 @@
 ``measured_calibration.csv`` (shipped with the package) holds 82 published rows, one
 source per row: ResNet-50 training and inference throughput across GPUs, nvidia-smi memory
 peaks, and large-GEMM and copy microbenchmarks. The microbenchmarks give each card's
-achieved share of its datasheet rate (``matmul_efficiency``, ``copy_efficiency``); the
+achieved share of its datasheet rate (``gemm_share.matmul_efficiency``,
+``copy_efficiency``; a card without a GEMM row takes the share of the card nearest in
+power headroom, ``gemm_share.headroom_share``); the
 ResNet-50 training rows give factors per GPU generation, one for fp16/bf16 steps and one
 for fp32/TF32 steps, for how much slower real kernels run than a large GEMM or copy
 (``KERNEL_FACTOR``), fitted by ``benchmarks/sizing_accuracy.py`` (which prints the fit,
@@ -37,21 +39,32 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpuwise.sizing.catalog import GpuSpec
+    pass
 
 GENERATIONS = (
     ("H200", "hopper"),
     ("H100", "hopper"),
     ("A100", "ampere"),
     ("A10", "ampere"),
+    ("A30", "ampere"),
     ("A40", "ampere"),
+    ("A6000", "ampere"),
+    ("A5000", "ampere"),
     ("3090", "ampere"),
+    ("3080", "ampere"),
+    ("3070", "ampere"),
+    ("3060", "ampere"),
     ("L40S", "ada"),
     ("L4", "ada"),
     ("4090", "ada"),
+    ("4080", "ada"),
+    ("6000 ADA", "ada"),
     ("5090", "blackwell"),
     ("T4", "turing"),
     ("2080", "turing"),
+    ("2070", "turing"),
+    ("TITAN RTX", "turing"),
+    ("RTX 8000", "turing"),
     ("RTX 6000", "turing"),
     ("V100", "volta"),
     ("MI300X", "cdna3"),
@@ -59,13 +72,13 @@ GENERATIONS = (
 """Name fragment -> GPU generation, first match wins (so ``A100`` before ``A10``)."""
 
 KERNEL_FACTOR = {
-    "volta": {"tensor": 0.861, "fp32": 0.987},
-    "turing": {"tensor": 0.818, "fp32": 0.704},
-    "ampere": {"tensor": 0.818, "fp32": 0.704},
-    "ada": {"tensor": 0.971, "fp32": 0.729},
-    "hopper": {"tensor": 0.675, "fp32": 0.582},
-    "blackwell": {"tensor": 0.971, "fp32": 0.729},
-    "cdna3": {"tensor": 0.675, "fp32": 0.582},
+    "volta": {"tensor": 0.861, "fp32": 0.986},
+    "turing": {"tensor": 0.814, "fp32": 0.986},
+    "ampere": {"tensor": 0.814, "fp32": 0.699},
+    "ada": {"tensor": 0.970, "fp32": 0.729},
+    "hopper": {"tensor": 0.671, "fp32": 0.577},
+    "blackwell": {"tensor": 0.970, "fp32": 0.729},
+    "cdna3": {"tensor": 0.671, "fp32": 0.577},
 }
 """Share of the microbenchmarked GEMM and copy rates that a whole training step's kernels
 reach, per generation and per kind of step: ``tensor`` for fp16/bf16 steps (tensor-core
@@ -73,8 +86,15 @@ matmuls and convolutions, half-size activations), ``fp32`` for fp32/TF32 steps. 
 the published ResNet-50 training rows by ``benchmarks/sizing_accuracy.py --fit`` (median
 over each generation's rows of that precision); the split is kept because it lowers the
 leave-one-out error (the benchmark prints both). Turing and Blackwell have no training
-rows: Turing takes Ampere's factors, Blackwell Ada's; AMD's CDNA3 takes Hopper's (no rows;
-a guess, marked so in the advice)."""
+rows: Blackwell takes Ada's factors; Turing takes Ampere's for fp16/bf16 steps and Volta's
+for fp32 steps, because the fp32 factor of Ampere and newer carries what TF32
+convolutions lose, and Turing, like Volta, has no TF32: its fp32 convolutions run cuDNN's
+native fp32 kernels. Two real traces show the difference (facebookresearch/
+HolisticTraceAnalysis @f4d0062 ``tests/data/nccl_parser_config/nccl_data.json.gz`` and
+``tests/data/ns_resolution_trace``, copied to ``tests/realdata/hta_traces``):
+on an A100 (TF32, NCHW) cuDNN's ``nchwToNhwc``/``nhwcToNchw`` transposes take about a
+quarter of the convolutions' kernel time; on a V100 (fp32, NCHW) under 1 %. AMD's CDNA3
+takes Hopper's (no rows; a guess, marked so in the advice)."""
 
 CUDA_CONTEXT_BYTES = {
     "volta": 800 * 2**20,
@@ -206,38 +226,6 @@ def same_card(published: str, catalog_name: str) -> bool:
 @functools.cache
 def _micro(metric: str) -> tuple[Measurement, ...]:
     return tuple(m for m in load_measurements() if m.metric == metric)
-
-
-def _share(gpu: GpuSpec, precision: str) -> float | None:
-    peak = gpu.tflops.get(precision)
-    for m in _micro("achieved_tflops"):
-        if peak and m.precision == precision and same_card(m.gpu, gpu.name):
-            return min(m.value / peak, 1.0)
-    return None
-
-
-def matmul_efficiency(gpu: GpuSpec, precision: str) -> float:
-    """Achieved share of the datasheet matrix rate, from the large-GEMM microbenchmarks.
-
-    The card's own row at the precision when published (TF32 and a missing bf16 take the
-    fp16 row: all are tensor-core rates), else the mean of its generation's cards, else 0.6.
-    """
-    wanted = [precision] if precision == "fp32" else [precision, "fp16"]
-    wanted = ["fp16"] if precision == "tf32" else wanted
-    for p in wanted:
-        own = _share(gpu, p)
-        if own is not None:
-            return own
-    shares = _generation_shares(generation(gpu.name), wanted[-1])
-    return statistics.mean(shares) if shares else 0.6
-
-
-@functools.cache
-def _generation_shares(gen: str, precision: str) -> tuple[float, ...]:
-    from gpuwise.sizing.catalog import load_catalog
-
-    shares = [_share(g, precision) for g in load_catalog() if generation(g.name) == gen]
-    return tuple(s for s in shares if s is not None)
 
 
 def copy_efficiency(gpu_name: str, bandwidth_gbs: float) -> float:

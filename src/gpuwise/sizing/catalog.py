@@ -33,7 +33,11 @@ Gen5 128 GB/s bidirectional, about half each way; Gen3 about 16 GB/s each way)."
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """One catalog row (rates in TFLOPS, bandwidth in GB/s, decimal units)."""
+    """One catalog row (rates in TFLOPS, bandwidth in GB/s, decimal units).
+
+    ``sm_count`` and ``boost_clock_mhz`` (streaming multiprocessors and maximum boost
+    clock, from the architecture whitepapers) are None where the catalog lacks them.
+    """
 
     name: str
     memory_gib: float
@@ -44,6 +48,20 @@ class GpuSpec:
     launch_usd: float | None
     cloud_usd_per_hour: float | None
     source: str
+    sm_count: int | None = None
+    boost_clock_mhz: float | None = None
+
+    @property
+    def watts_per_sm_ghz(self) -> float | None:
+        """Board power per SM per GHz of boost clock: the power headroom of its silicon.
+
+        Dynamic power grows with the SMs switching and their clock, so a board whose power
+        limit (``tdp_w``) is small for its SMs at boost clock must lower the clock under a
+        sustained tensor load (``gemm_share.matmul_efficiency``). None without the figures.
+        """
+        if not self.sm_count or not self.boost_clock_mhz:
+            return None
+        return self.tdp_w / (self.sm_count * self.boost_clock_mhz / 1000)
 
     @property
     def pcie_bytes_s(self) -> float:
@@ -76,6 +94,8 @@ def _row(row: dict[str, str]) -> GpuSpec:
         launch_usd=_number(row["launch_usd"]),
         cloud_usd_per_hour=_number(row["cloud_usd_per_hour"]),
         source=row["source"],
+        sm_count=int(row["sm_count"]) if row.get("sm_count", "").strip() else None,
+        boost_clock_mhz=_number(row.get("boost_clock_mhz", "")),
     )
 
 

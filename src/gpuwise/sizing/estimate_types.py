@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 ESTIMATE_SCHEMA = "gpuwise.estimate/1"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "adadelta")
 
 CUDA_CONTEXT_BYTES = (800 * 2**20, 1330 * 2**20)
 """Device memory the CUDA context, library handles and PyTorch's kernels take outside the

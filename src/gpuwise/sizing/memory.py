@@ -60,6 +60,8 @@ def make_optimizer(name: str, params: list[nn.Parameter], foreach: bool) -> torc
     if name in ("adam", "adamw"):
         cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
         return cls(params, lr=1e-3, foreach=foreach)
+    if name == "adadelta":
+        return torch.optim.Adadelta(params, foreach=foreach)
     momentum = 0.9 if name == "sgd_momentum" else 0.0
     return torch.optim.SGD(params, lr=0.01, momentum=momentum, foreach=foreach)
 
@@ -187,7 +189,7 @@ def estimate(
             built-in model's default input.
         batch_size: Samples per step (default: the example batch's size, else 1).
         precision: ``"fp32"``, ``"tf32"``, ``"bf16"`` or ``"fp16"`` (autocast).
-        optimizer: ``"sgd"``, ``"sgd_momentum"``, ``"adam"`` or ``"adamw"``.
+        optimizer: ``"sgd"``, ``"sgd_momentum"``, ``"adam"``, ``"adamw"`` or ``"adadelta"``.
         training: Trace forward, backward and optimizer step; False traces a forward
             under ``torch.no_grad``.
         device: ``"cuda"`` rounds sizes as the CUDA caching allocator does; ``"cpu"``

@@ -10,7 +10,7 @@ them (launches are asynchronous: the GPU's work hides them until it runs out):
     step_s = max(sum(op_s), kernels * launch_s) + h2d_s
 
 Rates are the catalog's datasheet figures times the card's microbenchmarked share
-(``calibration.matmul_efficiency``/``copy_efficiency``) times the generation's fitted
+(``gemm_share.matmul_efficiency``, ``calibration.copy_efficiency``) times the generation's fitted
 ``calibration.kernel_factor`` (one for fp16/bf16 steps, one for fp32/TF32 ones). Matrix
 operators run at the precision's tensor-core rate; convolutions under fp32 run at TF32 on
 cards that have it (cuDNN's default in PyTorch); operators whose FLOPs are not matrix work
@@ -30,9 +30,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuwise.sizing.calibration import copy_efficiency, kernel_factor, matmul_efficiency
+from gpuwise.sizing.calibration import copy_efficiency, kernel_factor
 from gpuwise.sizing.catalog import GpuSpec
 from gpuwise.sizing.estimate_types import MemoryEstimate
+from gpuwise.sizing.gemm_share import matmul_efficiency
 from gpuwise.sizing.opcost import OpCost
 
 MIN_KERNEL_S = 3e-6
