@@ -6,7 +6,13 @@ import math
 import pytest
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.advisor import Assumptions, advice_to_dict, advise
+from gpuwise.sizing.advisor import (
+    WORTH_IT_SPEEDUP,
+    Assumptions,
+    advice_to_dict,
+    advise,
+    cpu_verdict,
+)
 from gpuwise.sizing.calibration import KERNEL_FACTOR
 from gpuwise.sizing.catalog import find_gpus
 from gpuwise.sizing.cpu_rates import HostSpec
@@ -224,3 +230,29 @@ def test_measure_host_reports_positive_rates() -> None:
     assert host.bandwidth_bytes_s > 1e8
     assert 0 < host.op_overhead_s < 1e-3
     assert host.memory_bytes > 2**28
+
+
+def test_cpu_verdict_counts_comparable_gpus_only() -> None:
+    est = make_estimate(
+        batch_size=1,
+        flops_forward=300_000,
+        flops_backward=700_000,
+        op_count=200,
+        bytes_moved={"forward": 40_000, "backward": 60_000, "optimizer": 0},
+        input_bytes=3000,
+        peak_bytes=10_000_000,
+        precision="bf16",
+    )
+    rows = advise(est, 1000, 1, host=HOST, gpus=find_gpus(["H100 SXM", "T4"]))
+    gpus = [r for r in rows if r.kind == "gpu"]
+    verdict = cpu_verdict(rows)
+    timed = [r for r in gpus if r.speedup_vs_cpu is not None]
+    assert verdict.comparable == len(timed)
+    assert verdict.not_worth_it == sum((r.speedup_vs_cpu or 0) < WORTH_IT_SPEEDUP for r in timed)
+    assert verdict.crossover_batch == min(r.crossover_batch for r in timed if r.crossover_batch)
+    data = advice_to_dict(rows, est, 1000, 1)
+    assert data["cpu_verdict"] == {
+        "comparable": verdict.comparable,
+        "not_worth_it": verdict.not_worth_it,
+        "crossover_batch": verdict.crossover_batch,
+    }

@@ -123,6 +123,8 @@ def _table(data: dict[str, Any]) -> Any:
 
 
 def _notes(data: dict[str, Any]) -> list[str]:
+    from gpuwise.sizing.advisor import WORTH_IT_SPEEDUP
+
     a = data["assumptions"]
     lines = [
         f"prices: median on-demand USD/hour, cloud-gpus.github.io list of {data['price_date']}"
@@ -134,21 +136,25 @@ def _notes(data: dict[str, Any]) -> list[str]:
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]
-    gpus = [r for r in data["rows"] if r["kind"] == "gpu" and r["speedup_vs_cpu"] is not None]
-    losers = [r for r in gpus if r["speedup_vs_cpu"] < 2]
-    crossovers = [r["crossover_batch"] for r in gpus if r["crossover_batch"]]
-    if losers:
+    verdict = data["cpu_verdict"]
+    crossover = verdict["crossover_batch"]
+    if verdict["not_worth_it"]:
         lines.append(
-            f"a GPU is not worth it here: {len(losers)} of {len(gpus)} comparable GPUs are "
-            f"less than 2x faster than this CPU at batch {data['batch_size']} (launch and "
-            "transfer overhead eat the faster compute)"
+            f"a GPU is not worth it here: {verdict['not_worth_it']} of {verdict['comparable']} "
+            f"comparable GPUs are less than {WORTH_IT_SPEEDUP:g}x faster than this CPU at batch "
+            f"{data['batch_size']} (launch and transfer overhead eat the faster compute)"
         )
-        if crossovers:
+        if crossover and crossover > data["batch_size"]:
             lines.append(
-                f"crossover: the GPUs start beating this CPU from batch {min(crossovers)} "
+                f"crossover: the GPUs start beating this CPU from batch {crossover} "
                 f"(per card: 'beats CPU from batch')"
             )
-    elif crossovers and min(crossovers) == 1:
+        elif crossover:
+            lines.append(
+                f"crossover: the best already beats this CPU at batch {data['batch_size']}, by less "
+                f"than {WORTH_IT_SPEEDUP:g}x; larger batches widen the gap"
+            )
+    elif crossover == 1:
         lines.append("crossover: a GPU beats this CPU for this model even at batch 1")
     return lines
 

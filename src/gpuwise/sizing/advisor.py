@@ -338,6 +338,28 @@ def advise(
     return sorted(rows, key=_rank)
 
 
+@dataclass(frozen=True)
+class CpuVerdict:
+    """Whether a GPU is worth it over this CPU, counted over the comparable GPU rows only.
+
+    ``comparable`` counts the GPU rows with a speedup (timed, fitting); ``not_worth_it``
+    those under ``WORTH_IT_SPEEDUP``; ``crossover_batch`` is the smallest batch from which
+    any of them beats the CPU (None: none does within the search).
+    """
+
+    comparable: int
+    not_worth_it: int
+    crossover_batch: int | None
+
+
+def cpu_verdict(rows: list[AdviceRow]) -> CpuVerdict:
+    """The summary verdict of GPUs against this CPU over ``rows``."""
+    gpus = [r for r in rows if r.kind == "gpu" and r.speedup_vs_cpu is not None]
+    losers = [r for r in gpus if (r.speedup_vs_cpu or 0.0) < WORTH_IT_SPEEDUP]
+    crossovers = [r.crossover_batch for r in gpus if r.crossover_batch]
+    return CpuVerdict(len(gpus), len(losers), min(crossovers) if crossovers else None)
+
+
 def advice_to_dict(
     rows: list[AdviceRow],
     estimate: MemoryEstimate,
@@ -345,7 +367,7 @@ def advice_to_dict(
     epochs: float | None,
     assumptions: Assumptions | None = None,
 ) -> dict[str, Any]:
-    """The ``gpuwise.advise/1`` JSON object: inputs, assumptions and the ranked rows."""
+    """The ``gpuwise.advise/1`` JSON object: inputs, assumptions, rows, ``cpu_verdict``."""
     a = assumptions or Assumptions()
     return {
         "schema": ADVICE_SCHEMA,
@@ -362,4 +384,5 @@ def advice_to_dict(
         "price_date": PRICE_DATE,
         "assumptions": asdict(a),
         "rows": [r.to_dict() for r in rows],
+        "cpu_verdict": asdict(cpu_verdict(rows)),
     }
