@@ -151,8 +151,8 @@ def _notes(data: dict[str, Any]) -> list[str]:
             )
         elif crossover:
             lines.append(
-                f"crossover: the best already beats this CPU at batch {data['batch_size']}, by less "
-                f"than {WORTH_IT_SPEEDUP:g}x; larger batches widen the gap"
+                f"crossover: the best already beats this CPU at batch {data['batch_size']}, "
+                f"by less than {WORTH_IT_SPEEDUP:g}x; larger batches widen the gap"
             )
     elif crossover == 1:
         lines.append("crossover: a GPU beats this CPU for this model even at batch 1")
