@@ -96,3 +96,13 @@ def test_typed_sections_parse_and_incomplete_ones_stay_in_extra():
     odd = Run.from_dict({"source": "api", "serving": {"schema": "gpuwise.serving/1"}})
     assert odd.serving is None
     assert odd.extra == {"serving": {"schema": "gpuwise.serving/1"}}
+
+
+def test_known_fields_keeps_only_the_dataclass_fields() -> None:
+    from gpuwise.records.core import known_fields
+    from gpuwise.records.serving import BatchRecord
+
+    batch = BatchRecord(3, 1.5, 7, 8, 8, "delay", 0.001, 0.01, 0.002, 4096)
+    doc = {**batch.to_dict(), "added_by_a_newer_version": True}
+    assert known_fields(BatchRecord, doc) == batch.to_dict()
+    assert BatchRecord.from_dict(doc) == batch

@@ -22,6 +22,16 @@ PHASES = ("data_wait", "h2d", "compute", "post")
 SEVERITIES = ("critical", "warning", "info")
 
 
+def known_fields(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
+    """The items of a JSON object that name fields of the dataclass ``cls``.
+
+    Records ignore unknown keys when read back, so documents written by a newer gpuwise
+    (with more fields) still load.
+    """
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
 @dataclass(frozen=True, slots=True)
 class Sample:
     """One reading of one device at one time.
@@ -171,8 +181,7 @@ class Step:
             ValueError: A phase time that is missing, NaN, infinite or negative.
         """
         check_step(d)
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**known_fields(cls, d))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise.records.core import known_fields
+
 
 @dataclass(frozen=True)
 class RankView:
@@ -59,8 +61,7 @@ class RankView:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RankView:
         """Build the record from its JSON form; unknown keys are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in d.items() if k in names}
+        kwargs = known_fields(cls, d)
         kwargs["ranks"] = tuple(int(r) for r in d.get("ranks") or ())
         kwargs["per_rank"] = tuple(d.get("per_rank") or ())
         kwargs.setdefault("step_counts", {})

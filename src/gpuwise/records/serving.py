@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.records.core import known_fields
+
 SERVING_SCHEMA = "gpuwise.serving/1"
 
 SERVING_STAGES = ("queue", "pre", "batch_wait", "h2d", "compute", "d2h", "post_wait", "post")
@@ -76,8 +78,7 @@ class RequestTiming:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RequestTiming:
         """Build from the JSON form; unknown keys are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**known_fields(cls, d))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +127,7 @@ class BatchRecord:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BatchRecord:
         """Build from the JSON form; unknown keys are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**known_fields(cls, d))
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +161,7 @@ class ServingSettings:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ServingSettings:
         """Build from the JSON form."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in d.items() if k in names}
+        kwargs = known_fields(cls, d)
         kwargs["buckets"] = tuple(kwargs.get("buckets") or ())
         return cls(**kwargs)
 
