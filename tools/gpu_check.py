@@ -80,15 +80,15 @@ def gpu() -> dict[str, Any] | None:
     }
 
 
-def run(check: Check) -> dict[str, Any]:
+def run(check: Check, limit_s: float = LIMIT_S) -> dict[str, Any]:
     begin = time.monotonic()
     try:
         done = subprocess.run(
-            check.argv, cwd=ROOT, capture_output=True, text=True, timeout=LIMIT_S, check=False
+            check.argv, cwd=ROOT, capture_output=True, text=True, timeout=limit_s, check=False
         )
         code, out, err = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as exc:
-        code, out, err = 124, str(exc.stdout or ""), f"timed out after {LIMIT_S} s"
+        code, out, err = 124, str(exc.stdout or ""), f"timed out after {limit_s:g} s"
     result: dict[str, Any] = {
         "name": check.name,
         "command": " ".join(check.argv[1:]),
@@ -119,6 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="gpu-check.json", help="the JSON file to write")
     parser.add_argument("--quick", action="store_true", help="the benchmarks' quick modes")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="run only the checks whose name contains TEXT (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--limit-s",
+        type=float,
+        default=LIMIT_S,
+        metavar="S",
+        help=f"time limit of each check in seconds (default: {LIMIT_S})",
+    )
     args = parser.parse_args(argv)
     doc: dict[str, Any] = {"schema": SCHEMA, "python": platform.python_version(), "gpu": gpu()}
     if doc["gpu"] is None:
@@ -126,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
         print(f"gpu-check: no CUDA GPU on this machine; nothing to check (wrote {args.out})")
         return 0
-    doc["checks"] = [run(c) for c in checks(args.quick)]
+    chosen = [c for c in checks(args.quick) if not args.only or any(t in c.name for t in args.only)]
+    doc["checks"] = [run(c, args.limit_s) for c in chosen]
     doc["passed"] = all(r["passed"] for r in doc["checks"])
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
     print(f"gpu-check on {doc['gpu']['name']} (torch {doc['gpu']['torch']})")
