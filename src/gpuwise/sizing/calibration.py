@@ -73,12 +73,12 @@ GENERATIONS = (
 
 KERNEL_FACTOR = {
     "volta": {"tensor": 0.861, "fp32": 0.986},
-    "turing": {"tensor": 0.814, "fp32": 0.986},
-    "ampere": {"tensor": 0.814, "fp32": 0.699},
-    "ada": {"tensor": 0.970, "fp32": 0.729},
-    "hopper": {"tensor": 0.671, "fp32": 0.577},
-    "blackwell": {"tensor": 0.970, "fp32": 0.729},
-    "cdna3": {"tensor": 0.671, "fp32": 0.577},
+    "turing": {"tensor": 0.813, "fp32": 0.986},
+    "ampere": {"tensor": 0.813, "fp32": 0.791},
+    "ada": {"tensor": 0.970, "fp32": 0.830},
+    "hopper": {"tensor": 0.671, "fp32": 0.663},
+    "blackwell": {"tensor": 0.970, "fp32": 0.830},
+    "cdna3": {"tensor": 0.671, "fp32": 0.663},
 }
 """Share of the microbenchmarked GEMM and copy rates that a whole training step's kernels
 reach, per generation and per kind of step: ``tensor`` for fp16/bf16 steps (tensor-core
