@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.calibration import KERNEL_FACTOR
+from gpuwise.sizing.calibration import KERNEL_FACTOR, kernel_factor
 from gpuwise.sizing.catalog import find_gpus
+from gpuwise.sizing.gemm_share import matmul_efficiency
 from gpuwise.sizing.memory import estimate
 from gpuwise.sizing.opcost import OpCost
 from gpuwise.sizing.roofline import DeviceRates, gpu_rates, gpu_step_time, step_time
@@ -206,3 +207,18 @@ def test_per_parameter_optimizer_launches_kernels_per_tensor() -> None:
     assert two >= 2 * 8  # several kernels per tensor: square average, deltas, update
     assert four == 2 * two
     assert opt_kernels("tests.sizing.factories:mlp_with_bias", True) < four / 2
+
+
+def test_fp32_matmuls_stay_fp32_and_tf32_runs_them_on_tensor_cores() -> None:
+    # PyTorch's defaults: cuDNN convolutions TF32, matmuls fp32 (allow_tf32 False since 1.12)
+    a100 = find_gpus(["A100 80GB SXM"])[0]
+    fp32, tf32 = gpu_rates(a100, "fp32"), gpu_rates(a100, "tf32")
+    assert fp32 is not None
+    assert tf32 is not None
+    assert fp32.conv_flops_s == pytest.approx(tf32.conv_flops_s)
+    factor = kernel_factor(a100.name, "fp32")
+    for rates, rate in ((fp32, "fp32"), (tf32, "tf32")):
+        peak = a100.tflops[rate] * 1e12  # 19.5 and 156 TFLOP/s
+        expected = peak * matmul_efficiency(a100, rate) * factor
+        assert rates.matrix_flops_s == pytest.approx(expected)
+    assert tf32.matrix_flops_s > 4 * fp32.matrix_flops_s

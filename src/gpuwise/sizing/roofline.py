@@ -20,7 +20,7 @@ fp32 on cards with TF32 (Ampere and newer): PyTorch's defaults are assumed, so
 convolutions run in TF32 (``torch.backends.cudnn.allow_tf32`` is True) and matmuls in
 plain fp32 (``torch.backends.cuda.matmul.allow_tf32`` is False since PyTorch 1.12). Ask
 for ``tf32`` when matmuls run in TF32 too (``torch.set_float32_matmul_precision("high")``,
-or NVIDIA's NGC containers, which turn it on).
+or NVIDIA's NGC PyTorch containers, which set ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``).
 
 Memory format: cuDNN's fp16/bf16 and TF32 tensor-core convolutions work on NHWC
 (channels-last) tensors. Given NCHW tensors (PyTorch's default), it transposes what each
