@@ -73,8 +73,8 @@ GENERATIONS = (
 
 KERNEL_FACTOR = {
     "volta": {"tensor": 0.861, "fp32": 0.986},
-    "turing": {"tensor": 0.813, "fp32": 0.986},
-    "ampere": {"tensor": 0.813, "fp32": 0.791},
+    "turing": {"tensor": 0.814, "fp32": 0.986},
+    "ampere": {"tensor": 0.814, "fp32": 0.791},
     "ada": {"tensor": 0.970, "fp32": 0.830},
     "hopper": {"tensor": 0.671, "fp32": 0.663},
     "blackwell": {"tensor": 0.970, "fp32": 0.830},
