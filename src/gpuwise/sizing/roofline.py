@@ -209,7 +209,7 @@ def step_time(
             transpose_s = layout_transpose_s(op, rates, batch_scale)
             memory += transpose_s
             by_bound["memory"] += transpose_s
-            kernels += TRANSPOSE_KERNELS[op.phase]
+            kernels += TRANSPOSE_KERNELS.get(op.phase, 2)
     kernels_s = sum(by_bound.values())
     launch = kernels * launch_s_per_kernel
     bound = "overhead" if launch > kernels_s else max(by_bound, key=by_bound.__getitem__)
