@@ -16,9 +16,10 @@ import pytest
 from gpuwise.sizing import calibration
 from gpuwise.sizing.catalog import find_gpus
 from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.roofline import gpu_rates, layout_transpose_s, transposed
+from gpuwise.sizing.roofline import gpu_rates, gpu_step_time, layout_transpose_s, transposed
 
 TRACES = Path(__file__).parents[1] / "realdata" / "hta_traces"
+H100_RUN = Path(__file__).parents[1] / "realdata" / "h100_layout_transposes.json"
 
 
 A100_TF32 = "cnn_ddp_a100_nccl.trace.json.gz"
@@ -47,14 +48,13 @@ def _transpose_share_of_conv_time(name: str, phase: str = "") -> float:
     return sum(float(str(e["dur"])) for _, e in kernels if _is_transpose(e)) / conv_us
 
 
-def _resnet50_transpose_shares() -> tuple[float, float]:
-    """The roofline's transposes of ResNet-50 fp32 on an A100: share of the convolutions'
+def _resnet50_transpose_shares(gpu: str = "A100 80GB SXM", batch: int = 8) -> tuple[float, float]:
+    """The roofline's transposes of ResNet-50 fp32 on a card: share of the convolutions'
     time, and the forward pass's share of the transposes."""
-    a100 = find_gpus(["A100 80GB SXM"])[0]
-    rates = gpu_rates(a100, "fp32")
+    rates = gpu_rates(find_gpus([gpu])[0], "fp32")
     assert rates is not None
     conv_s = transpose_s = forward_s = 0.0
-    for o in estimate("resnet50", batch_size=8, optimizer="sgd_momentum").ops:
+    for o in estimate("resnet50", batch_size=batch, optimizer="sgd_momentum").ops:
         if not o.conv:
             continue
         t_s = layout_transpose_s(o, rates) if transposed(o, rates, "fp32") else 0.0
@@ -102,3 +102,20 @@ def test_turing_fp32_steps_take_voltas_factor_and_fp16_steps_amperes() -> None:
     assert calibration.kernel_factor("NVIDIA T4", "fp16") == calibration.kernel_factor(
         "NVIDIA A10", "fp16"
     )
+
+
+def test_roofline_against_resnet50_measured_on_an_h100() -> None:
+    measured = json.loads(H100_RUN.read_text())["results"]
+    est = estimate("resnet50", batch_size=128, optimizer="sgd_momentum")
+    h100 = find_gpus(["H100 SXM"])[0]
+    nchw = gpu_step_time(est, h100, "fp32", with_h2d=False)
+    assert nchw is not None
+    assert nchw.step_s * 1e3 == pytest.approx(measured["fp32 nchw"]["step_ms"], rel=0.1)
+    share, _ = _resnet50_transpose_shares("H100 SXM", 128)
+    assert share == pytest.approx(measured["fp32 nchw"]["transpose_share_of_conv"], abs=0.05)
+    # every larger-kernel convolution transposes; of the 36 1x1 ones the GPU transposed 8,
+    # the roofline the 3 with stride 2 (the 33 pointwise ones run as NCHW GEMMs)
+    forward = [o for o in est.ops if o.name == "convolution"]
+    assert measured["fp32 nchw"]["forward_kxk_convs"] == 17
+    assert sum(not o.pointwise for o in forward) == 17 + 3
+    assert measured["fp32 nchw"]["forward_1x1_transposing"] == 8
