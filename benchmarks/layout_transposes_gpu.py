@@ -10,8 +10,9 @@ fp16 (autocast), in NCHW and in channels-last, and prints per configuration:
   transposes, and how many forward convolutions with a 1x1 and with a larger kernel run
   any transpose.
 
-With ``--predict`` (no GPU needed) it prints the roofline's NCHW over channels-last step
-ratio and transpose share for the catalog card instead, for the same batch.
+With ``--predict`` (no GPU needed, and the fallback where CUDA is missing) it prints the
+roofline's step times and transpose share for the catalog card instead, for the same
+batch. ``--quick`` (``make bench``): batch 16, 5 timed steps.
 
     python benchmarks/layout_transposes_gpu.py --batch 128            # on the GPU
     python benchmarks/layout_transposes_gpu.py --batch 128 --predict --gpu "H100 SXM"
@@ -162,8 +163,13 @@ def main() -> None:
     parser.add_argument("--predict", action="store_true", help="the roofline's figures, no GPU")
     parser.add_argument("--gpu", default="H100 SXM", help="catalog card for --predict")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="batch 16, 5 steps")
     args = parser.parse_args()
-    results = predict(args.batch, args.gpu) if args.predict else measure(args.batch, args.steps)
+    batch, steps = (16, 5) if args.quick else (args.batch, args.steps)
+    if not args.predict and not torch.cuda.is_available():
+        print("no CUDA device here: the roofline's figures instead (--predict)")
+        args.predict = True
+    results = predict(batch, args.gpu) if args.predict else measure(batch, steps)
     if args.json:
         print(json.dumps(results, indent=1))
         return
