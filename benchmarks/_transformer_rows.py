@@ -9,8 +9,12 @@ BERT-large SQuAD model of ``gpuwise.sizing.models`` as that script trains it:
   ``run_squad.py`` @b5e1251 calls ``amp.initialize(..., opt_level="O2")`` with FusedAdam), so the
   model itself is fp16 (LayerNorm and softmax included) with fp32 master weights; traced
   as a model built in fp16 and timed at fp16 rates;
-- fp32 rows: TF32 matmuls on cards that have TF32 (the rows show it: the A100's fp32 rate
-  is 5.7x the V100's, whose datasheet fp32 rates differ 1.24x), plain fp32 on the V100;
+- fp32 rows: timed at ``tf32`` (TF32 matmuls and convolutions) on cards that have TF32,
+  plain fp32 on the V100. The runs are in NVIDIA's NGC PyTorch containers, whose image
+  sets ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`` (MONAI's documentation, "Precision and
+  Accelerating"), so matmuls run TF32 although plain PyTorch >= 1.12 keeps them fp32
+  (the estimator's ``fp32``); the rows show it too: the A100's fp32 rate is 5.7x the
+  V100's, whose datasheet fp32 rates differ 1.24x;
 - attention as DLE's ``modeling.py`` (@729963d) writes it (eager: ``bmm``, scale, mask,
   softmax and dropout as separate kernels); the same rows predicted with the fused kernel
   (SDPA) are shown beside, as what a current model would reach;

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.calibration import KERNEL_FACTOR
+from gpuwise.sizing.calibration import KERNEL_FACTOR, kernel_factor
 from gpuwise.sizing.catalog import find_gpus
+from gpuwise.sizing.gemm_share import matmul_efficiency
 from gpuwise.sizing.memory import estimate
 from gpuwise.sizing.opcost import OpCost
 from gpuwise.sizing.roofline import DeviceRates, gpu_rates, gpu_step_time, step_time
@@ -105,15 +108,64 @@ def test_nchw_half_convolutions_pay_a_transpose_each_way() -> None:
     assert step_time([conv], RATES, "fp32").kernels_s == nhwc.kernels_s
 
 
-def test_convolutions_record_their_activation_bytes() -> None:
+def test_convolutions_record_the_activation_bytes_cudnn_transposes() -> None:
     est = estimate("resnet18", (3, 32, 32), batch_size=2, optimizer="sgd")
-    first = next(o for o in est.ops if o.name == "convolution")
-    # the stem: a 2x3x32x32 input and a 2x64x16x16 output, fp32; the weight left out
-    assert first.layout_bytes == (2 * 3 * 32 * 32 + 2 * 64 * 16 * 16) * 4
+    convs = [o for o in est.ops if o.name == "convolution"]
+    # forward: the input only (the stem's 2x3x32x32, then layer1's 2x64x8x8), fp32
+    assert convs[0].layout_bytes == 2 * 3 * 32 * 32 * 4
+    assert convs[1].layout_bytes == 2 * 64 * 8 * 8 * 4
     grads = [o for o in est.ops if o.name == "convolution_backward"]
-    assert grads
-    assert all(o.layout_bytes > 0 for o in grads)
+    # backward of layer1's first 3x3 (second to last): output gradient twice, input,
+    # input gradient, all 2x64x8x8; the stem's (last) has no input gradient
+    assert grads[-2].layout_bytes == 4 * (2 * 64 * 8 * 8 * 4)
+    assert grads[-1].layout_bytes == 2 * (2 * 64 * 16 * 16 * 4) + 2 * 3 * 32 * 32 * 4
     assert all(o.layout_bytes == 0 for o in est.ops if not o.conv)
+
+
+def test_pointwise_convolutions_are_the_1x1_stride_1_ones() -> None:
+    est = estimate("resnet50", (3, 32, 32), batch_size=2, optimizer="sgd")
+    forward = [o for o in est.ops if o.name == "convolution"]
+    backward = [o for o in est.ops if o.name == "convolution_backward"]
+    # ResNet-50: 16 bottlenecks x two 1x1 and layer1's stride-1 downsample; the other
+    # three downsamples are 1x1 with stride 2, the rest 3x3 or the 7x7 stem
+    assert (len(forward), sum(o.pointwise for o in forward)) == (53, 33)
+    assert sum(o.pointwise for o in backward) == 33
+
+
+def test_tf32_convolutions_pay_transposes_except_pointwise_ones() -> None:
+    tf32 = DeviceRates(100e12, 50e12, 10e12, 1e12, 5e-6, tf32_convolutions=True)
+    conv = op("convolution", 10**9, 10**6, matrix=True, conv=True, layout_bytes=3 * 10**6)
+    grad = op("convolution_backward", 10**9, 10**6, matrix=True, conv=True, layout_bytes=10**6)
+    grad = replace(grad, phase="backward")
+    nhwc = step_time([conv, grad], tf32, "fp32", channels_last=True)
+    nchw = step_time([conv, grad], tf32, "fp32")
+    # (3 MB + 1 MB) read and written once more at 1 TB/s; 2 kernels forward, 6 backward
+    assert nchw.kernels_s - nhwc.kernels_s == pytest.approx(2 * 4e6 / 1e12)
+    assert nchw.launch_s - nhwc.launch_s == pytest.approx(8 * 10e-6)
+    pointwise = replace(conv, pointwise=True)
+    assert step_time([pointwise], tf32, "fp32").kernels_s == pytest.approx(1e9 / 50e12)
+    # without TF32 (Volta, Turing) fp32 convolutions are NCHW-native; fp16 ones transpose
+    assert step_time([conv], RATES, "fp32").kernels_s == pytest.approx(1e9 / 50e12)
+    half = step_time([pointwise], RATES, "fp16").kernels_s
+    assert half == pytest.approx(1e9 / 50e12 + 2 * 3e6 / 1e12)
+
+
+def test_cards_with_tf32_run_fp32_convolutions_in_tf32() -> None:
+    a100, v100 = find_gpus(["A100 80GB SXM"])[0], find_gpus(["V100 SXM2 16GB"])[0]
+    flags = {
+        (card.name, precision): rates.tf32_convolutions
+        for card in (a100, v100)
+        for precision in ("fp32", "tf32", "fp16")
+        if (rates := gpu_rates(card, precision)) is not None
+    }
+    assert flags == {
+        (a100.name, "fp32"): True,
+        (a100.name, "tf32"): True,
+        (a100.name, "fp16"): False,
+        (v100.name, "fp32"): False,
+        (v100.name, "tf32"): False,  # no TF32: runs as plain fp32
+        (v100.name, "fp16"): False,
+    }
 
 
 def test_channels_last_speeds_half_convolutions_only() -> None:
@@ -160,3 +212,18 @@ def test_per_parameter_optimizer_launches_kernels_per_tensor() -> None:
     assert two >= 2 * 8  # several kernels per tensor: square average, deltas, update
     assert four == 2 * two
     assert opt_kernels("tests.sizing.factories:mlp_with_bias", True) < four / 2
+
+
+def test_fp32_matmuls_stay_fp32_and_tf32_runs_them_on_tensor_cores() -> None:
+    # PyTorch's defaults: cuDNN convolutions TF32, matmuls fp32 (allow_tf32 False since 1.12)
+    a100 = find_gpus(["A100 80GB SXM"])[0]
+    fp32, tf32 = gpu_rates(a100, "fp32"), gpu_rates(a100, "tf32")
+    assert fp32 is not None
+    assert tf32 is not None
+    assert fp32.conv_flops_s == pytest.approx(tf32.conv_flops_s)
+    factor = kernel_factor(a100.name, "fp32")
+    for rates, rate in ((fp32, "fp32"), (tf32, "tf32")):
+        peak = a100.tflops[rate] * 1e12  # 19.5 and 156 TFLOP/s
+        expected = peak * matmul_efficiency(a100, rate) * factor
+        assert rates.matrix_flops_s == pytest.approx(expected)
+    assert tf32.matrix_flops_s > 4 * fp32.matrix_flops_s

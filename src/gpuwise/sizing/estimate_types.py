@@ -114,15 +114,20 @@ class MemoryEstimate:
 
     @property
     def conv_activation_bytes(self) -> int:
-        """Activation bytes the step's convolutions read and write (weights excluded)."""
+        """Activation bytes cuDNN's NHWC kernels transpose for the step's NCHW convolutions.
+
+        Forward the inputs; backward the output gradients twice, the inputs and the input
+        gradients (``opcost``); weights excluded.
+        """
         return sum(o.layout_bytes for o in self.ops)
 
     @property
     def layout_transpose_bytes(self) -> int:
         """Extra bytes cuDNN moves transposing NCHW activations around fp16/bf16 convolutions.
 
-        Each activation byte is read and written once more; 0 with ``channels_last`` or at
-        fp32/TF32 (``roofline.layout_transpose_s``).
+        Each transposed byte is read and written once more; 0 with ``channels_last`` or at
+        fp32/TF32, where it depends on the card: the roofline charges cards with TF32
+        for every convolution but the pointwise ones (``roofline.transposed``).
         """
         if self.channels_last or self.precision not in ("fp16", "bf16"):
             return 0

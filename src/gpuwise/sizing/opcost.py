@@ -15,10 +15,10 @@ would run it:
   caches once per forward and are small;
 - elementwise operators after a matmul are fused into it when the step is compiled
   (``fusible``), so with ``compile=True`` the roofline charges them no bytes;
-- convolutions record the bytes of their activation tensors (``layout_bytes``: input and
-  output forward; output gradient, input and input gradient backward, weights excluded),
-  which cuDNN's fp16/bf16 tensor-core kernels transpose when the tensors are NCHW
-  (``roofline.layout_transpose_s``).
+- convolutions record the activation bytes that cuDNN's NHWC kernels transpose when the
+  tensors are NCHW (``layout_bytes``: the input forward; the output gradient twice, the
+  input and the input gradient backward, weights excluded), and whether they are 1x1
+  with stride 1 (``pointwise``) (``roofline.layout_transpose_s``).
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ _MATRIX_OPS = frozenset(
 
 _CONV_OPS = frozenset({"convolution", "_convolution", "convolution_backward"})
 """Convolutions: under plain fp32, PyTorch lets cuDNN use TF32 on Ampere and newer
-(``torch.backends.cudnn.allow_tf32`` defaults to True), while matmuls stay fp32."""
+(``torch.backends.cudnn.allow_tf32`` defaults to True), while matmuls stay fp32
+(``torch.backends.cuda.matmul.allow_tf32`` defaults to False since PyTorch 1.12)."""
 
 _FUSIBLE_OPS = frozenset(
     {
@@ -107,8 +108,10 @@ class OpCost:
         conv: A convolution (TF32 under fp32 on Ampere and newer).
         fusible: Elementwise, fused away under ``torch.compile``.
         kernels: GPU kernels it launches (0 for views and folded casts).
-        layout_bytes: A convolution's activation bytes (weights excluded), which an
-            NCHW tensor-core convolution transposes to NHWC and back; 0 for other ops.
+        layout_bytes: Activation bytes an NCHW convolution's NHWC kernels transpose
+            (``_layout_bytes``; weights excluded); 0 for other ops.
+        pointwise: A 1x1 stride-1 convolution, which TF32 runs as an NCHW GEMM without
+            transposes.
     """
 
     name: str
@@ -120,6 +123,7 @@ class OpCost:
     fusible: bool
     kernels: int
     layout_bytes: int = 0
+    pointwise: bool = False
 
 
 def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
@@ -138,17 +142,40 @@ def _tensor_bytes(tree: Any) -> int:
     )
 
 
+def _act_bytes(t: Any) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) and t.dim() == 4 else 0
+
+
 def _layout_bytes(name: str, args: tuple[Any, ...], out: Any) -> int:
-    """Activation bytes of a convolution: its 4-D tensors other than the weight."""
+    """Activation bytes cuDNN transposes around an NCHW convolution (weights excluded).
+
+    Forward: the input only (the kernel writes its NCHW output itself). Backward: the
+    output gradient twice (once for the data gradient, once for the weight gradient), the
+    input (weight gradient) and the input gradient back to NCHW. The order of
+    ``convolution_backward`` is ``(grad_output, input, weight, ...)`` ->
+    ``(grad_input, grad_weight, grad_bias)``.
+    """
     if name not in _CONV_OPS:
         return 0
-    weight_arg = 2 if name == "convolution_backward" else 1
-    acts = [a for i, a in enumerate(args[:3]) if i != weight_arg]
+    if name != "convolution_backward":
+        return _activation_bytes(args[0])
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    acts += outs[:1]  # the output, or the input gradient (not the weight's)
-    return sum(
-        t.numel() * t.element_size() for t in acts if isinstance(t, torch.Tensor) and t.dim() == 4
-    )
+    grad_output, inputs = args[0], args[1]
+    twice = 2 * _activation_bytes(grad_output)
+    return twice + _activation_bytes(inputs) + _activation_bytes(outs[0])
+
+
+def _activation_bytes(t: Any) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) and t.dim() == 4 else 0
+
+
+def _pointwise(name: str, args: tuple[Any, ...]) -> bool:
+    """A 1x1 convolution with stride 1: on NCHW tensors a plain GEMM per image."""
+    if name not in _CONV_OPS:
+        return False
+    backward = name == "convolution_backward"
+    weight, stride = (args[2], args[4]) if backward else (args[1], args[3])
+    return tuple(weight.shape[2:]) == (1, 1) and all(s == 1 for s in stride)
 
 
 def _is_parameter_cast(name: str, args: tuple[Any, ...]) -> bool:
@@ -191,4 +218,5 @@ def op_cost(
         fusible=name in _FUSIBLE_OPS,
         kernels=0 if folded else 1,
         layout_bytes=_layout_bytes(name, args, out),
+        pointwise=_pointwise(name, args),
     )

@@ -16,12 +16,23 @@ operators run at the precision's tensor-core rate; convolutions under fp32 run a
 cards that have it (cuDNN's default in PyTorch); operators whose FLOPs are not matrix work
 run at the fp32 vector rate.
 
-Memory format: cuDNN's fp16/bf16 tensor-core convolutions work on NHWC (channels-last)
-tensors. Given NCHW tensors (PyTorch's default), it transposes each convolution's
-activations to NHWC and the result back, in forward and backward: extra kernels that read
-and write every activation byte once more (``layout_transpose_s``). With
-``channels_last=True`` (``model.to(memory_format=torch.channels_last)``) they vanish.
-fp32 and TF32 convolutions have native NCHW kernels and pay nothing.
+fp32 on cards with TF32 (Ampere and newer): PyTorch's defaults are assumed, so
+convolutions run in TF32 (``torch.backends.cudnn.allow_tf32`` is True) and matmuls in
+plain fp32 (``torch.backends.cuda.matmul.allow_tf32`` is False since PyTorch 1.12). Ask
+for ``tf32`` when matmuls run in TF32 too (``torch.set_float32_matmul_precision("high")``,
+or NVIDIA's NGC PyTorch containers, which set ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``).
+
+Memory format: cuDNN's fp16/bf16 and TF32 tensor-core convolutions work on NHWC
+(channels-last) tensors. Given NCHW tensors (PyTorch's default), it transposes what each
+convolution reads to NHWC (forward: the input, whose output it writes in NCHW itself;
+backward: the output gradient for each of its two kernels and the input) and the input
+gradient back: extra kernels that read and write those bytes once more
+(``layout_transpose_s``, ``opcost._layout_bytes``). TF32 leaves out pointwise (1x1,
+stride 1) convolutions, which run as NCHW GEMMs. With ``channels_last=True``
+(``model.to(memory_format=torch.channels_last)``) the transposes vanish. Plain fp32
+convolutions (Volta, Turing) have native NCHW kernels and pay nothing. On a real A100
+fp32 ResNet trace the transposes are 27 % of the convolutions' kernel time; this model
+gives about a quarter for ResNet-50 (``tests/sizing/test_layout_trace.py``).
 """
 
 from __future__ import annotations
@@ -46,10 +57,27 @@ dispatch cost plus ``Assumptions.launch_s_per_op`` instead."""
 
 
 TRANSPOSE_PRECISIONS = ("fp16", "bf16")
-"""Precisions whose convolutions cuDNN runs on NHWC tensors, transposing NCHW ones."""
+"""Precisions whose convolutions cuDNN runs on NHWC tensors, transposing NCHW ones (TF32
+convolutions do too, except pointwise ones: ``DeviceRates.tf32_convolutions``)."""
 
-TRANSPOSE_KERNELS = 2
-"""Transpose kernels an NCHW tensor-core convolution adds: to NHWC before, back after."""
+TRANSPOSE_KERNELS = {"forward": 2, "backward": 6}
+"""Transpose kernels an NCHW convolution adds, as the A100 trace shows them: forward the
+weight and the input; backward the weight, the output gradient twice, the input, and the
+input and weight gradients back."""
+
+
+def transposed(op: OpCost, rates: DeviceRates, precision: str) -> bool:
+    """Whether cuDNN transposes this operator's NCHW tensors at ``precision``.
+
+    fp16/bf16: every convolution. TF32: every convolution but the pointwise ones (1x1,
+    stride 1), which run as NCHW GEMMs (``cutlass_80_tensorop_s1688gemm`` without a
+    transpose in the A100 trace). Other operators: never.
+    """
+    if not op.layout_bytes:
+        return False
+    if precision in TRANSPOSE_PRECISIONS:
+        return True
+    return rates.tf32_convolutions and not op.pointwise
 
 
 def layout_transpose_s(op: OpCost, rates: DeviceRates, scale: float = 1.0) -> float:
@@ -70,6 +98,9 @@ class DeviceRates:
     vector_flops_s: float
     bandwidth_bytes_s: float
     min_kernel_s: float = MIN_KERNEL_S
+    tf32_convolutions: bool = False
+    """Convolutions run in TF32 (fp32 or tf32 steps on a card with TF32): cuDNN's
+    TF32 kernels are NHWC, so NCHW convolutions pay transposes (``transposed``)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +145,8 @@ def gpu_rates(gpu: GpuSpec, precision: str) -> DeviceRates | None:
         conv = tf32 * matmul_efficiency(gpu, "tf32") * factor
     vector = (gpu.peak_flops("fp32") or peak) * matmul_efficiency(gpu, "fp32") * factor
     bandwidth = gpu.bandwidth_gbs * 1e9 * copy_efficiency(gpu.name, gpu.bandwidth_gbs) * factor
-    return DeviceRates(matrix, conv, vector, bandwidth)
+    tf32 = precision in ("fp32", "tf32") and bool(gpu.tflops.get("tf32"))
+    return DeviceRates(matrix, conv, vector, bandwidth, tf32_convolutions=tf32)
 
 
 def _scaled(op: OpCost, scale: float) -> tuple[float, float]:
@@ -147,12 +179,14 @@ def step_time(
         compiled: ``torch.compile``: elementwise operators fuse into their neighbours
             (no bytes, no launch of their own).
         channels_last: Activations are NHWC; False (NCHW) adds the transposes around
-            fp16/bf16 convolutions (``layout_transpose_s``).
+            fp16/bf16 and TF32 convolutions (``transposed``, ``layout_transpose_s``).
 
     Returns:
         The step time and its parts.
     """
-    transposes = precision in TRANSPOSE_PRECISIONS and not channels_last
+    transposes = not channels_last and (
+        precision in TRANSPOSE_PRECISIONS or rates.tf32_convolutions
+    )
     compute = memory = 0.0
     by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
     kernels = 0
@@ -171,11 +205,11 @@ def step_time(
         else:
             by_bound["compute" if op_compute >= op_memory else "memory"] += op_s
         kernels += op.kernels
-        if transposes and op.layout_bytes:
+        if transposes and transposed(op, rates, precision):
             transpose_s = layout_transpose_s(op, rates, batch_scale)
             memory += transpose_s
             by_bound["memory"] += transpose_s
-            kernels += TRANSPOSE_KERNELS
+            kernels += TRANSPOSE_KERNELS.get(op.phase, 2)
     kernels_s = sum(by_bound.values())
     launch = kernels * launch_s_per_kernel
     bound = "overhead" if launch > kernels_s else max(by_bound, key=by_bound.__getitem__)
