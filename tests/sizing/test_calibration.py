@@ -80,11 +80,13 @@ def test_headroom_rule_predicts_shares_better_than_the_generation_mean() -> None
     assert copy_efficiency("NVIDIA L40S", 864) == 0.78  # no copy row
 
 
-def test_nvidia_smi_figure_adds_reserve_and_the_generation_context() -> None:
+def test_nvidia_smi_figure_adds_workspaces_reserve_and_the_generation_context() -> None:
     peak = 10 * 2**30
-    reserved = int(peak * calibration.ALLOCATOR_RESERVE)
-    assert nvidia_smi_bytes(peak, "NVIDIA V100 SXM2 16GB") == reserved + 800 * 2**20
-    assert nvidia_smi_bytes(peak, "NVIDIA H100 SXM") == reserved + 1330 * 2**20
+    for card, workspace, context in (("NVIDIA V100 SXM2 16GB", 8, 800), ("H100 SXM", 64, 1330)):
+        reserved = int((peak + workspace * 2**20) * calibration.ALLOCATOR_RESERVE)
+        assert nvidia_smi_bytes(peak, card) == reserved + context * 2**20
+        gen = calibration.generation(card)
+        assert nvidia_smi_bytes(peak, gen) == nvidia_smi_bytes(peak, card)  # names itself
 
 
 def _train_rows(source: str, precision: str) -> list[calibration.Measurement]:

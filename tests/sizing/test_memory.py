@@ -232,6 +232,7 @@ def test_json_form_is_versioned_and_consistent() -> None:
 def test_estimate_matches_cuda_max_memory_allocated() -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU: compares with torch.cuda.max_memory_allocated")
+    from gpuwise.sizing.calibration import cublas_workspace_bytes
     from gpuwise.sizing.memory import make_optimizer
 
     spec = InputSpec("image", (3, 64, 64), num_classes=1000)
@@ -251,7 +252,10 @@ def test_estimate_matches_cuda_max_memory_allocated() -> None:
         opt.step()
     torch.cuda.synchronize()
     measured = torch.cuda.max_memory_allocated()
-    assert abs(est.peak_bytes - measured) / measured < 0.10
+    # the step's tensors plus the cuBLAS workspaces the allocator also holds; cuDNN's
+    # convolution workspaces (not modelled) take the rest of the tolerance
+    workspace = cublas_workspace_bytes(torch.cuda.get_device_name())
+    assert abs(est.peak_bytes + workspace - measured) / measured < 0.10
 
 
 class _DataDependent(nn.Module):

@@ -67,6 +67,14 @@ def _lines(est: MemoryEstimate) -> list[str]:
         f" ({est.params_grads_optimizer_bytes / peak:.2f}x the peak; what parameter-counting"
         " estimators report)"
     )
+    if est.device == "cuda":
+        from gpuwise.sizing.calibration import CUBLAS_WORKSPACE_BYTES
+
+        lines.append(
+            f"  plus cuBLAS workspaces {format_bytes(CUBLAS_WORKSPACE_BYTES['volta'])} (before"
+            f" Hopper) to {format_bytes(CUBLAS_WORKSPACE_BYTES['hopper'])} (Hopper) inside the"
+            " allocator: max_memory_allocated counts them"
+        )
     low, high = est.cuda_context_bytes
     lines.append(
         f"  plus CUDA context {format_bytes(low)} to {format_bytes(high)} outside the"
@@ -75,7 +83,8 @@ def _lines(est: MemoryEstimate) -> list[str]:
     smi = est.to_dict()["nvidia_smi_bytes"]
     lines.append(
         f"  nvidia-smi will show about {format_bytes(smi['volta'])} (Volta) to"
-        f" {format_bytes(smi['hopper'])} (Hopper): peak x allocator reserve + context"
+        f" {format_bytes(smi['hopper'])} (Hopper): (peak + workspaces) x allocator reserve"
+        " + context"
     )
     per_sample = est.flops_forward / 2 / est.batch_size
     lines.append(

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.calibration import cuda_context_bytes, kernel_factor
+from gpuwise.sizing.calibration import cublas_workspace_bytes, cuda_context_bytes, kernel_factor
 from gpuwise.sizing.catalog import PRICE_DATE, GpuSpec, load_catalog
 from gpuwise.sizing.cpu_rates import HostSpec
 from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
@@ -161,10 +161,11 @@ def _memory_at(work: StepWork, batch: int) -> float:
 def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, int, str]:
     """Whether the step fits the card, the largest batch that does, and the verdict if not."""
     usable = gpu.memory_gib * 2**30 * ctx["assumptions"].usable_memory_fraction
-    room = usable - cuda_context_bytes(gpu.name)
+    outside = cuda_context_bytes(gpu.name) + cublas_workspace_bytes(gpu.name)
+    room = usable - outside
     work: StepWork = ctx["work"]
     largest = int((room - work.fixed_memory_bytes) // max(work.memory_per_sample_bytes, 1.0))
-    need = est.peak_bytes + cuda_context_bytes(gpu.name)
+    need = est.peak_bytes + outside
     if need <= usable:
         return True, largest, ""
     ways = ["--checkpoint"] if est.training else []

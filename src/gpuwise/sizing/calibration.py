@@ -114,6 +114,23 @@ the caching allocator: 781 MB for a bare PyTorch process on a Volta-era driver
 (pytorch/pytorch#34323), 1.3 GiB measured on recent drivers on Hopper (issue #11 of this
 project); Ampere and Ada sit between (lazy module loading, CUDA 11.7 and newer)."""
 
+CUBLAS_WORKSPACE_BYTES = {
+    "volta": 2 * 4 * 2**20,
+    "turing": 2 * 4 * 2**20,
+    "ampere": 2 * 4 * 2**20,
+    "ada": 2 * 4 * 2**20,
+    "hopper": 2 * 32 * 2**20,
+    "blackwell": 2 * 32 * 2**20,
+    "cdna3": 2 * 32 * 2**20,
+}
+"""Workspaces PyTorch gives cuBLAS and cuBLASLt on the first matrix product, taken from the
+caching allocator and kept for the life of the process, so ``max_memory_allocated`` counts
+them on top of the step's tensors: 65 MiB measured on an H100 (torch 2.11, CUDA 13; this
+project's GPU check, ``tests/realdata/h100_workspaces.json``), two of the 32 MiB cuBLAS's
+documentation recommends for Hopper and newer (``cublasSetWorkspace``); before Hopper it
+recommends 4 MiB (not measured here). cuDNN's convolution workspaces are not modelled:
+on that H100 they added 13-102 MiB to ResNet-18's peak at batch 32-128."""
+
 ALLOCATOR_RESERVE = 1.19
 """nvidia-smi's figure over the caching allocator's peak, context excluded: blocks kept
 cached, split segments and cuDNN workspaces. Fitted (median) on the four published
@@ -140,9 +157,13 @@ class Measurement:
 def generation(gpu_name: str) -> str:
     """The GPU generation of a card name (``"ampere"`` for ``NVIDIA A100 80GB SXM``).
 
+    A generation's own name (``"hopper"``) is its generation.
+
     Returns:
         The generation, or ``"unknown"``.
     """
+    if gpu_name in CUDA_CONTEXT_BYTES:
+        return gpu_name
     upper = gpu_name.upper()
     for fragment, gen in GENERATIONS:
         if fragment.upper() in upper:
@@ -259,13 +280,20 @@ def cuda_context_bytes(gpu_name: str) -> int:
     return CUDA_CONTEXT_BYTES.get(generation(gpu_name), 1330 * 2**20)
 
 
-def nvidia_smi_bytes(peak_bytes: int, gpu_name: str) -> int:
-    """What nvidia-smi shows for a process whose allocator peak is ``peak_bytes``.
+def cublas_workspace_bytes(gpu_name: str) -> int:
+    """cuBLAS/cuBLASLt workspace bytes inside the allocator on this card's generation."""
+    return CUBLAS_WORKSPACE_BYTES.get(generation(gpu_name), 2 * 32 * 2**20)
 
-    The peak times the caching allocator's reserve (``ALLOCATOR_RESERVE``) plus the CUDA
-    context of the card's generation (``CUDA_CONTEXT_BYTES``).
+
+def nvidia_smi_bytes(peak_bytes: int, gpu_name: str) -> int:
+    """What nvidia-smi shows for a process whose step's tensors peak at ``peak_bytes``.
+
+    The peak plus the cuBLAS workspaces (``CUBLAS_WORKSPACE_BYTES``), times the caching
+    allocator's reserve (``ALLOCATOR_RESERVE``), plus the CUDA context of the card's
+    generation (``CUDA_CONTEXT_BYTES``).
     """
-    return int(peak_bytes * ALLOCATOR_RESERVE) + cuda_context_bytes(gpu_name)
+    allocated = peak_bytes + cublas_workspace_bytes(gpu_name)
+    return int(allocated * ALLOCATOR_RESERVE) + cuda_context_bytes(gpu_name)
 
 
 def median_abs_log_ratio(pairs: list[tuple[float, float]]) -> float:

@@ -29,13 +29,22 @@ CUDA_CONTEXT_SOURCE = (
 def nvidia_smi_by_generation(peak_bytes: int) -> dict[str, int]:
     """What nvidia-smi will show per GPU generation.
 
-    The peak with the allocator's reserve, plus that generation's CUDA context
-    (``calibration.nvidia_smi_bytes``).
+    The peak and that generation's cuBLAS workspaces with the allocator's reserve, plus its
+    CUDA context (``calibration.nvidia_smi_bytes``).
     """
-    from gpuwise.sizing.calibration import ALLOCATOR_RESERVE, CUDA_CONTEXT_BYTES
+    from gpuwise.sizing.calibration import CUDA_CONTEXT_BYTES, nvidia_smi_bytes
 
-    reserved = int(peak_bytes * ALLOCATOR_RESERVE)
-    return {gen: reserved + context for gen, context in CUDA_CONTEXT_BYTES.items()}
+    return {gen: nvidia_smi_bytes(peak_bytes, gen) for gen in CUDA_CONTEXT_BYTES}
+
+
+def cublas_workspaces() -> dict[str, int]:
+    """cuBLAS/cuBLASLt workspace bytes per GPU generation, on top of ``peak_bytes``.
+
+    ``torch.cuda.max_memory_allocated`` counts them (``calibration.CUBLAS_WORKSPACE_BYTES``).
+    """
+    from gpuwise.sizing.calibration import CUBLAS_WORKSPACE_BYTES
+
+    return dict(CUBLAS_WORKSPACE_BYTES)
 
 
 def check_choice(what: str, value: str, valid: Sequence[str]) -> None:
@@ -148,6 +157,7 @@ class MemoryEstimate:
             "high": self.cuda_context_bytes[1],
             "source": CUDA_CONTEXT_SOURCE,
         }
+        data["cublas_workspace_bytes"] = cublas_workspaces()
         data["nvidia_smi_bytes"] = nvidia_smi_by_generation(self.peak_bytes)
         data["flops_per_step"] = self.flops_per_step
         data["bytes_moved_per_step"] = self.bytes_moved_per_step
