@@ -9,7 +9,8 @@ On a machine with a CUDA GPU it runs, each in its own process with a time limit:
 * NVML sampling and energy (``gpuwise monitor --once --json`` for a few samples);
 * the profile hooks' overhead, the loader and the end-to-end benchmarks on the GPU;
 * cuDNN's layout transposes against the roofline's charge, and the cuBLAS workspaces
-  beside the estimate's peak (``layout_transposes_gpu.py``, ``memory_workspaces_gpu.py``).
+  beside the estimate's peak (``layout_transposes_gpu.py``, ``memory_workspaces_gpu.py``);
+* the estimate's step time and peak for built-in models against the GPU (``sizing_gpu.py``).
 
 It prints a pass/fail table and writes ``gpu-check.json`` (``--out``): the device, versions,
 and per check its command, exit code, seconds and the figures its ``--json`` printed.
@@ -63,6 +64,7 @@ def checks(quick: bool) -> list[Check]:
         Check("end to end", (py, "benchmarks/end_to_end.py", *q, "--json"), True),
         Check("layout transposes", (py, "benchmarks/layout_transposes_gpu.py", *q, "--json"), True),
         Check("allocator workspaces", (py, "benchmarks/memory_workspaces_gpu.py", "--json"), True),
+        Check("sizing vs the GPU", (py, "benchmarks/sizing_gpu.py", *q, "--json"), True),
     ]
 
 
