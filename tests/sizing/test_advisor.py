@@ -157,9 +157,9 @@ def test_budget_filters_rows_with_unknown_or_high_cost() -> None:
     assert any(r.kind == "cpu" for r in rows)
 
 
-def test_small_model_gpu_not_worth_it_and_crossover() -> None:
-    # a tiny step: 1 MFLOP and 100 kB per sample, 200 operators
-    est = make_estimate(
+def _tiny_step(precision: str) -> MemoryEstimate:
+    """A tiny step: 1 MFLOP and 100 kB per sample, 200 operators."""
+    return make_estimate(
         batch_size=1,
         flops_forward=300_000,
         flops_backward=700_000,
@@ -167,8 +167,12 @@ def test_small_model_gpu_not_worth_it_and_crossover() -> None:
         bytes_moved={"forward": 40_000, "backward": 60_000, "optimizer": 0},
         input_bytes=3000,
         peak_bytes=10_000_000,
-        precision="fp32",
+        precision=precision,
     )
+
+
+def test_small_model_gpu_not_worth_it_and_crossover() -> None:
+    est = _tiny_step("fp32")
     rows = advise(est, 1000, 1, host=HOST, gpus=find_gpus(["H100 SXM"]))
     gpu = next(r for r in rows if r.kind == "gpu")
     cpu = next(r for r in rows if r.kind == "cpu")
@@ -233,16 +237,7 @@ def test_measure_host_reports_positive_rates() -> None:
 
 
 def test_cpu_verdict_counts_comparable_gpus_only() -> None:
-    est = make_estimate(
-        batch_size=1,
-        flops_forward=300_000,
-        flops_backward=700_000,
-        op_count=200,
-        bytes_moved={"forward": 40_000, "backward": 60_000, "optimizer": 0},
-        input_bytes=3000,
-        peak_bytes=10_000_000,
-        precision="bf16",
-    )
+    est = _tiny_step("bf16")
     rows = advise(est, 1000, 1, host=HOST, gpus=find_gpus(["H100 SXM", "T4"]))
     gpus = [r for r in rows if r.kind == "gpu"]
     verdict = cpu_verdict(rows)
