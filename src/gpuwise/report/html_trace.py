@@ -16,8 +16,13 @@ from gpuwise.records.trace import RankFacts, StepFacts, TopKernel
 from gpuwise.records.trace_section import TraceSection
 from gpuwise.report import bars
 from gpuwise.report.html_tables import definition_list
-from gpuwise.report.text_trace import trace_lines
-from gpuwise.report.units import format_fraction, format_seconds
+from gpuwise.report.text_trace import (
+    KERNEL_COLUMNS,
+    RANK_COLUMNS,
+    kernel_cells,
+    rank_cells,
+    trace_lines,
+)
 
 STEP_PARTS = ("compute", "communication", "memory", "idle")
 PART_COLORS = {
@@ -88,32 +93,11 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 def _top_table(top: Sequence[TopKernel]) -> str:
     if not top:
         return ""
-    rows = [
-        [
-            str(k.name),
-            str(k.kernel_class),
-            format_seconds(k.total_s),
-            str(k.count),
-            format_fraction(k.share),
-        ]
-        for k in top
-    ]
-    return "<h3>Top kernels</h3>" + _table(["kernel", "class", "time", "count", "share"], rows)
+    rows = [kernel_cells(k) for k in top]
+    return "<h3>Top kernels</h3>" + _table(list(KERNEL_COLUMNS), rows)
 
 
 def _ranks_table(ranks: Sequence[RankFacts]) -> str:
     if len(ranks) < 2:
         return ""
-    rows = [
-        [
-            str(r.rank),
-            format_fraction(r.busy_fraction),
-            format_fraction(r.communication_fraction),
-            format_fraction(r.comm_overlap_fraction),
-            format_seconds(r.step_median_s),
-            str(r.file),
-        ]
-        for r in ranks
-    ]
-    headers = ["rank", "busy", "comm share", "overlapped", "median step", "file"]
-    return "<h3>Ranks</h3>" + _table(headers, rows)
+    return "<h3>Ranks</h3>" + _table(list(RANK_COLUMNS), [rank_cells(r) for r in ranks])

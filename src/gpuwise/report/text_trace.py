@@ -147,39 +147,46 @@ def _unplaced(f: TraceFacts, console: Console) -> None:
         _line(console, "skipped", f"{skipped} events with non-finite or negative ts/dur")
 
 
+KERNEL_COLUMNS = ("kernel", "class", "time", "count", "share")
+RANK_COLUMNS = ("rank", "busy", "comm share", "overlapped", "median step", "file")
+
+
+def kernel_cells(k: TopKernel) -> list[str]:
+    """One top kernel's row, in ``KERNEL_COLUMNS`` order (text and HTML reports)."""
+    cells = [k.name, k.kernel_class, format_seconds(k.total_s), str(k.count)]
+    return [str(c) for c in cells] + [format_fraction(k.share)]
+
+
+def rank_cells(r: RankFacts) -> list[str]:
+    """One rank's row, in ``RANK_COLUMNS`` order (text and HTML reports)."""
+    return [
+        str(r.rank),
+        format_fraction(r.busy_fraction),
+        format_fraction(r.communication_fraction),
+        format_fraction(r.comm_overlap_fraction),
+        format_seconds(r.step_median_s),
+        str(r.file),
+    ]
+
+
 def _top_kernels(top: Sequence[TopKernel], console: Console) -> None:
     if not top:
         return
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
-    for name, justify in (("kernel", "left"), ("class", "left"), ("time", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    table.add_column("count", justify="right")
-    table.add_column("share", justify="right")
+    for name in KERNEL_COLUMNS:
+        table.add_column(name, justify="left" if name in ("kernel", "class") else "right")
     for k in top[:5]:
-        name = str(k.name)
+        name, *rest = kernel_cells(k)
         if len(name) > KERNEL_NAME_CHARS:
             name = name[: KERNEL_NAME_CHARS - 1] + "…"
-        table.add_row(
-            name,
-            str(k.kernel_class),
-            format_seconds(k.total_s),
-            str(k.count),
-            format_fraction(k.share),
-        )
+        table.add_row(name, *rest)
     console.print(Padding(table, (0, 0, 0, 12), expand=False))
 
 
 def _ranks(ranks: Sequence[RankFacts], console: Console) -> None:
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
-    for name in ("rank", "busy", "comm share", "overlapped", "median step", "file"):
+    for name in RANK_COLUMNS:
         table.add_column(name, justify="left" if name == "file" else "right")
     for r in ranks:
-        table.add_row(
-            str(r.rank),
-            format_fraction(r.busy_fraction),
-            format_fraction(r.communication_fraction),
-            format_fraction(r.comm_overlap_fraction),
-            format_seconds(r.step_median_s),
-            str(r.file),
-        )
+        table.add_row(*rank_cells(r))
     console.print(Padding(table, (0, 0, 0, 12), expand=False))
