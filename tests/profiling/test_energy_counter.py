@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -17,22 +16,7 @@ from gpuwise.profiling.step_files import JsonlRecorder, MemoryRecorder, read_ste
 from gpuwise.records import Run, Sample, Step
 from gpuwise.telemetry.energy import boundary_energy, energy_section
 from gpuwise.telemetry.fake import NVML_ERROR_GPU_IS_LOST, FakeGpu, FakeNvml, Fault
-
-POWER_W = 300.0
-PERIOD_S = 0.1
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t_s = 0.0
-
-    def __call__(self) -> float:
-        return self.t_s
-
-
-def quantized(t_s: float) -> float:
-    """A 300 W GPU whose counter (joules since driver load) moves every 100 ms."""
-    return 5000.0 + POWER_W * math.floor(t_s / PERIOD_S + 1e-9) * PERIOD_S
+from tests.energy_fakes import PERIOD_S, POWER_W, Clock, quantized
 
 
 def smooth(t_s: float) -> float:

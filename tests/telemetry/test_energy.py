@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -14,29 +13,12 @@ from gpuwise.telemetry.energy import attribute_steps, energy_section, energy_ser
 from gpuwise.telemetry.fake import FakeGpu, FakeNvml
 from gpuwise.telemetry.nvml import NvmlBackend
 from gpuwise.telemetry.rapl import RaplReader
-
-POWER_W = 300.0
-PERIOD_S = 0.1
-
-
-class Clock:
-    """An injected clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.t_s = 0.0
-
-    def __call__(self) -> float:
-        return self.t_s
-
-
-def _counter(t_s: float) -> float:
-    """A 300 W GPU whose energy counter moves only every 100 ms (joules since driver load)."""
-    return 5000.0 + POWER_W * math.floor(t_s / PERIOD_S + 1e-9) * PERIOD_S
+from tests.energy_fakes import PERIOD_S, POWER_W, Clock, quantized
 
 
 def _sampled(times_s: list[float]) -> list[Sample]:
     clock = Clock()
-    backend = NvmlBackend(nvml=FakeNvml([FakeGpu(values={"energy_j": _counter})], clock=clock))
+    backend = NvmlBackend(nvml=FakeNvml([FakeGpu(values={"energy_j": quantized})], clock=clock))
     samples = []
     for t in times_s:
         clock.t_s = t
