@@ -129,3 +129,13 @@ def test_command_output_stays_off_stdout_with_json(capfd: pytest.CaptureFixture[
     doc = json.loads(captured.out)  # the JSON document and nothing else
     assert doc["exit_code"] == 0
     assert doc["schema"] == "gpuwise.samples/1"
+
+
+def test_devices_flag_filters_plain_output(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_json(capsys, "--once", "--fake", "3", "--interval", "0.05", "--devices", "2,0")
+    assert [s["device"] for s in doc["samples"]] == ["gpu2", "gpu0"]
+
+
+def test_bad_devices_entry_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["monitor", "--once", "--fake", "2", "--devices", "5"]) != 0
+    assert "device '5' names no GPU; this machine has 0 (GPU-fake-0000)" in capsys.readouterr().err

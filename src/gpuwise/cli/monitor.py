@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -20,12 +21,14 @@ from gpuwise.cli._args import (
 )
 from gpuwise.cli._common import command_argv, guard, make_console, na, print_json, usage_error
 from gpuwise.cli._efficiency import open_prometheus
+from gpuwise.report.monitor_view import SORT_KEYS
 from gpuwise.report.units import format_bytes
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from gpuwise.cli._monitor_live import LiveView
     from gpuwise.records import Sample
     from gpuwise.telemetry.sampler import Sampler
 
@@ -33,8 +36,9 @@ HELP = (
     "sample GPU (or CPU) utilization, memory, power and clocks; live, logged, or around a command"
 )
 EXAMPLES = """\
-  gpuwise monitor                          live table, refreshed every second; Ctrl-C ends
-                                           it, prints the summary and exits 0
+  gpuwise monitor                          live full-terminal view: bars, history, processes;
+                                           Ctrl-C ends it, prints the summary and exits 0
+  gpuwise monitor --devices 0,2 --sort sm  only GPUs 0 and 2, processes by SM share
   gpuwise monitor --once --json            one reading of every device as JSON
   gpuwise monitor --duration 60 --log gpu.jsonl --csv gpu.csv
   gpuwise monitor -- python train.py       record while train.py runs, print the summary;
@@ -60,6 +64,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser, "gpuwise.samples/1")
     parser.add_argument("--pcie", action="store_true", help="read PCIe throughput (20 ms/GPU)")
     parser.add_argument("--host", action="store_true", help="sample the host CPU beside GPUs")
+    parser.add_argument(
+        "--devices",
+        metavar="LIST",
+        help="GPUs to read: NVML indices or UUIDs, comma-separated (default: "
+        "CUDA_VISIBLE_DEVICES when set, else every GPU)",
+    )
+    parser.add_argument(
+        "--sort",
+        choices=SORT_KEYS,
+        default="memory",
+        help="order of the live view's process table (default: memory)",
+    )
+    option(
+        parser,
+        "--refresh",
+        type=seconds(0.1),
+        default=2.0,
+        metavar="S",
+        help="redraw the live view every S seconds (default 2; sampling keeps --interval)",
+    )
     add_fake(parser)
     add_prometheus(parser)
     add_command(parser, "record while it runs")
@@ -75,7 +99,14 @@ def run(args: argparse.Namespace) -> int:
     cmd = command_argv(args.cmd)
     if cmd and args.once:
         return usage_error(args, "--once reads devices once; it cannot be combined with a command")
-    config = MonitorConfig(interval_s=args.interval, pcie=args.pcie, host=args.host)
+    spec, strict, shown = _device_spec(args)
+    config = MonitorConfig(
+        interval_s=args.interval,
+        pcie=args.pcie,
+        host=args.host,
+        devices=spec,
+        devices_strict=strict,
+    )
     log = JsonlWriter(args.log) if args.log else None  # opened first: a bad path fails now
     tree = ProcessTree()
     sampler = Sampler(config, _fake_backends(args, config, tree), tree=tree)
@@ -99,8 +130,14 @@ def run(args: argparse.Namespace) -> int:
     console = make_console(stderr=bool(cmd), pipe_width=140)  # ten columns
     for name, reason in sampler.unavailable.items():
         print(f"gpuwise monitor: {name}: {reason}; showing the CPU as the device", file=sys.stderr)
+    live = None
+    if not (cmd or args.once or args.json) and console.is_terminal:
+        from gpuwise.cli._monitor_live import LiveView
+
+        live = LiveView(sampler, sort=args.sort, refresh_s=args.refresh, shown=shown)
+        sampler.on_sample = live.feed(write)
     try:
-        exit_code, samples = _record(args, cmd, sampler, console)
+        exit_code, samples = _record(args, cmd, sampler, console, live)
     finally:
         sampler.stop()
         for writer in (log, csv, server):
@@ -110,18 +147,37 @@ def run(args: argparse.Namespace) -> int:
     return exit_code if cmd else 0
 
 
+def _device_spec(args: argparse.Namespace) -> tuple[str | None, bool, str]:
+    """The GPUs to read: ``--devices`` (strict), else ``CUDA_VISIBLE_DEVICES`` as CUDA reads it.
+
+    Returns:
+        The list (``None``: all), whether a bad entry is an error, and how to say it.
+    """
+    if args.devices is not None:
+        return args.devices, True, f"{args.devices} (--devices)"
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None:
+        return None, False, ""
+    return env, False, f"{env or '(none)'} (CUDA_VISIBLE_DEVICES)"
+
+
 def _fake_backends(args: argparse.Namespace, config: Any, tree: Any) -> Any:
     """With ``--fake N``: the backends of N simulated GPUs (``None``: the real devices)."""
     if args.fake is None:
         return None
-    from gpuwise.telemetry.fake import FakeNvml
+    from gpuwise.telemetry.fake import FakeNvml, demo_gpus
     from gpuwise.telemetry.sampler import default_backends
 
-    return default_backends(config, tree, nvml_lib=FakeNvml(args.fake))[0]
+    nvml = FakeNvml(demo_gpus(args.fake, os.getpid()))
+    return default_backends(config, tree, nvml_lib=nvml)[0]
 
 
 def _record(
-    args: argparse.Namespace, cmd: list[str], sampler: Sampler, console: Console
+    args: argparse.Namespace,
+    cmd: list[str],
+    sampler: Sampler,
+    console: Console,
+    live: LiveView | None,
 ) -> tuple[int, list[Sample]]:
     """Sample in the mode asked for; return the command's exit code (0) and samples."""
     if args.once:
@@ -142,7 +198,7 @@ def _record(
         what = "the JSON" if args.json else "the summary"
         print(f"gpuwise monitor: sampling; Ctrl-C stops and prints {what}", file=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a live view: print the summary
-        _watch(args, sampler, console)
+        _watch(args, sampler, console, live)
     return 0, sampler.samples()
 
 
@@ -152,18 +208,15 @@ def _watch_child(sampler: Sampler, pid: int) -> None:
     sampler.start()
 
 
-def _watch(args: argparse.Namespace, sampler: Sampler, console: Console) -> None:
-    from rich.live import Live
-
+def _watch(
+    args: argparse.Namespace, sampler: Sampler, console: Console, live: LiveView | None
+) -> None:
     end = None if args.duration is None else time.monotonic() + args.duration
-    if args.json or not console.is_terminal:
+    if live is None:
         while end is None or time.monotonic() < end:
             time.sleep(min(0.2, max(0.0, end - time.monotonic())) if end else 0.2)
         return
-    with Live(_snapshot_table(sampler.samples(), sampler), console=console) as live:
-        while end is None or time.monotonic() < end:
-            time.sleep(min(1.0, max(0.0, end - time.monotonic())) if end else 1.0)
-            live.update(_snapshot_table(sampler.samples(), sampler))
+    live.run(console, end)
 
 
 def _print_result(

@@ -85,6 +85,8 @@ FIELD_FUNCTIONS = {
     "pcie_rx_bytes_s": "nvmlDeviceGetPcieThroughput",
     "processes": "nvmlDeviceGetComputeRunningProcesses",
     "gpm": "nvmlGpmQueryDeviceSupport",
+    "process_sm_pct": "nvmlDeviceGetProcessUtilization",
+    "power_limit_w": "nvmlDeviceGetEnforcedPowerLimit",
 }
 
 
@@ -157,6 +159,12 @@ class FakeGpu:
             off GPM metrics).
         lost_at_s: From this time on every call on the device raises "GPU is lost".
         processes: Scripted per-process memory: pid to bytes.
+        process_sm_pct: Scripted per-process SM share (``nvmlDeviceGetProcessUtilization``):
+            pid to percent; a pid not listed has no utilization sample.
+        power_limit_w: The enforced power limit.
+        mig: MIG instances (MIG mode on when not empty); each one's ``name``,
+            ``memory_total_bytes`` and ``processes`` are used, its memory used is the sum
+            of its processes'.
     """
 
     name: str = "NVIDIA H100 80GB HBM3"
@@ -166,6 +174,21 @@ class FakeGpu:
     unsupported: frozenset[str] = frozenset()
     lost_at_s: float | None = None
     processes: Mapping[int, int] = field(default_factory=dict)
+    process_sm_pct: Mapping[int, float] = field(default_factory=dict)
+    power_limit_w: float = 700.0
+    mig: Sequence[FakeGpu] = ()
+
+
+def demo_gpus(count: int, pid: int) -> list[FakeGpu]:
+    """``count`` demo GPUs, each running process ``pid`` (so its user and command show).
+
+    ``gpuwise monitor --fake N`` uses these: a per-process table needs a process that
+    exists on this machine.
+    """
+    return [
+        FakeGpu(processes={pid: (12 + 4 * i) * GiB}, process_sm_pct={pid: 45.0 + 10 * i})
+        for i in range(count)
+    ]
 
 
 class FakeNvml:
@@ -280,11 +303,14 @@ class FakeNvml:
     def nvmlDeviceGetName(self, handle: SimpleNamespace) -> str:
         """Like pynvml's: the GPU's name."""
         self._enter("nvmlDeviceGetName", handle)
-        return str(self.gpus[handle.index].name)
+        return str(self._gpu(handle).name)
 
     def nvmlDeviceGetUUID(self, handle: SimpleNamespace) -> str:
         """Like pynvml's: a fake UUID."""
         self._enter("nvmlDeviceGetUUID", handle)
+        slot = getattr(handle, "mig", None)
+        if slot is not None:
+            return f"MIG-fake-{handle.index:04d}-{slot}"
         return f"GPU-fake-{handle.index:04d}"
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: SimpleNamespace) -> tuple[int, int]:
@@ -302,6 +328,11 @@ class FakeNvml:
     def nvmlDeviceGetMemoryInfo(self, handle: SimpleNamespace) -> SimpleNamespace:
         """Like pynvml's: ``.total``, ``.used``, ``.free`` in bytes."""
         n = self._enter("nvmlDeviceGetMemoryInfo", handle)
+        if getattr(handle, "mig", None) is not None:
+            mig = self._gpu(handle)
+            used = sum(mig.processes.values())
+            total = mig.memory_total_bytes
+            return SimpleNamespace(total=total, used=used, free=total - used)
         total = self.gpus[handle.index].memory_total_bytes
         used = int(self._value(handle, "memory_used_bytes", n))
         return SimpleNamespace(total=total, used=used, free=total - used)
@@ -341,8 +372,60 @@ class FakeNvml:
     def nvmlDeviceGetComputeRunningProcesses(self, handle: SimpleNamespace) -> list[Any]:
         """Like pynvml's: processes with ``.pid`` and ``.usedGpuMemory``."""
         self._enter("nvmlDeviceGetComputeRunningProcesses", handle)
-        procs = self.gpus[handle.index].processes.items()
+        procs = self._gpu(handle).processes.items()
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in procs]
+
+    def _gpu(self, handle: SimpleNamespace) -> FakeGpu:
+        """The scripted GPU, or MIG instance, a handle stands for."""
+        gpu: FakeGpu = self.gpus[handle.index]
+        slot = getattr(handle, "mig", None)
+        return gpu if slot is None else gpu.mig[int(slot)]
+
+    def nvmlDeviceGetProcessUtilization(self, handle: SimpleNamespace, since_us: int) -> list[Any]:
+        """Like pynvml's: per-process SM share samples newer than ``since_us``."""
+        self._enter("nvmlDeviceGetProcessUtilization", handle)
+        now_us = int(self._t() * 1e6) + 1
+        shares = self._gpu(handle).process_sm_pct
+        if not shares or now_us <= since_us:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)  # what NVML says when no sample is newer
+        return [
+            SimpleNamespace(pid=pid, timeStamp=now_us, smUtil=round(pct), memUtil=0)
+            for pid, pct in shares.items()
+        ]
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: SimpleNamespace) -> int:
+        """Like pynvml's: the enforced power limit in milliwatts."""
+        self._enter("nvmlDeviceGetEnforcedPowerLimit", handle)
+        gpu: FakeGpu = self.gpus[handle.index]
+        return round(gpu.power_limit_w * 1000)
+
+    def nvmlDeviceGetMigMode(self, handle: SimpleNamespace) -> list[int]:
+        """Like pynvml's: ``[current, pending]`` MIG mode (1 = enabled)."""
+        self._enter("nvmlDeviceGetMigMode", handle)
+        on = int(bool(self.gpus[handle.index].mig))
+        return [on, on]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: SimpleNamespace) -> int:
+        """Like pynvml's: MIG slots of the GPU (7 on an A100/H100)."""
+        self._enter("nvmlDeviceGetMaxMigDeviceCount", handle)
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: SimpleNamespace, slot: int) -> Any:
+        """Like pynvml's: the handle of MIG slot ``slot``; an empty slot is "Not Found"."""
+        self._enter("nvmlDeviceGetMigDeviceHandleByIndex", handle)
+        if slot >= len(self.gpus[handle.index].mig):
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return SimpleNamespace(index=handle.index, mig=slot)
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: SimpleNamespace) -> int:
+        """Like pynvml's: the GPU instance id of a MIG handle."""
+        self._enter("nvmlDeviceGetGpuInstanceId", handle)
+        return int(handle.mig) + 1
+
+    def nvmlDeviceGetComputeInstanceId(self, handle: SimpleNamespace) -> int:
+        """Like pynvml's: the compute instance id of a MIG handle."""
+        self._enter("nvmlDeviceGetComputeInstanceId", handle)
+        return 0
 
     def nvmlGpmQueryDeviceSupport(self, handle: SimpleNamespace) -> SimpleNamespace:
         """Like pynvml's: ``.isSupportedDevice`` (compute capability 9.0 and up)."""

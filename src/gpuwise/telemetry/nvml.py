@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.records import Sample
+from gpuwise.telemetry import nvml_procs
+from gpuwise.telemetry.nvml_procs import DeviceProcess, MigInstance
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +137,12 @@ class NvmlBackend:
         pids: Callable[[], Collection[int]] | None = None,
         pcie: bool = False,
         gpm: bool = True,
+        visible: str | None = None,
+        strict: bool = False,
     ) -> None:
         self.unavailable_reason: str | None = None
+        self._visible, self._strict = visible, strict
+        self._proc_since_us: dict[str, int] = {}
         self._pids = pids
         self._pcie = pcie
         self._gpus: list[_Gpu] = []
@@ -177,6 +183,26 @@ class NvmlBackend:
             ),
         }
         self._gpus = [self._describe(i, h, system, gpm) for i, h in enumerate(handles)]
+        if self._visible is not None:
+            self._keep_visible(self._visible)
+
+    def _keep_visible(self, spec: str) -> None:
+        from gpuwise.telemetry.devices import select_gpus
+
+        try:
+            keep = select_gpus(spec, [g.info for g in self._gpus], strict=self._strict)
+        except Exception:
+            self.close()
+            raise
+        for gpu in self._gpus:
+            if gpu.index not in keep:
+                for sample in gpu.gpm or ():
+                    self._free(self._nvml, self._nvml.nvmlGpmSampleFree, sample)
+        by_index = {g.index: g for g in self._gpus}
+        self._gpus = [by_index[i] for i in keep]  # in the order asked, as CUDA numbers them
+        if not self._gpus:
+            self.close()
+            self.unavailable_reason = f"no GPU is visible with CUDA_VISIBLE_DEVICES={spec!r}"
 
     def _describe(self, index: int, handle: Any, system: dict[str, Any], gpm: bool) -> _Gpu:
         gpu = _Gpu(index, handle, {"id": f"gpu{index}", "index": index, "name": None})
@@ -293,6 +319,40 @@ class NvmlBackend:
             return None
         used = [p.usedGpuMemory for p in procs if p.pid in pids]
         return sum(int(u) for u in used if u is not None)
+
+    def processes(self) -> list[DeviceProcess]:
+        """Every compute process on the visible GPUs (MIG instances: per instance).
+
+        Safe to call from another thread than the sampler's (NVML is thread-safe); a
+        device that cannot list its processes contributes none.
+        """
+        nvml, out = self._nvml, []
+        for gpu in self._gpus if nvml is not None else ():
+            if gpu.lost_reason is not None:
+                continue
+            migs = nvml_procs.mig_handles(nvml, gpu.handle)
+            targets = [(f"{gpu.id}/mig{s}", h) for s, h in migs] or [(gpu.id, gpu.handle)]
+            for device, handle in targets:
+                since = self._proc_since_us.get(device, 0)
+                found, self._proc_since_us[device] = nvml_procs.device_processes(
+                    nvml, handle, device, since
+                )
+                out += found
+        return out
+
+    def mig_instances(self) -> list[MigInstance]:
+        """The MIG instances of the visible GPUs in MIG mode (empty when none is)."""
+        nvml = self._nvml
+        if nvml is None:
+            return []
+        return [m for g in self._gpus for m in nvml_procs.mig_instances(nvml, g.handle, g.id)]
+
+    def power_limits_w(self) -> dict[str, float | None]:
+        """The enforced power limit of each visible GPU, by device id."""
+        nvml = self._nvml
+        if nvml is None:
+            return {}
+        return {g.id: nvml_procs.power_limit_w(nvml, g.handle) for g in self._gpus}
 
     def _gpm(self, gpu: _Gpu) -> tuple[float | None, float | None]:
         """SM-active and tensor-active percent between the previous and this GPM sample."""

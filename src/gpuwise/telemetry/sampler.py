@@ -52,12 +52,18 @@ class MonitorConfig:
         pcie: Read PCIe throughput too (NVML blocks 20 ms per direction per GPU).
         host: Sample the host CPU (device ``"cpu"``) alongside GPUs; without GPUs the
             host is always sampled, as the device.
+        devices: Which GPUs to read, as ``CUDA_VISIBLE_DEVICES`` names them (``"0,2"``,
+            UUIDs); ``None`` reads all.
+        devices_strict: Raise for an entry of ``devices`` that names no GPU (``--devices``)
+            instead of ending the list there as CUDA does.
     """
 
     interval_s: float = 0.5
     pids: tuple[int, ...] = ()
     pcie: bool = False
     host: bool = False
+    devices: str | None = None
+    devices_strict: bool = False
 
     def __post_init__(self) -> None:
         if not MIN_INTERVAL_S <= self.interval_s <= MAX_INTERVAL_S:
@@ -87,7 +93,13 @@ def default_backends(
 
     tree = tree or ProcessTree(config.pids)
     host = HostBackend(tree)
-    nvml = NvmlBackend(nvml=nvml_lib, pids=tree.pids, pcie=config.pcie)
+    nvml = NvmlBackend(
+        nvml=nvml_lib,
+        pids=tree.pids,
+        pcie=config.pcie,
+        visible=config.devices,
+        strict=config.devices_strict,
+    )
     if nvml.unavailable_reason is not None:
         nvml.close()
         log.info("GPU metrics unavailable (%s); sampling the CPU", nvml.unavailable_reason)

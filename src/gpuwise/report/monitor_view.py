@@ -1,0 +1,259 @@
+"""The live monitor's full-terminal view, drawn with ``rich`` from one ``MonitorFrame``.
+
+The library gathers the facts (``telemetry``: samples, processes, MIG instances), the
+history keeps the last minutes (``report.monitor_history``), this module turns one frame
+of them into a renderable, and the CLI only decides when to draw it (``rich.live``).
+Nothing here reads a device or prints.
+
+Colours follow the load, like a gauge: green under the first threshold, yellow under the
+second, red beyond (``THRESHOLDS``). Throttle reasons that slow the clocks (power cap,
+thermal, power brake) are red; ``gpu_idle`` is dim.
+
+Example:
+    >>> from rich.console import Console
+    >>> from gpuwise.records import Sample
+    >>> history = MonitorHistory()
+    >>> history.add(Sample(0.0, "gpu0", utilization_pct=71.0))
+    >>> frame = MonitorFrame(devices=[{"id": "gpu0", "name": "H100"}], history=history)
+    >>> console = Console(width=100, record=True, file=open("/dev/null", "w"))
+    >>> console.print(render(frame))
+    >>> "71 %" in console.export_text()
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+
+from gpuwise.records import Sample
+from gpuwise.report.monitor_history import MonitorHistory, metric_pct
+from gpuwise.report.units import format_bytes
+from gpuwise.telemetry.nvml_procs import DeviceProcess, MigInstance
+
+THRESHOLDS = {"util": (70.0, 90.0), "memory": (70.0, 90.0), "power": (80.0, 95.0)}
+"""Per metric on its 0-100 scale: (yellow from, red from)."""
+TEMPERATURE_C = (75.0, 85.0)
+SLOWING = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"}
+SLOWING |= {"hw_power_brake_slowdown"}
+SORT_KEYS = ("memory", "sm", "pid", "user", "device", "command")
+BAR_WIDTH = 24
+SPARK_WIDTH = 30
+
+
+@dataclass
+class MonitorFrame:
+    """Everything one redraw shows.
+
+    Attributes:
+        devices: Device dicts of the sampled devices (``id``, ``name``, ...).
+        history: Latest samples and the last minutes of each device.
+        processes: Compute processes on the GPUs.
+        migs: MIG instances of GPUs in MIG mode.
+        power_limits_w: Each GPU's power limit, for the power bar.
+        host: A reading of the host (CPU and memory) when the devices are GPUs.
+        now_s: Time of this frame on the samples' clock.
+        title: Header line (host name, interval, which devices are shown and why).
+        sort: Process table order, one of ``SORT_KEYS``.
+        notes: Lines shown under the header (unavailable backends, ...).
+    """
+
+    devices: list[dict[str, Any]]
+    history: MonitorHistory
+    processes: list[DeviceProcess] = field(default_factory=list)
+    migs: list[MigInstance] = field(default_factory=list)
+    power_limits_w: dict[str, float | None] = field(default_factory=dict)
+    host: Sample | None = None
+    now_s: float = 0.0
+    title: str = "gpuwise monitor"
+    sort: str = "memory"
+    notes: Sequence[str] = ()
+
+
+def level_style(value: float | None, limits: tuple[float, float]) -> str:
+    """``"green"``, ``"yellow"`` or ``"red"`` for a value against (yellow, red) limits."""
+    if value is None:
+        return "dim"
+    return "green" if value < limits[0] else "yellow" if value < limits[1] else "red"
+
+
+def bar(share_pct: float | None, style: str, width: int = BAR_WIDTH) -> Text:
+    """A horizontal gauge ``width`` cells wide, filled to ``share_pct`` (empty: n/a)."""
+    if share_pct is None:
+        return Text("·" * width, style="dim")
+    filled = round(min(max(share_pct, 0.0), 100.0) / 100.0 * width)
+    return Text.assemble(("█" * filled, style), ("░" * (width - filled), "dim"))
+
+
+def render(frame: MonitorFrame, width: int = 120) -> Text:
+    """The whole view as one ``Text``: header, a block per device, processes, host.
+
+    Drawn as plain lines with styled spans rather than nested tables: a redraw of eight
+    GPUs then costs rich about a millisecond, which keeps the view inside the monitor's
+    CPU budget (``benchmarks/monitor_view.py``).
+
+    Args:
+        frame: What to show.
+        width: Terminal columns; long commands are cut to fit.
+    """
+    lines: list[Text] = [Text(frame.title, style="bold")]
+    lines += [Text(note, style="yellow") for note in frame.notes]
+    for device in frame.devices:
+        lines += _device_block(frame, device)
+    if any(str(d.get("id", "")).startswith("gpu") for d in frame.devices):
+        lines += process_lines(frame.processes, frame.sort, width)
+    if frame.host is not None:
+        lines.append(_host_line(frame.host))
+    lines.append(Text(f"Ctrl-C ends and prints the summary · processes by {frame.sort}", "dim"))
+    out = Text("\n").join(lines)
+    out.no_wrap = True
+    out.overflow = "crop"
+    return out
+
+
+def _device_block(frame: MonitorFrame, device: dict[str, Any]) -> list[Text]:
+    dev_id = str(device.get("id"))
+    sample = frame.history.latest.get(dev_id)
+    head = Text.assemble((f"{dev_id}  ", "bold cyan"), (str(device.get("name") or ""), "bold"))
+    if sample is None:
+        return [head, Text("  no reading yet (or the device stopped answering)", "dim")]
+    head.append_text(_extras(sample))
+    lines = [head]
+    limit = frame.power_limits_w.get(dev_id)
+    for metric, label in (("util", "util"), ("memory", "mem"), ("power", "power")):
+        if metric == "power" and sample.power_w is None:
+            continue
+        value = metric_pct(sample, metric, limit)
+        style = level_style(value, THRESHOLDS[metric])
+        text = _value(sample, metric, limit)
+        lines.append(_gauge_line(frame, dev_id, metric, label, value, style, text))
+    if sample.temperature_c is not None:
+        t = sample.temperature_c
+        style = level_style(t, TEMPERATURE_C)
+        lines.append(_gauge_line(frame, dev_id, "temperature", "temp", t, style, f"{t:.0f} C"))
+    migs = [m for m in frame.migs if m.device == dev_id]
+    return lines + (_mig_lines(migs) if migs else [])
+
+
+def _gauge_line(
+    frame: MonitorFrame,
+    dev_id: str,
+    metric: str,
+    label: str,
+    value: float | None,
+    style: str,
+    text: str,
+) -> Text:
+    spark = frame.history.sparkline(dev_id, metric, width=SPARK_WIDTH, now_s=frame.now_s)
+    return Text.assemble(
+        (f"  {label:<6}", "bold"),
+        bar(value, style),
+        " ",
+        (f"{text:<22}", style if metric == "temperature" else ""),
+        (spark, "cyan"),
+    )
+
+
+def _value(sample: Sample, metric: str, limit: float | None) -> str:
+    if metric == "util":
+        return "n/a" if sample.utilization_pct is None else f"{sample.utilization_pct:.0f} %"
+    if metric == "memory":
+        used, total = sample.memory_used_bytes, sample.memory_total_bytes
+        return f"{format_bytes(used)} / {format_bytes(total)}"
+    power = "n/a" if sample.power_w is None else f"{sample.power_w:.0f}"
+    return f"{power} / {'n/a' if limit is None else f'{limit:.0f}'} W"
+
+
+def _extras(sample: Sample) -> Text:
+    """SM/tensor activity, clocks and throttle reasons, where the device reports them."""
+    out = Text()
+    if sample.sm_active_pct is not None:
+        out.append(f"  SM active {sample.sm_active_pct:.0f} %")
+    if sample.tensor_active_pct is not None:
+        out.append(f"  tensor {sample.tensor_active_pct:.0f} %")
+    if sample.sm_clock_mhz is not None:
+        out.append(f"  SM clock {sample.sm_clock_mhz:.0f} MHz", "dim")
+    if sample.throttle_reasons:
+        out.append("  throttle ")
+        for i, reason in enumerate(sample.throttle_reasons):
+            out.append(("," if i else "") + reason, "red" if reason in SLOWING else "dim")
+    return out
+
+
+def _mig_lines(migs: list[MigInstance]) -> list[Text]:
+    lines = [
+        Text(f"  {'MIG':<11} {'profile':<10} {'GI':>3} {'CI':>3}  {'memory':<21} UUID", "bold")
+    ]
+    for m in migs:
+        gi = "n/a" if m.gpu_instance is None else str(m.gpu_instance)
+        ci = "n/a" if m.compute_instance is None else str(m.compute_instance)
+        memory = f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"
+        lines.append(
+            Text.assemble(
+                f"  {m.id:<11} {m.name or 'n/a':<10} {gi:>3} {ci:>3}  {memory:<21} ",
+                (m.uuid or "n/a", "dim"),
+            )
+        )
+    return lines
+
+
+def sort_processes(procs: Sequence[DeviceProcess], key: str) -> list[DeviceProcess]:
+    """Processes in ``key`` order: memory and SM share largest first, the rest ascending."""
+    if key == "memory":
+        return sorted(procs, key=lambda p: (-(p.memory_bytes or -1), p.pid))
+    if key == "sm":
+        return sorted(procs, key=lambda p: (-(p.sm_pct if p.sm_pct is not None else -1), p.pid))
+    if key in ("user", "command", "device"):
+        return sorted(procs, key=lambda p: (str(getattr(p, key) or "~"), p.pid))
+    if key == "pid":
+        return sorted(procs, key=lambda p: (p.pid, p.device))
+    raise ValueError(f"unknown sort key {key!r}; one of {', '.join(SORT_KEYS)}")
+
+
+def process_lines(
+    procs: Sequence[DeviceProcess], sort: str = "memory", width: int = 120
+) -> list[Text]:
+    """The compute processes, a header and one row each, in ``sort`` order."""
+    if not procs:
+        return [Text("no compute processes on these GPUs", "dim")]
+    rows = [
+        (
+            p.device,
+            str(p.pid),
+            (p.user or "n/a")[:12],
+            format_bytes(p.memory_bytes),
+            "n/a" if p.sm_pct is None else f"{p.sm_pct:.0f} %",
+            p.command or "n/a (not visible from here)",
+        )
+        for p in sort_processes(procs, sort)
+    ]
+    head = ("device", "pid", "user", "GPU memory", "SM", "command")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
+    room = max(width - sum(widths) - 5, 10)
+
+    def line(cells: tuple[str, ...], style: str = "") -> Text:
+        d, pid, user, mem, sm, command = cells
+        if len(command) > room:
+            command = command[: room - 1] + "…"
+        text = f"{d:<{widths[0]}} {pid:>{widths[1]}} {user:<{widths[2]}} "
+        text += f"{mem:>{widths[3]}} {sm:>{widths[4]}} {command}"
+        return Text(text, style)
+
+    return [line(head, "bold"), *(line(r) for r in rows)]
+
+
+def _host_line(host: Sample) -> Text:
+    util = host.utilization_pct
+    mem = metric_pct(host, "memory")
+    used = f"{format_bytes(host.memory_used_bytes)} / {format_bytes(host.memory_total_bytes)}"
+    return Text.assemble(
+        ("host  CPU ", "bold"),
+        bar(util, level_style(util, THRESHOLDS["util"]), width=12),
+        f" {'n/a' if util is None else f'{util:.0f} %':<6} ",
+        ("memory ", "bold"),
+        bar(mem, level_style(mem, THRESHOLDS["memory"]), width=12),
+        f" {used}",
+    )

@@ -1,0 +1,90 @@
+"""``gpuwise monitor`` in a real terminal (a pseudo-terminal): the live view, then the summary."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+
+import pytest
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
+
+
+def run_in_pty(argv: list[str], env: dict[str, str], rows: int = 50, cols: int = 130) -> str:
+    """Run gpuwise on a pty of the given size; return everything it wrote."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwise", *argv],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        close_fds=True,
+    )
+    os.close(follower)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    os.close(leader)
+    assert proc.wait(timeout=30) == 0
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+@pytest.fixture
+def env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "NO_COLOR")}
+    env["TERM"] = "xterm-256color"
+    return env
+
+
+def test_live_view_in_a_terminal(env: dict[str, str]) -> None:
+    argv = ["monitor", "--fake", "2", "--duration", "2", "--interval", "0.1", "--refresh", "0.5"]
+    raw = run_in_pty(argv, env)
+    assert "\x1b[?1049h" in raw  # the full-terminal (alternate) screen was used
+    assert "\x1b[32m" in raw or "\x1b[38;5;2m" in raw or "\x1b[33m" in raw  # coloured bars
+    view, _, summary = raw.partition("\x1b[?1049l")
+    text = ANSI.sub("", view)
+    assert "sampled every 0.1 s, drawn every 0.5 s" in text
+    for device in ("gpu0  NVIDIA H100 80GB HBM3", "gpu1  NVIDIA H100 80GB HBM3"):
+        assert device in text
+    assert re.search(r"util\s+█+░*\s+\d+ %", text)
+    assert re.search(r"power\s+█+░*\s+\d+ / 700 W", text)
+    # the demo GPUs run the monitor's own process: its user and command resolve
+    assert re.search(r"gpu1\s+\d+\s+\S+\s+16\.0 GiB\s+55 %\s+\S*python", text)
+    assert re.search(r"host\s+CPU\s+[█░]+", text)
+    summary_text = ANSI.sub("", summary)
+    assert "summary" in summary_text
+    assert "mean util" in summary_text
+
+
+def test_devices_flag_and_cuda_visible_devices(env: dict[str, str]) -> None:
+    argv = ["monitor", "--fake", "3", "--duration", "1", "--interval", "0.1", "--refresh", "0.5"]
+    text = ANSI.sub("", run_in_pty([*argv, "--devices", "2"], env))
+    assert "gpu2  NVIDIA" in text
+    assert "gpu0  NVIDIA" not in text
+    assert "GPUs 2 (--devices)" in text
+    env["CUDA_VISIBLE_DEVICES"] = "1,0"
+    text = ANSI.sub("", run_in_pty(argv, env))
+    assert "GPUs 1,0 (CUDA_VISIBLE_DEVICES)" in text
+    assert "gpu1  NVIDIA" in text
+    assert "gpu2  NVIDIA" not in text
