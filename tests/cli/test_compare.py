@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gpuwise.cli.main import main
 from gpuwise.records import Run, Step
@@ -65,7 +67,21 @@ def test_html_has_both_bars_and_escapes_names(tmp_path, capsys):
     html = tmp_path / "compare.html"
     assert main(["compare", before, after, "--html", str(html)]) == 0
     text = html.read_text(encoding="utf-8")
-    assert text.count("<rect") == 8  # four phases, two bars
+    bars = text[: text.index("<h2>Timelines")]
+    assert bars.count("<rect") == 8  # four phases, two bars
+    # then both timelines, one over the other, on one time scale: AFTER's 40 steps end
+    # at 80 % of BEFORE's width (its steps are 0.8x as long)
+    before_tl = text[text.index('id="timeline-before"') : text.index('id="timeline-after"')]
+    after_tl = text[text.index('id="timeline-after"') :]
+    assert before_tl.count('class="seg"') == after_tl.count('class="seg"') == 40
+    last = [
+        float(x) + float(w)
+        for tl in (before_tl, after_tl)
+        for x, w in re.findall(r'class="seg" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', tl)[-1:]
+    ]
+    left = 64  # the lane labels' margin
+    assert (last[1] - left) / (last[0] - left) == pytest.approx(0.8, abs=0.03)
+    assert "BEFORE: " in before_tl
     assert "&lt;b&gt;.json" in text
     assert "<b>.json" not in text
 

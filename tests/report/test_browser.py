@@ -79,8 +79,11 @@ def test_report_renders_plots_in_headless_chromium(tmp_path):
     write_html(run, page)
 
     dom = _browse(tmp_path, page, "--dump-dom").stdout
-    assert dom.count("<svg") == 6  # share bar, step phases, 2 x (utilization, memory)
-    assert dom.count('class="series"') == 8
+    # the timeline, share bar, step phases, 2 x (utilization, memory)
+    assert dom.count("<svg") == 7
+    # the timeline's 2 x (utilization, power), then 2 x (utilization, memory busy,
+    # memory used, memory total)
+    assert dom.count('class="series"') == 12
     assert "&lt;b&gt;x&lt;/b&gt;" in dom
 
     shot = tmp_path / "shot.png"
@@ -95,3 +98,44 @@ def test_report_renders_plots_in_headless_chromium(tmp_path):
     assert _pixels_near(image, DEVICE_COLORS[1], tolerance=40) > 1_000
     background = _pixels_near(image, "#ffffff", tolerance=0)
     assert background < 0.95 * WIDTH_PX * HEIGHT_PX
+
+
+@pytest.mark.slow
+def test_pictures_come_first_with_hover_values_and_finding_links(tmp_path):
+    import re
+
+    samples = gpu_samples(40)
+    run = make_run(steps=uniform_steps(12), samples=samples, findings=[INPUT_BOUND, PAGEABLE])
+    run.utilization = summarize(samples, 0.1)
+    page = tmp_path / "report.html"
+    write_html(run, page)
+    dom = _browse(tmp_path, page, "--dump-dom").stdout
+    # the browser's own DOM: sections in this order, pictures before the findings
+    sections = re.findall(r'<section id="([\w-]+)"', dom)
+    assert sections[:5] == ["summary", "timeline-section", "phases", "devices", "findings"]
+    # every bar and point of the timeline carries its value as an SVG <title> child
+    timeline = dom[dom.index('id="timeline"') : dom.index("</svg>", dom.index('id="timeline"'))]
+    seg_tips = re.findall(r'<rect class="seg"[^>]*><title>([^<]+)</title></rect>', timeline)
+    assert len(seg_tips) == 12 * 3
+    assert seg_tips[:3] == [
+        "step 0: data_wait 80.0 ms",
+        "step 0: h2d 20.0 ms",
+        "step 0: compute 100.0 ms",
+    ]
+    point_tips = re.findall(r'<circle class="pt"[^>]*><title>([^<]+)</title>', timeline)
+    assert "gpu0 util at 0.5 s: 50 %" in point_tips
+    # the step chart's bars too
+    assert "<title>step 3: compute 100.00 ms</title>" in dom
+    # each finding links to its marked region, which exists in the DOM
+    for anchor in re.findall(r'<a class="region" href="#([\w-]+)"', dom):
+        assert f'id="{anchor}"' in timeline
+    # following the link highlights the region (CSS :target) in the rendered page
+    from PIL import Image
+
+    shot = tmp_path / "target.png"
+    url = page.as_uri() + "#finding-0"
+    argv = [_chromium(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    argv += [f"--screenshot={shot}", "--window-size=1200,900", url]
+    subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
+    image = Image.open(shot).convert("RGB")
+    assert _pixels_near(image, "#c0392b", tolerance=30) > 100  # the marked region's outline

@@ -83,7 +83,10 @@ def test_page_is_self_contained_and_forbids_scripts():
     tags = Tags(page)
     assert not tags.named("script")
     assert not tags.named("link")
-    assert not [a for _, a in tags.tags if "src" in a or "href" in a]
+    assert not [a for _, a in tags.tags if "src" in a]
+    links = [a["href"] or "" for _, a in tags.tags if "href" in a]
+    assert links  # the findings link to their regions of the timeline
+    assert all(href.startswith("#finding-") for href in links)  # in-page only
     urls = set(re.findall(r"https?://[^\s\"'<>]+", page))
     assert urls == {"http://www.w3.org/2000/svg"}  # the SVG namespace, never fetched
     csp = [m for m in tags.named("meta") if m.get("http-equiv") == "Content-Security-Policy"]
@@ -109,8 +112,9 @@ def test_plots_cover_utilization_memory_and_phases():
     assert "gpu0 memory (GiB)" in titles
     assert any("by phase" in t for t in titles)
     series = [p for p in tags.named("path") if p.get("class") == "series"]
-    # utilization, memory busy, memory used, memory total
-    assert len(series) == 4
+    # the timeline's utilization and power, then utilization, memory busy, memory used,
+    # memory total
+    assert len(series) == 6
     assert all((p.get("d") or "").startswith("M") for p in series)
     # 50 steps x 3 phases with time (post is 0 s) = 150 bars, in the phase colours
     chart = Tags(_svg_titled(render_html(make_run()), "by phase"))
@@ -139,8 +143,10 @@ def test_phase_share_bar_widths_follow_fractions():
 def test_empty_run_says_no_samples_and_no_steps():
     page = render_html(Run(source="analyze"))
     text = " ".join(Tags(page).text)
-    assert "no samples recorded" in text
+    assert "no steps or device samples recorded" in text  # one line, no empty plot
+    assert "no device samples recorded" in text
     assert "no steps recorded" in text
+    assert "<svg" not in page
     assert "none (nothing diagnosed)" in text
 
 
@@ -264,8 +270,10 @@ def test_device_without_utilization_readings_says_so():
     samples = [Sample(t_s=i * 0.5, device="cpu", memory_used_bytes=2**30) for i in range(4)]
     run = make_run(samples=samples)
     run.utilization = summarize(samples, 0.5)
-    chart = Tags(_svg_titled(render_html(run), "cpu utilization"))
-    assert "cpu gave no utilization readings" in chart.text
+    page = render_html(run)
+    assert (
+        '<p class="note empty-plot">cpu utilization (%): cpu gave no utilization readings' in page
+    )
     assert Tags(_svg_titled(render_html(run), "cpu memory")).named("path")
 
 

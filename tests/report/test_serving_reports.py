@@ -71,7 +71,33 @@ def test_html_report_draws_histograms_and_the_sweep_curve_and_escapes():
     page = render_serving_html(_run(app="<script>alert(1)</script>"))
     assert "<script>" not in page
     assert "&lt;script&gt;" in page
-    assert page.count("<svg") == 3
+    # stage shares, latency CDF, latency over time, latency and batch histograms, sweep
+    assert page.count("<svg") == 6
     assert "sweep: p99 latency (ms) against throughput (req/s)" in page
-    assert page.count("<circle") == 3
+    assert page.count('<circle cx="') == 3  # the sweep's settings (hover dots are class="pt")
     assert 'fill="#e15759"><title>batch 16' in page  # the setting that missed the target
+
+
+def test_html_latency_cdf_over_time_and_stage_shares() -> None:
+    import re
+
+    from gpuwise.report.serving_plots import latency_cdf, latency_over_time, stage_shares
+    from gpuwise.report.serving_text import serving_result
+
+    result = serving_result(_run())
+    # 64 requests of 10.8 ms + 1 ms x (i % 8): eight at each of 10.8 ... 17.8 ms
+    tips = re.findall(r"<title>requests: ([^<]*)</title>", latency_cdf(result))
+    assert tips[0] == "1.6 % within 10.80 ms"
+    assert tips[-1] == "100.0 % within 17.80 ms"
+    assert "12.5 % within 10.80 ms" in tips  # the eighth request at 10.8 ms
+    over = re.findall(r"<title>latency: ([^<]*)</title>", latency_over_time(result))
+    assert over[:2] == [
+        "submitted at 0.00 s, answered in 10.80 ms",
+        "submitted at 0.01 s, answered in 11.80 ms",
+    ]
+    assert len(over) == 64  # the request past its deadline is not a latency
+    shares = stage_shares(result)
+    # batch wait: 3 ms + 3.5 ms mean of 14.3 ms
+    assert "<title>batch_wait 45.5 %</title>" in shares
+    page = render_serving_html(_run())
+    assert page.index("latency CDF") < page.index('id="findings"')  # pictures first

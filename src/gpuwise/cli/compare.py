@@ -39,11 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Compare the two inputs, print the report (or JSON), exit 1 on a regression."""
-    from gpuwise.diagnose.compare import compare_files
+    from gpuwise.diagnose.analyze import analyze
+    from gpuwise.diagnose.compare import compare_runs
 
     check_writable(args.html, "HTML report")
-    result = compare_files(
-        args.before, args.after, max_regression_pct=args.max_regression, strict=args.strict
+    runs = (analyze([args.before], strict=args.strict), analyze([args.after], strict=args.strict))
+    result = compare_runs(
+        *runs, names=(args.before, args.after), max_regression_pct=args.max_regression
     )
     doc = result.to_dict()
     if args.json:
@@ -55,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from gpuwise.report.compare_html import write_compare_html
 
-        write_compare_html(doc, args.html)
+        write_compare_html(doc, args.html, runs)
         print(f"gpuwise compare: wrote {args.html}", file=sys.stderr)
     return 1 if result.regressed else 0

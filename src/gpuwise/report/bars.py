@@ -34,6 +34,7 @@ def stacked_bar_chart(
     title: str,
     y_format: Callable[[float], str] = plain_tick,
     height: int = HEIGHT,
+    tip: Callable[[float, str, float], str] | None = None,
 ) -> str:
     """Draw one stacked bar per row of ``heights``.
 
@@ -45,9 +46,11 @@ def stacked_bar_chart(
         title: Chart title (escaped).
         y_format: Tick label for a value.
         height: Chart height in pixels.
+        tip: Hover text of one segment from its x label, layer label and size (default
+            ``"<x>: <label> <size>"``); escaped.
 
     Returns:
-        The ``<svg>`` element; with no bars, a chart saying "no steps recorded".
+        The ``<svg>`` element; with no bars, a one-line note saying "no steps recorded".
     """
     if heights.size == 0:
         return empty_chart(title, height, "no steps recorded")
@@ -61,15 +64,17 @@ def stacked_bar_chart(
     parts = open_svg(title, height) + axes(frame, xticks, nice_ticks(0.0, top, 4), fmt)
     width = (frame.right - frame.left) / bars
     gap = 0.15 * width if width > 4 else 0.0
+    hover = tip or (lambda x, label, value: f"{x:g}: {label} {value:.3g}")
     for i, row in enumerate(heights):
         base = 0.0
         for layer, size in enumerate(row):
             if size > 0:
                 y_top, y_bottom = frame.py(base + size), frame.py(base)
+                text = escape(hover(x_labels[i], labels[layer], float(size)))
                 parts.append(
                     f'<rect x="{frame.px(i) + gap / 2:.2f}" y="{y_top:.1f}" '
                     f'width="{width - gap:.2f}" height="{y_bottom - y_top:.2f}" '
-                    f'fill="{escape(colors[layer])}"/>'
+                    f'fill="{escape(colors[layer])}"><title>{text}</title></rect>'
                 )
             base += float(size)
     parts.append(legend(list(zip(labels, colors, strict=True))))

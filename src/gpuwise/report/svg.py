@@ -189,14 +189,34 @@ def legend(items: Sequence[tuple[str, str]]) -> str:
 
 
 def empty_chart(title: str, height: int, message: str) -> str:
-    """Return a short chart that holds only its title and a message."""
-    height = min(height, 90)  # nothing to draw: keep the page compact
+    """Return one line of text in place of a chart with nothing to draw.
+
+    (``height`` is accepted so that callers need not know: an empty plot takes no room.)
+    """
+    del height
+    return f'<p class="note empty-plot">{escape(title)}: {escape(message)}</p>'
+
+
+MAX_HOVER_POINTS = 200
+"""Points per line that carry a hover value (an invisible dot with a ``<title>``)."""
+
+
+def hover_points(
+    frame: Frame,
+    line: Line,
+    t_s: FloatArray,
+    values: FloatArray,
+    tip: Callable[[float, float], str],
+) -> str:
+    """Dots along a line, each with ``tip(x, value)`` (escaped) as hover text."""
+    finite = np.flatnonzero(np.isfinite(values))
+    every = max(1, math.ceil(finite.size / MAX_HOVER_POINTS))
     return "".join(
-        [
-            *open_svg(title, height),
-            f'<text class="empty" x="{WIDTH / 2}" y="{height / 2 + 10}">{escape(message)}</text>',
-            "</svg>",
-        ]
+        f'<circle class="pt" cx="{frame.px(float(t_s[i])):.1f}" '
+        f'cy="{frame.py(float(values[i])):.1f}" r="2.5" fill="{escape(line.color)}">'
+        f"<title>{escape(line.label)}: {escape(tip(float(t_s[i]), float(values[i])))}"
+        "</title></circle>"
+        for i in finite[::every]
     )
 
 
@@ -209,6 +229,8 @@ def line_chart(
     height: int = HEIGHT,
     bands: Bands | None = None,
     empty_message: str = "no samples recorded",
+    x_label: str = "time (s)",
+    tip: Callable[[float, float], str] | None = None,
 ) -> str:
     """Draw series over time as one SVG line chart.
 
@@ -220,10 +242,13 @@ def line_chart(
         height: Chart height in pixels.
         bands: Time spans shaded behind the lines; spans closer than a pixel merge.
         empty_message: What the chart says when no line has a reading.
+        x_label: The horizontal axis' name.
+        tip: Hover text of a point from its x and value (default ``"at 1.5 s: 40 %"``).
 
     Returns:
         The ``<svg>`` element; with no readings at all, a chart saying ``empty_message``.
     """
+    hover = tip or (lambda t, v: f"at {t:.1f} s: {y_format(v)}")
     drawn = [(ln, *decimate(ln.t_s, ln.values, MAX_LINE_POINTS)) for ln in lines]
     finite = [v[np.isfinite(v)] for _, _, v in drawn]
     if not any(f.size for f in finite):
@@ -235,13 +260,16 @@ def line_chart(
     fmt = TickFormat(plain_tick, lambda v: escape(y_format(v)))
     parts = open_svg(title, height)
     parts += axes(frame, nice_ticks(frame.x0, frame.x1, 8), nice_ticks(low, high, 4), fmt)
-    parts.append(f'<text class="xlabel" x="{frame.right}" y="{height - 2}">time (s)</text>')
+    parts.append(
+        f'<text class="xlabel" x="{frame.right}" y="{height - 2}">{escape(x_label)}</text>'
+    )
     keys = [(ln.label, ln.color) for ln in lines]
     if bands is not None and bands.spans_s:
         parts += _band_rects(frame, bands)
         keys.append((bands.label, bands.color))
     for line, t_s, values in drawn:
         parts.append(_path(frame, line, t_s, values))
+        parts.append(hover_points(frame, line, t_s, values, hover))
     parts.append(legend(keys))
     parts.append("</svg>")
     return "".join(parts)
