@@ -141,3 +141,25 @@ def test_empty_run_gives_an_empty_but_valid_trace(tmp_path):
 def test_write_trace_to_missing_directory_names_the_path(tmp_path):
     with pytest.raises(WriteError, match="nope"):
         write_trace(make_run(), tmp_path / "nope" / "t.json")
+
+
+def test_forward_backward_optimizer_nest_in_compute():
+    import dataclasses
+
+    step = dataclasses.replace(
+        uniform_steps(1)[0], forward_s=0.03, backward_s=0.05, optimizer_s=0.015
+    )
+    events = trace_document(make_run(steps=[step], samples=[]))["traceEvents"]
+    slices = {e["name"]: (e["ts"], e["dur"]) for e in events if e["ph"] == "X"}
+    compute_ts, compute_dur = slices["compute"]  # starts after 80 ms wait + 20 ms copy
+    assert slices["forward"] == (compute_ts, 30_000.0)
+    assert slices["backward"] == (compute_ts + 30_000.0, 50_000.0)
+    assert slices["optimizer"] == (compute_ts + 80_000.0, 15_000.0)
+    assert slices["optimizer"][0] + slices["optimizer"][1] <= compute_ts + compute_dur
+    split = [e for e in events if e.get("cat") == "compute_split"]
+    assert {e["tid"] for e in split} == {1}  # on the steps thread, nested by time
+
+
+def test_no_split_slices_where_not_measured():
+    events = trace_document(make_run(steps=uniform_steps(2), samples=[]))["traceEvents"]
+    assert not [e for e in events if e.get("cat") == "compute_split"]

@@ -28,6 +28,8 @@ EXAMPLES = """\
   gpuwise analyze gpu_usage.csv                     nvidia-smi --query-gpu log (or dmon)
   gpuwise analyze run.json --json                   a Run saved by `gpuwise profile --out run.json`
   gpuwise analyze trace.json.gz --html report.html --trace perfetto.json
+                                                    the trace again, every event kept, plus
+                                                    gpuwise's phases, kernel classes, findings
   gpuwise analyze base.json scaled.json             a 1-rank baseline and a scaled run
   gpuwise analyze rank0.json.gz rank1.json.gz       one job's rank traces: cross-rank view
   gpuwise analyze trace.json.gz --strict            exit 2 on a corrupt event or NaN time"""
@@ -55,7 +57,15 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, UnusableEventError) as err:
         print(f"gpuwise analyze: error: {err}", file=sys.stderr)
         return 2  # rank files of different jobs, or --strict met a bad record
+    annotate = args.trace if _annotatable(args, result) else None
+    if annotate is not None:
+        args.trace = None  # the trace file is the original trace plus gpuwise's tracks
     written = write_run_files(args, result)
+    if annotate is not None:
+        from gpuwise.report.trace_annotate import write_annotated_trace
+
+        write_annotated_trace(args.files[0], result, annotate)
+        written.append(annotate)
     if args.json:
         print_json(result.to_dict(include_samples=False))
     else:
@@ -63,6 +73,13 @@ def run(args: argparse.Namespace) -> int:
     for path in written:
         print(f"gpuwise analyze: wrote {path}", file=sys.stderr)
     return 0
+
+
+def _annotatable(args: argparse.Namespace, result: Run) -> bool:
+    """One profiler trace in: ``--trace`` keeps all its events and adds gpuwise's tracks."""
+    from gpuwise.telemetry.readers.inputs import detect
+
+    return bool(args.trace) and len(args.files) == 1 and detect(args.files[0]) == "kineto"
 
 
 def _render(result: Run, console: Console) -> None:

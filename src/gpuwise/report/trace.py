@@ -5,7 +5,8 @@ Layout of the trace:
 - one process per rank (``pid = rank + 1``, named ``rank N``) with one thread, ``steps``:
   each step is a complete (``"X"``) slice, and its phases are slices nested inside it at
   their true offsets, in pipeline order (data_wait, h2d, compute, post); a phase that took
-  no time gets no slice;
+  no time gets no slice; where the step's forward, backward and optimizer times were
+  measured, they are slices nested in ``compute``, in that order from its start;
 - one process per device (``pid = 1000 + n``, named ``device gpu0``) with a counter
   (``"C"``) track per metric (utilization, memory, power, ...), with an event wherever the
   reading changes; a reading the device did not give is left out, not written as 0;
@@ -106,29 +107,36 @@ def _rank_events(steps: list[Step]) -> Iterator[dict[str, Any]]:
         yield from step_slices(step)
 
 
-def step_slices(step: Step) -> Iterator[dict[str, Any]]:
+def step_slices(
+    step: Step, pid: int | None = None, tid: int = STEPS_TID, offset_us: float = 0.0
+) -> Iterator[dict[str, Any]]:
     """Yield the step's slice, then one nested slice per phase that took time.
 
     Phase edges are cumulative sums from the step start, rounded once each, so every
-    phase lies exactly inside its step and the phases tile it without gaps.
+    phase lies exactly inside its step and the phases tile it without gaps. The compute
+    phase holds forward, backward and optimizer slices where they were measured.
 
     Args:
         step: The step record.
+        pid: Process of the slices (default ``rank + 1``).
+        tid: Thread of the slices.
+        offset_us: Added to every timestamp (to place the Run's clock on another's).
 
     Yields:
-        ``"X"`` events: the step first, then its phases in pipeline order.
+        ``"X"`` events: the step first, then its phases in pipeline order (each phase
+        followed by the parts nested in it).
     """
     edges_s = [step.start_s]
     for phase in PHASES:
         edges_s.append(edges_s[-1] + step.phase_s(phase))
-    edges_us = [_us(t) for t in edges_s]
-    pid = step.rank + 1
+    edges_us = [round(_us(t) + offset_us, 3) for t in edges_s]
+    pid = step.rank + 1 if pid is None else pid
     yield {
         "ph": "X",
         "name": f"step {step.index}",
         "cat": "step",
         "pid": pid,
-        "tid": STEPS_TID,
+        "tid": tid,
         "ts": edges_us[0],
         "dur": round(edges_us[-1] - edges_us[0], 3),
         "args": _step_args(step),
@@ -140,10 +148,40 @@ def step_slices(step: Step) -> Iterator[dict[str, Any]]:
                 "name": phase,
                 "cat": "phase",
                 "pid": pid,
-                "tid": STEPS_TID,
+                "tid": tid,
                 "ts": edges_us[i],
                 "dur": round(edges_us[i + 1] - edges_us[i], 3),
             }
+        if phase == "compute":
+            yield from _compute_split(step, edges_us[i], edges_us[i + 1], pid, tid)
+
+
+def _compute_split(
+    step: Step, start_us: float, end_us: float, pid: int, tid: int
+) -> Iterator[dict[str, Any]]:
+    """Forward, backward and optimizer slices inside the compute slice, where measured."""
+    if step.forward_s is None:
+        return
+    t = start_us
+    for name, value_s in (
+        ("forward", step.forward_s),
+        ("backward", step.backward_s),
+        ("optimizer", step.optimizer_s),
+    ):
+        if not value_s or value_s <= 0:
+            continue
+        end = min(round(t + _us(value_s), 3), end_us)  # never past the compute phase
+        if end > t:
+            yield {
+                "ph": "X",
+                "name": name,
+                "cat": "compute_split",
+                "pid": pid,
+                "tid": tid,
+                "ts": t,
+                "dur": round(end - t, 3),
+            }
+        t = end
 
 
 def _step_args(step: Step) -> dict[str, Any]:
