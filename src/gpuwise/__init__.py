@@ -42,6 +42,7 @@ _EXPORTS = {
     "cross_rank": "gpuwise.distributed.aggregate",
     "diagnose": "gpuwise.diagnose.rules",
     "estimate": "gpuwise.sizing.memory",
+    "export_scalars": "gpuwise.integrations.scalars",
     "find_batch_size": "gpuwise.sizing.tune",
     "fit_measured": "gpuwise.integrations.ray",
     "open_store": "gpuwise.data.store",

@@ -27,6 +27,7 @@ EXAMPLES = """\
                                                     script's own output goes to stderr
   gpuwise profile --out run.json                    keep the whole Run for `gpuwise analyze`
   gpuwise profile --html report.html --trace trace.json -- torchrun --nproc-per-node=2 train.py
+  gpuwise profile --tensorboard runs/gpuwise -- python train.py   scalars for TensorBoard
 gpuwise profile exits with the script's exit code (130 when Ctrl-C stops it), also when
 stdout is closed early (`| head`) or a report file cannot be written (then 1 if the script
 exited 0)."""
@@ -47,6 +48,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--keep-steps", metavar="DIR", help="keep the per-process step files (JSONL) in DIR"
     )
     add_efficiency_flags(parser)
+    parser.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also write the steps, device readings and summary as TensorBoard scalars to DIR",
+    )
+    parser.add_argument(
+        "--wandb", action="store_true", help="also log them to Weights & Biases (needs wandb)"
+    )
+    parser.add_argument(
+        "--mlflow", action="store_true", help="also log them to MLflow (needs mlflow)"
+    )
     add_command(parser, "the command to profile (default: the built-in example)")
 
 
@@ -75,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         print(NO_STEPS_HINT, file=sys.stderr)
     code = int(result.exit_code or 0)
     written = _write_files(args, result)  # before stdout: `| head` must not lose them
+    if written is not None and (args.tensorboard or args.wandb or args.mlflow):
+        written = _export(args, result, written)
     try:
         _print(args, result)
     except BrokenPipeError:  # the reader went away; the files and the exit code still count
@@ -91,6 +105,23 @@ def _write_files(args: argparse.Namespace, result: Any) -> list[str] | None:
     except GpuwiseError as err:
         print(f"gpuwise profile: error: {err}", file=sys.stderr)
         return None
+
+
+def _export(args: argparse.Namespace, result: Any, written: list[str]) -> list[str] | None:
+    """Send the scalars where asked; a failure is reported, and the script's code is kept."""
+    from gpuwise.integrations.scalars import export_scalars
+
+    try:
+        export_scalars(
+            result,
+            tensorboard=args.tensorboard,
+            wandb=bool(args.wandb),
+            mlflow=bool(args.mlflow),
+        )
+    except GpuwiseError as err:
+        print(f"gpuwise profile: error: {err}", file=sys.stderr)
+        return None
+    return [*written, *([args.tensorboard] if args.tensorboard else [])]
 
 
 def _print(args: argparse.Namespace, result: Any) -> None:

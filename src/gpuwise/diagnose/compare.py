@@ -92,6 +92,12 @@ class Comparison:
         """BEFORE's mean step time over AFTER's (above 1: AFTER is faster)."""
         return None if self.step_time is None else 1 / self.step_time.ratio
 
+    def _repr_html_(self) -> str:
+        """The comparison's HTML report, inline, when a notebook displays it."""
+        from gpuwise.records.display import repr_html
+
+        return repr_html("comparison_html", self)
+
     def to_dict(self) -> dict[str, Any]:
         """Return the ``gpuwise.compare/1`` JSON document."""
         st = self.step_time

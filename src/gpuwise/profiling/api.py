@@ -31,6 +31,14 @@ class Profile:
     def __init__(self) -> None:
         self.run: Run | None = None
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the Run's report once the block has ended, else a line saying so."""
+        if self.run is None:
+            return (
+                "<p>gpuwise: profiling; the report shows when the <code>with</code> block ends</p>"
+            )
+        return self.run._repr_html_()
+
 
 Finish = Callable[[Run], None]
 """Called with the Run when a profile ends (``gpuwise.session`` diagnoses it there)."""

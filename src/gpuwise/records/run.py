@@ -65,6 +65,12 @@ class Run:
         """
         return step_stats(self.steps, int(self.meta.get("warmup_steps", 0)))
 
+    def _repr_html_(self) -> str:
+        """The HTML report, inline, when a notebook displays the Run."""
+        from gpuwise.records.display import repr_html
+
+        return repr_html("run_html", self)
+
     def to_dict(self, *, include_samples: bool = True) -> dict[str, Any]:
         """Return the ``gpuwise.run/1`` JSON document.
 
