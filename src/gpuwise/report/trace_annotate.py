@@ -275,9 +275,11 @@ def _class_tracks(device: str, d: _Device, tid0: int) -> Iterator[dict[str, Any]
     tids = {**CLASS_TIDS, "idle": IDLE_TID}
     for name, offset in tids.items():
         tid = tid0 + offset - 10
+        span_a, span_b = spans[name]
+        if not span_a.size:
+            continue  # a class the device never ran gets no empty track
         yield _meta("thread_name", {"name": f"device {device} · {name}"}, tid)
         yield _meta("thread_sort_index", {"sort_index": tid}, tid)
-        span_a, span_b = spans[name]
         for a, b in zip(span_a.tolist(), span_b.tolist(), strict=True):
             yield {
                 "ph": "X",
