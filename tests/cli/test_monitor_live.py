@@ -88,3 +88,13 @@ def test_devices_flag_and_cuda_visible_devices(env: dict[str, str]) -> None:
     assert "GPUs 1,0 (CUDA_VISIBLE_DEVICES)" in text
     assert "gpu1  NVIDIA" in text
     assert "gpu2  NVIDIA" not in text
+
+
+def test_without_a_gpu_the_view_shows_the_cpu_and_why(env: dict[str, str]) -> None:
+    argv = ["monitor", "--duration", "1", "--interval", "0.1", "--refresh", "0.5"]
+    text = ANSI.sub("", run_in_pty(argv, env).partition("\x1b[?1049l")[0])
+    if "gpu0  " in text:  # a machine with a GPU shows it; nothing more to check here
+        return
+    assert re.search(r"nvml: .+; the CPU is the device", text)
+    assert re.search(r"cpu  .+\n\s+util\s+[█░]+ +\d+ %", text.replace("\r", ""))
+    assert "no compute processes" not in text  # no GPU: no process table

@@ -51,6 +51,9 @@ class LiveView:
         self._host = None if has_host else HostBackend()
         self._t0 = time.monotonic()
         self._names = ProcessNames()
+        self.notes = [
+            f"{n}: {why}; the CPU is the device" for n, why in sampler.unavailable.items()
+        ]
         interval = sampler.config.interval_s
         self.title = (
             f"gpuwise monitor · {socket.gethostname()} · sampled every {interval:g} s, "
@@ -86,6 +89,7 @@ class LiveView:
             now_s=max(latest, default=0.0),
             title=self.title,
             sort=self.sort,
+            notes=self.notes,
         )
 
     def run(self, console: Console, end: float | None) -> None:
