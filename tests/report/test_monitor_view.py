@@ -44,11 +44,17 @@ def frame_from_fake(gpus: list[FakeGpu], seconds: int = 3) -> MonitorFrame:
 
 
 def test_device_block_shows_bars_values_and_history() -> None:
-    values = {"utilization_pct": [20, 60, 95], "power_w": 350.0, "temperature_c": 88.0}
+    values = {
+        "utilization_pct": [20, 60, 95],
+        "power_w": 350.0,
+        "temperature_c": 88.0,
+        "energy_j": [1000.0, 1350.0, 13_300.0],  # the counter, read once a second
+    }
     frame = frame_from_fake([FakeGpu(values=values, processes={7: 5 * GiB})])
     out = text_of(frame)
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "gpu0  NVIDIA H100 80GB HBM3" in out
+    assert "energy 12.3 kJ since start" in out
     assert "95 %" in lines["util"]
     assert lines["util"].rstrip().endswith("▂▅█")  # 20, 60, 95 % over the last 3 s
     assert "350 / 700 W" in lines["power"]

@@ -69,6 +69,7 @@ class MonitorHistory:
         self._data: dict[tuple[str, str], deque[list[float]]] = {}
         self._lock = threading.Lock()  # the sampler thread adds while the view draws
         self.latest: dict[str, Sample] = {}
+        self.first_energy_j: dict[str, float] = {}
 
     def add(self, sample: Sample) -> None:
         """Take one sample (an event sample only marks the device as gone)."""
@@ -76,6 +77,8 @@ class MonitorHistory:
             self.latest.pop(sample.device, None)
             return
         self.latest[sample.device] = sample
+        if sample.energy_j is not None:
+            self.first_energy_j.setdefault(sample.device, sample.energy_j)
         bucket = math.floor(sample.t_s / self.bucket_s)
         limit = self.power_limits_w.get(sample.device)
         with self._lock:
@@ -91,6 +94,14 @@ class MonitorHistory:
             rows[-1][2] += 1
         else:
             rows.append([float(bucket), value, 1.0])
+
+    def energy_j(self, device: str) -> float | None:
+        """Energy the device used since the first reading (its counter's increase)."""
+        latest = self.latest.get(device)
+        first = self.first_energy_j.get(device)
+        if latest is None or latest.energy_j is None or first is None:
+            return None
+        return latest.energy_j - first
 
     def means(self, device: str, metric: str, now_s: float) -> list[float | None]:
         """Mean of each bucket of the window ending at ``now_s``, oldest first."""

@@ -121,6 +121,9 @@ def _device_block(frame: MonitorFrame, device: dict[str, Any]) -> list[Text]:
     if sample is None:
         return [head, Text("  no reading yet (or the device stopped answering)", "dim")]
     head.append_text(_extras(sample))
+    energy = frame.history.energy_j(dev_id)
+    if energy is not None:
+        head.append(f"  energy {_joules(energy)} since start", "dim")
     lines = [head]
     limit = frame.power_limits_w.get(dev_id)
     for metric, label in (("util", "util"), ("memory", "mem"), ("power", "power")):
@@ -165,6 +168,13 @@ def _value(sample: Sample, metric: str, limit: float | None) -> str:
         return f"{format_bytes(used)} / {format_bytes(total)}"
     power = "n/a" if sample.power_w is None else f"{sample.power_w:.0f}"
     return f"{power} / {'n/a' if limit is None else f'{limit:.0f}'} W"
+
+
+def _joules(value_j: float) -> str:
+    """``850 J``, ``12.3 kJ``, ``4.56 MJ``."""
+    if value_j < 1e3:
+        return f"{value_j:.0f} J"
+    return f"{value_j / 1e3:.1f} kJ" if value_j < 1e6 else f"{value_j / 1e6:.2f} MJ"
 
 
 def _extras(sample: Sample) -> Text:
