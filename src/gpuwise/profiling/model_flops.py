@@ -1,0 +1,236 @@
+"""The FLOPs of the user's model, counted on the job's own first iteration.
+
+A recording counts one iteration of the training loop with a ``FlopTally`` and writes what
+it counted as one ``flops`` record (``write_record`` of the recorder), which the report turns
+into MFU. No extra step runs and the batch is the job's own: the count is exact for what
+ran (the loss, activation checkpointing's recomputation, the autocast precision).
+
+Counting window protocol (``FirstIterationFlops`` rides on the LoopTracker's events; the
+step protocol in ``steps.py`` says where those come from):
+
+* The window opens at the first outermost module call (``forward``) of the tracker's
+  thread while no batch is awaited; the module called is the model (its parameters give
+  ``N``, its first tensor argument the samples when no loader is seen).
+* It closes at the first of: the optimizer step's end; the next batch request; a new
+  outermost module call after a ``backward()`` (the next micro-step, or a loop that
+  updates weights by hand); the recording's end. One micro-step is counted, so FLOPs per
+  sample hold under gradient accumulation.
+* A window without a ``backward()`` is an ``eval`` count; the next iteration is then
+  counted too (up to ``MAX_WINDOWS``), so a job that evaluates before it trains still gets
+  its training count.
+* Only the window's iteration is slowed (each aten op passes through Python once): with a
+  loader that is step 0, which the report leaves out as warm-up once every rank ran at
+  least four steps; without a loader it is the iteration before step 0. Outside the window
+  the tracker's own methods run, unwrapped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+from gpuwise.profiling.flop_tally import FlopTally
+
+log = logging.getLogger(__name__)
+
+MAX_WINDOWS = 2
+"""Iterations counted at most: an ``eval`` one, then the training one."""
+
+_WRAPPED = ("region_entered", "region_exited", "optimizer_stepped", "batch_requested")
+_WRAPPED += ("batch_ready",)
+
+Write = Callable[[dict[str, Any]], None]
+
+
+class FirstIterationFlops:
+    """Count one iteration's FLOPs on ``tracker``'s events (see the window protocol).
+
+    Args:
+        tracker: The recording's LoopTracker.
+        write: Receives each finished count as a ``flops`` record.
+        rank: The process's distributed rank, written into the record.
+    """
+
+    def __init__(self, tracker: Any, write: Write, rank: int = 0) -> None:
+        self.tracker = tracker
+        self.write = write
+        self.rank = rank
+        self.records: list[dict[str, Any]] = []
+        self._tally: FlopTally | None = None
+        self._model: Any = None
+        self._inputs: Any = None
+        self._hook: Any = None
+        self._backward = False
+        self._batch_size: int | None = None
+        self._windows = 0
+        self._attached = False
+
+    def attach(self) -> FirstIterationFlops:
+        """Wrap the tracker's event methods until the count is done."""
+        for name in _WRAPPED:
+            setattr(self.tracker, name, _chain(getattr(self, f"_{name}"), getattr(self.tracker, name)))
+        self._attached = True
+        return self
+
+    def detach(self) -> None:
+        """Close an open window and give the tracker its own methods back."""
+        self._close()
+        if self._attached:
+            for name in _WRAPPED:
+                vars(self.tracker).pop(name, None)
+            self._attached = False
+
+    def _region_entered(self, region: str) -> None:
+        if region != "forward":
+            return
+        if self._tally is not None and self._backward:
+            self._close()
+        if self._tally is None and not self.tracker.waiting:
+            self._open()
+
+    def _region_exited(self, region: str) -> None:
+        if region == "backward" and self._tally is not None:
+            self._backward = True
+
+    def _optimizer_stepped(self, optimizer: Any = None) -> None:
+        self._close()
+
+    def _batch_requested(self) -> None:
+        self._close()
+
+    def _batch_ready(self, batch_size: int | None = None) -> None:
+        self._batch_size = batch_size
+
+    def _open(self) -> None:
+        self._windows += 1
+        self._backward = False
+        self._model = self._inputs = None
+        self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._see_model)
+        self._tally = FlopTally()
+        self._tally.__enter__()
+
+    def _see_model(self, module: Any, args: Any) -> None:
+        if self._model is None:
+            self._model, self._inputs = module, args
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def _close(self) -> None:
+        tally, self._tally = self._tally, None
+        if tally is None:
+            return
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if _get_current_dispatch_mode() is tally:
+            tally.__exit__(None, None, None)
+        else:  # another mode was entered above it and is still open: stop counting only
+            tally.passthrough = True
+            log.debug("gpuwise: the FLOP count's mode is not on top; it passes through now")
+        record = self._record(tally)
+        self._model = self._inputs = None
+        if record is not None:
+            self.records.append(record)
+            self.write(record)
+        if self._backward or self._windows >= MAX_WINDOWS:
+            self.detach()
+
+    def _record(self, tally: FlopTally) -> dict[str, Any] | None:
+        if not tally.hardware_flops:
+            return None
+        samples = self._batch_size if self.tracker.loader_seen else None
+        return {
+            "type": "flops",
+            "rank": self.rank,
+            "phase": "train" if self._backward else "eval",
+            "samples": samples if samples is not None else _leading_dim(self._inputs),
+            "model_flops": tally.model_flops,
+            "hardware_flops": tally.hardware_flops,
+            "forward_flops": tally.forward_flops,
+            "backward_flops": tally.backward_flops,
+            "recompute_flops": tally.recompute_flops,
+            "flops_by_precision": dict(tally.by_precision),
+            "precision": tally.precision,
+            "device": tally.device,
+            "failed_ops": tally.failures,
+            **model_facts(self._model, tally),
+        }
+
+
+def count_model_flops(recorder: Any) -> FirstIterationFlops:
+    """Count the first iteration's FLOPs into ``recorder``.
+
+    Args:
+        recorder: A MemoryRecorder or JsonlRecorder: its ``tracker`` gives the events, its
+            ``write_record`` takes the ``flops`` record.
+    """
+    return FirstIterationFlops(recorder.tracker, recorder.write_record, recorder.rank).attach()
+
+
+def _chain(first: Callable[..., None], then: Callable[..., Any]) -> Callable[..., Any]:
+    """Call ``first`` (never raising into the user's loop), then the tracker's own method."""
+
+    def both(*args: Any, **kwargs: Any) -> Any:
+        try:
+            first(*args, **kwargs)
+        except Exception as err:  # counting FLOPs must never break the user's script
+            log.debug("gpuwise: FLOP count failed: %r", err)
+        return then(*args, **kwargs)
+
+    return both
+
+
+def _leading_dim(inputs: Any) -> int | None:
+    for item in inputs or ():
+        if isinstance(item, torch.Tensor) and item.dim() > 0:
+            return int(item.shape[0])
+    return None
+
+
+def model_facts(model: Any, tally: FlopTally) -> dict[str, Any]:
+    """The model's parameter count and, for token-id inputs, the LLM-formula terms.
+
+    Args:
+        model: The outermost module called in the window (``None`` when not seen).
+        tally: The window's tally (token ids and attention calls).
+
+    Returns:
+        ``{"params", "params_dtype", "tokens"}``; ``params`` is ``N`` of ``6·N·tokens``:
+        the unique parameters less the embedding tables that no linear layer shares (a
+        tied output layer counts, a position table does not), as in nanoGPT's
+        ``estimate_mfu``; ``tokens`` is ``None`` unless the inputs were 2-D integer ids.
+    """
+    params = matmul_params(model) if isinstance(model, torch.nn.Module) else None
+    first = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+    tokens = None
+    if tally.tokens is not None:
+        batch, seq_len = tally.tokens
+        layers = [shape for shape in tally.attention if shape[0] == batch]
+        tokens = {
+            "batch": batch,
+            "seq_len": seq_len,
+            "layers": len(layers),
+            "width": layers[0][1] * layers[0][3] if layers else 0,
+            "attention_seq_len": layers[0][2] if layers else 0,
+        }
+    return {
+        "params": params,
+        "params_dtype": None if first is None else str(first.dtype).removeprefix("torch."),
+        "tokens": tokens,
+    }
+
+
+def matmul_params(model: torch.nn.Module) -> int:
+    """Unique parameters less embedding tables not shared with a linear layer."""
+    linear = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    tables = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, torch.nn.Embedding) and id(m.weight) not in linear
+    }
+    return sum(p.numel() for p in model.parameters() if id(p) not in tables)
