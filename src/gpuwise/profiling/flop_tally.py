@@ -45,7 +45,7 @@ _CONVOLUTIONS = frozenset(
 )
 
 
-class FlopTally(TorchDispatchMode):
+class FlopTally(TorchDispatchMode):  # type: ignore[misc]
     """Sum the FLOPs of the ops run while the mode is entered (see the tally protocol).
 
     Attributes:
@@ -66,7 +66,7 @@ class FlopTally(TorchDispatchMode):
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.forward_flops = 0
         self.backward_flops = 0
         self.recompute_flops = 0
@@ -80,9 +80,7 @@ class FlopTally(TorchDispatchMode):
         self._tf32_matmul = bool(torch.backends.cuda.matmul.allow_tf32)
         self._tf32_conv = bool(torch.backends.cudnn.allow_tf32)
 
-    def __torch_dispatch__(
-        self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-    ) -> Any:
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if self.passthrough:
@@ -123,7 +121,7 @@ class FlopTally(TorchDispatchMode):
         name = _PRECISION.get(tensor.dtype, str(tensor.dtype).removeprefix("torch."))
         if name == "fp32" and tensor.is_cuda:
             conv = packet.__name__ in _CONVOLUTIONS or packet.__name__.startswith("convolution")
-            if (self._tf32_conv if conv else self._tf32_matmul):
+            if self._tf32_conv if conv else self._tf32_matmul:
                 return "tf32"
         return name
 
@@ -131,9 +129,9 @@ class FlopTally(TorchDispatchMode):
         if torch._C._current_graph_task_id() != -1 or len(args) < 2:
             return
         indices = args[1]
-        if isinstance(indices, torch.Tensor) and indices.dim() == 2:
-            if not indices.is_floating_point() and not indices.is_complex():
-                self.tokens = (int(indices.shape[0]), int(indices.shape[1]))
+        integer = isinstance(indices, torch.Tensor) and not indices.is_floating_point()
+        if integer and indices.dim() == 2 and not indices.is_complex():
+            self.tokens = (int(indices.shape[0]), int(indices.shape[1]))
 
     @property
     def model_flops(self) -> int:

@@ -15,9 +15,9 @@ step protocol in ``steps.py`` says where those come from):
   outermost module call after a ``backward()`` (the next micro-step, or a loop that
   updates weights by hand); the recording's end. One micro-step is counted, so FLOPs per
   sample hold under gradient accumulation.
-* A window without a ``backward()`` is an ``eval`` count; the next iteration is then
-  counted too (up to ``MAX_WINDOWS``), so a job that evaluates before it trains still gets
-  its training count.
+* A window without a ``backward()`` is an ``eval`` count; the next iteration with grad
+  mode on is then counted too (up to ``MAX_WINDOWS``), so a job that evaluates (under
+  ``no_grad``) before it trains still gets its training count.
 * Only the window's iteration is slowed (each aten op passes through Python once): with a
   loader that is step 0, which the report leaves out as warm-up once every rank ran at
   least four steps; without a loader it is the iteration before step 0. Outside the window
@@ -40,8 +40,13 @@ log = logging.getLogger(__name__)
 MAX_WINDOWS = 2
 """Iterations counted at most: an ``eval`` one, then the training one."""
 
-_WRAPPED = ("region_entered", "region_exited", "optimizer_stepped", "batch_requested")
-_WRAPPED += ("batch_ready",)
+_WRAPPED = (
+    "region_entered",
+    "region_exited",
+    "optimizer_stepped",
+    "batch_requested",
+    "batch_ready",
+)
 
 Write = Callable[[dict[str, Any]], None]
 
@@ -72,7 +77,9 @@ class FirstIterationFlops:
     def attach(self) -> FirstIterationFlops:
         """Wrap the tracker's event methods until the count is done."""
         for name in _WRAPPED:
-            setattr(self.tracker, name, _chain(getattr(self, f"_{name}"), getattr(self.tracker, name)))
+            setattr(
+                self.tracker, name, _chain(getattr(self, f"_{name}"), getattr(self.tracker, name))
+            )
         self._attached = True
         return self
 
@@ -89,8 +96,12 @@ class FirstIterationFlops:
             return
         if self._tally is not None and self._backward:
             self._close()
-        if self._tally is None and not self.tracker.waiting:
+        if self._tally is None and not self.tracker.waiting and self._may_train():
             self._open()
+
+    def _may_train(self) -> bool:
+        """After an ``eval`` count, forwards under ``no_grad`` are not counted again."""
+        return not self.records or torch.is_grad_enabled()
 
     def _region_exited(self, region: str) -> None:
         if region == "backward" and self._tally is not None:
@@ -111,7 +122,7 @@ class FirstIterationFlops:
         self._model = self._inputs = None
         self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._see_model)
         self._tally = FlopTally()
-        self._tally.__enter__()
+        self._tally.__enter__()  # type: ignore[no-untyped-call]
 
     def _see_model(self, module: Any, args: Any) -> None:
         if self._model is None:
@@ -128,7 +139,7 @@ class FirstIterationFlops:
             self._hook.remove()
             self._hook = None
         if _get_current_dispatch_mode() is tally:
-            tally.__exit__(None, None, None)
+            tally.__exit__(None, None, None)  # type: ignore[no-untyped-call]
         else:  # another mode was entered above it and is still open: stop counting only
             tally.passthrough = True
             log.debug("gpuwise: the FLOP count's mode is not on top; it passes through now")

@@ -6,7 +6,7 @@ Each profiled process counts its model's FLOPs on its first iteration
 counted FLOPs per sample times the step's samples (or, without a batch size, the counted
 micro-step times the micro-steps per step), and
 
-* ``mfu = model FLOPs per step / (mean step time × peak)``, without recomputation;
+* ``mfu = model FLOPs per step / (mean step time * peak)``, without recomputation;
 * ``hfu``: the same with the FLOPs the device ran, activation recomputation included;
 * in LLM terms, when the inputs were token ids: ``flops_per_token = 6·N + 12·L·H·Q·T``
   (PaLM's appendix B, as nanoGPT's ``estimate_mfu``) times tokens/s, over the peak.
@@ -92,7 +92,9 @@ def _per_rank(records: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, An
     out: dict[int, Mapping[str, Any]] = {}
     for record in records:
         rank = int(record.get("rank") or 0)
-        if rank not in out or (out[rank].get("phase") != "train" and record.get("phase") == "train"):
+        if rank not in out or (
+            out[rank].get("phase") != "train" and record.get("phase") == "train"
+        ):
             out[rank] = record
     return out
 
