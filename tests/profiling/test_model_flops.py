@@ -157,6 +157,7 @@ def test_transformer_counts_projections_and_attention_exactly() -> None:
         "layers": L,
         "width": D,
         "attention_seq_len": T,
+        "attention_from": "kernels",
     }
     assert count["samples"] == B
 

@@ -121,8 +121,7 @@ class FirstIterationFlops:
         self._backward = False
         self._model = self._inputs = None
         self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._see_model)
-        self._tally = FlopTally()
-        self._tally.__enter__()  # type: ignore[no-untyped-call]
+        self._tally = enter_tally()
 
     def _see_model(self, module: Any, args: Any) -> None:
         if self._model is None:
@@ -138,12 +137,14 @@ class FirstIterationFlops:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
-        if _get_current_dispatch_mode() is tally:
-            tally.__exit__(None, None, None)  # type: ignore[no-untyped-call]
-        else:  # another mode was entered above it and is still open: stop counting only
-            tally.passthrough = True
-            log.debug("gpuwise: the FLOP count's mode is not on top; it passes through now")
-        record = self._record(tally)
+        exit_tally(tally)
+        samples = self._batch_size if self.tracker.loader_seen else None
+        if samples is None:
+            samples = _leading_dim(self._inputs)
+        phase = "train" if self._backward else "eval"
+        record = flops_record(
+            tally, rank=self.rank, phase=phase, samples=samples, model=self._model
+        )
         self._model = self._inputs = None
         if record is not None:
             self.records.append(record)
@@ -151,26 +152,53 @@ class FirstIterationFlops:
         if self._backward or self._windows >= MAX_WINDOWS:
             self.detach()
 
-    def _record(self, tally: FlopTally) -> dict[str, Any] | None:
-        if not tally.hardware_flops:
-            return None
-        samples = self._batch_size if self.tracker.loader_seen else None
-        return {
-            "type": "flops",
-            "rank": self.rank,
-            "phase": "train" if self._backward else "eval",
-            "samples": samples if samples is not None else _leading_dim(self._inputs),
-            "model_flops": tally.model_flops,
-            "hardware_flops": tally.hardware_flops,
-            "forward_flops": tally.forward_flops,
-            "backward_flops": tally.backward_flops,
-            "recompute_flops": tally.recompute_flops,
-            "flops_by_precision": dict(tally.by_precision),
-            "precision": tally.precision,
-            "device": tally.device,
-            "failed_ops": tally.failures,
-            **model_facts(self._model, tally),
-        }
+
+def enter_tally() -> FlopTally:
+    """Start counting this thread's ops (the window opens)."""
+    tally = FlopTally()
+    tally.__enter__()  # type: ignore[no-untyped-call]
+    return tally
+
+
+def exit_tally(tally: FlopTally) -> None:
+    """Stop counting: leave the mode, or let it pass through when another mode sits above it."""
+    if _get_current_dispatch_mode() is tally:
+        tally.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+    else:  # another mode was entered after it and is still open: stop counting only
+        tally.passthrough = True
+        log.debug("gpuwise: the FLOP count's mode is not on top; it passes through now")
+
+
+def flops_record(
+    tally: FlopTally, *, rank: int, phase: str, samples: int | None, model: Any
+) -> dict[str, Any] | None:
+    """The ``flops`` record of a finished window (``None`` when it counted nothing).
+
+    Args:
+        tally: The window's tally.
+        rank: The process's distributed rank.
+        phase: ``"train"`` (a backward ran) or ``"eval"``.
+        samples: Samples the window's FLOPs were for, when known.
+        model: The model called (its parameters give ``N``), or ``None``.
+    """
+    if not tally.hardware_flops:
+        return None
+    return {
+        "type": "flops",
+        "rank": rank,
+        "phase": phase,
+        "samples": samples,
+        "model_flops": tally.model_flops,
+        "hardware_flops": tally.hardware_flops,
+        "forward_flops": tally.forward_flops,
+        "backward_flops": tally.backward_flops,
+        "recompute_flops": tally.recompute_flops,
+        "flops_by_precision": dict(tally.by_precision),
+        "precision": tally.precision,
+        "device": tally.device,
+        "failed_ops": tally.failures,
+        **model_facts(model, tally),
+    }
 
 
 def count_model_flops(recorder: Any) -> FirstIterationFlops:
@@ -227,13 +255,30 @@ def model_facts(model: Any, tally: FlopTally) -> dict[str, Any]:
             "seq_len": seq_len,
             "layers": len(layers),
             "width": layers[0][1] * layers[0][3] if layers else 0,
-            "attention_seq_len": layers[0][2] if layers else 0,
+            "attention_seq_len": layers[0][2] if layers else seq_len,
+            "attention_from": "kernels" if layers else None,
         }
+        if not layers:
+            tokens.update(_config_attention(model))
     return {
         "params": params,
         "params_dtype": None if first is None else str(first.dtype).removeprefix("torch."),
         "tokens": tokens,
     }
+
+
+def _config_attention(model: Any) -> dict[str, Any]:
+    """Layers and width from a Hugging Face config, when attention ran as plain products.
+
+    (On a CPU, or with a mask some kernels refuse, ``scaled_dot_product_attention`` runs its
+    math form: batched products the tally cannot tell from other products.)
+    """
+    config = getattr(model, "config", None)
+    layers = getattr(config, "num_hidden_layers", None)
+    width = getattr(config, "hidden_size", None)
+    if isinstance(layers, int) and isinstance(width, int):
+        return {"layers": layers, "width": width, "attention_from": "config"}
+    return {}
 
 
 def matmul_params(model: torch.nn.Module) -> int:
