@@ -142,7 +142,7 @@ def _gpt_run() -> tuple[nn.Module, Any]:
 
 
 def test_transformer_counts_projections_and_attention_exactly() -> None:
-    model, run = _gpt_run()
+    _, run = _gpt_run()
     count = _count(run)
     per_layer_weights = D * 3 * D + D * D + D * 4 * D + 4 * D * D
     linear = L * per_layer_weights + V * D  # the tied head multiplies by the token table
@@ -164,7 +164,7 @@ def test_transformer_counts_projections_and_attention_exactly() -> None:
 
 def test_llm_terms_match_nanogpts_estimate_mfu_formula() -> None:
     """nanoGPT's estimate_mfu: N = parameters less the position table (the token table is
-    the tied head); flops_per_token = 6N + 12·L·H·Q·T; MFU = that × tokens/s / peak."""
+    the tied head); flops_per_token = 6N + 12·L·H·Q·T; MFU = that * tokens/s / peak."""
     from gpuwise.sizing.model_mfu import counted_mfu_section
 
     model, run = _gpt_run()

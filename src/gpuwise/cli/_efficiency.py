@@ -22,10 +22,14 @@ def add_efficiency_flags(parser: argparse.ArgumentParser) -> None:
         "--flops-per-sample",
         type=number("FLOPs per sample", 1.0),
         metavar="N",
-        help="training FLOPs of one sample (from `gpuwise estimate`): adds achieved TFLOP/s "
-        "and MFU to the report",
+        help="training FLOPs of one sample (from `gpuwise estimate`), instead of those counted "
+        "on the job's first iteration, for achieved TFLOP/s and MFU",
     )
-    add_precision(parser, "the run's precision, for the device's peak FLOP/s in MFU")
+    add_precision(
+        parser,
+        "the precision of --flops-per-sample, for the device's peak FLOP/s in MFU (counted "
+        "FLOPs carry the precision they ran in: autocast dtype, TF32 setting, model dtype)",
+    )
     add_prometheus(parser)
 
 
@@ -61,9 +65,14 @@ def efficiency_around(args: argparse.Namespace) -> Iterator[Callable[[Run], Run]
 
     def finish(run: Run) -> Run:
         host.stop()
-        return add_efficiency(
+        add_efficiency(
             run, host=host, flops_per_sample=args.flops_per_sample, precision=args.precision
         )
+        if exporter is not None:  # the step gauges (MFU, tokens/s) once the Run is known
+            from gpuwise.integrations.prometheus import run_step_metrics
+
+            exporter.server.metrics.update_steps(run_step_metrics(run))
+        return run
 
     try:
         yield finish

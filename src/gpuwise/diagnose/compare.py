@@ -262,7 +262,8 @@ def _paired(before: Run, after: Run, key: str, fields: tuple[str, ...]) -> dict[
         x, y = sa.get(name), sb.get(name)
         both = isinstance(x, int | float) and isinstance(y, int | float)
         ratio = y / x if both and x else None
-        out[name] = {"before": x, "after": y, "ratio": ratio, "delta": y - x if both else None}
+        delta = float(y) - float(x) if both else None  # type: ignore[arg-type]
+        out[name] = {"before": x, "after": y, "ratio": ratio, "delta": delta}
     return out
 
 
