@@ -80,6 +80,19 @@ def tokens_line(mfu: Mapping[str, Any]) -> str | None:
     )
 
 
+def mfu_cards(mfu: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """``(value, label)`` of the HTML summary's MFU cards: MFU, HFU if it differs, tokens/s."""
+    if not isinstance(mfu, Mapping):
+        return []
+    cards = [(format_fraction(mfu.get("mfu")), f"MFU ({mfu.get('precision')})")]
+    if hfu_line(mfu) is not None:
+        cards.append((format_fraction(mfu.get("hfu")), "HFU"))
+    rate = (mfu.get("tokens") or {}).get("tokens_per_s")
+    if rate is not None:
+        cards.append((f"{rate:,.0f}", "tokens/s"))
+    return cards
+
+
 def efficiency_lines(run: Run) -> list[str]:
     """The energy, MFU, HFU and tokens lines of the Run's sections (those it has)."""
     lines = []

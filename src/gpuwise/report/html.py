@@ -21,6 +21,7 @@ from gpuwise._version import __version__
 from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Finding, Run, Step
 from gpuwise.report import bars, svg
+from gpuwise.report.efficiency_text import mfu_cards
 from gpuwise.report.html_tables import (
     definition_list,
     meta_section,
@@ -129,6 +130,7 @@ def _summary_cards(run: Run) -> str:
         _card(NA if sps is None else f"{sps:.2f}", "steps/s"),
         _card(NA if xps is None else f"{xps:,.1f}", "samples/s"),
     ]
+    cards += [_card(value, label) for value, label in mfu_cards(run.extra.get("mfu"))]  # MFU
     if run.findings:
         main = run.findings[0]
         cards.append(_card(main.kind, "main finding"))

@@ -1,0 +1,85 @@
+"""``gpuwise profile`` on a real script: MFU from the FLOPs counted as it ran, in every report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gpuwise.cli.main import main
+from gpuwise.records import Run
+from gpuwise.report.text import render_run
+
+B, D, H, C, BATCHES = 32, 64, 128, 10, 12
+
+TINY_TRAIN = f"""
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear({D}, {H}), nn.ReLU(), nn.Linear({H}, {C}))
+opt = torch.optim.AdamW(model.parameters())
+data = TensorDataset(torch.randn({B * BATCHES}, {D}), torch.randint(0, {C}, ({B * BATCHES},)))
+for x, y in DataLoader(data, batch_size={B}):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+# forward 2·B·(D·H + H·C); backward: the first layer's weight gradient only, both of the
+# second layer's (its input's and its weight's)
+STEP_FLOPS = 2 * B * (D * H + H * C) + 2 * B * D * H + 2 * (2 * B * H * C)
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    where = tmp_path_factory.mktemp("mfu")
+    script = where / "tiny_train.py"
+    script.write_text(TINY_TRAIN, encoding="utf-8")
+    out, html = where / "run.json", where / "report.html"
+    argv = ["profile", "--interval", "0.1", "--out", str(out), "--html", str(html)]
+    assert main([*argv, "--", sys.executable, str(script)]) == 0
+    return {"run": out, "html": html, "script": script}
+
+
+def test_the_json_mfu_is_the_counted_flops_over_step_time_and_peak(profiled) -> None:
+    doc = json.loads(profiled["run"].read_text(encoding="utf-8"))
+    mfu = doc["mfu"]
+    assert mfu["source"] == "counted"
+    assert mfu["model_flops_per_step"] == STEP_FLOPS
+    assert mfu["flops_per_sample"] == STEP_FLOPS / B
+    assert mfu["samples_per_step"] == B
+    assert mfu["precision"] == "fp32"
+    assert mfu["peak_source"] == "measured on this CPU"
+    peak_flops_s = mfu["peak_tflops_s"] * 1e12
+    assert mfu["mfu"] == pytest.approx(STEP_FLOPS / (doc["steps"]["mean_s"] * peak_flops_s))
+    assert mfu["hfu"] == mfu["mfu"]  # nothing recomputed
+    compute_s = doc["steps"]["phases_s"]["compute"]
+    assert mfu["compute_mfu"] == pytest.approx(STEP_FLOPS / (compute_s * peak_flops_s))
+    assert doc["steps"]["count"] == BATCHES  # no step was added to count the FLOPs
+    assert doc["steps"]["warmup_excluded"] == 1  # the counted step is the warm-up one
+
+
+def test_terminal_and_html_reports_show_the_mfu(profiled) -> None:
+    run = Run.from_dict(json.loads(profiled["run"].read_text(encoding="utf-8")))
+    console = Console(record=True, width=200)
+    render_run(run, console)
+    text = console.export_text()
+    pct = f"{run.extra['mfu']['mfu'] * 100:.1f} %"
+    assert f"MFU         {pct} (compute phase" in text
+    assert "1.29 MFLOP/step counted on the first iteration" in text  # STEP_FLOPS, 1,294,336
+    html = profiled["html"].read_text(encoding="utf-8")
+    assert f"<b>{pct}</b><span>MFU (fp32)</span>" in html
+
+
+def test_flops_per_sample_overrides_the_count(profiled, capsys) -> None:
+    argv = ["profile", "--json", "--interval", "0.1", "--flops-per-sample", "1000"]
+    assert main([*argv, "--", sys.executable, str(profiled["script"])]) == 0
+    mfu = json.loads(capsys.readouterr().out)["mfu"]
+    assert mfu["source"] == "given"
+    assert mfu["flops_per_sample"] == 1000
+    assert "hfu" not in mfu  # a given figure says nothing of recomputation
