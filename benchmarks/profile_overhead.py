@@ -9,7 +9,9 @@ step hooks; one JSON line written per step, exactly as in a profiled child), and
 again. Every
 step is timed on its own. The overhead is the median hooked step over the median plain
 step, over all rounds (>= 5); the A/A noise is the same ratio between the plain runs after
-and before, the floor this shared machine allows. The 10th percentiles are printed too:
+and before, the floor this shared machine allows. The hooked run's step 0 also counts the
+model's FLOPs (``profiling.model_flops``); its extra time, and the whole run's overhead with
+it, are printed per case. The 10th percentiles are printed too:
 preemption by other jobs only lengthens steps, so the fast steps show the hooks' own cost
 most clearly.
 
@@ -102,14 +104,22 @@ def measure(target_s: float, steps: int, rounds: int) -> dict[str, Any]:
     before: list[float] = []
     with_hooks: list[float] = []
     after: list[float] = []
+    totals: list[tuple[float, float]] = []  # (plain, hooked) seconds of a whole run
+    firsts: list[tuple[float, float]] = []  # (plain, hooked) seconds of step 0
     with tempfile.TemporaryDirectory(prefix="gpuwise-bench-") as directory:
         for _ in range(rounds):
-            before += run()
-            with_hooks += hooked(run, directory)
+            plain_run, hooked_run = run(), hooked(run, directory)
+            before += plain_run
+            with_hooks += hooked_run
             after += run()
+            totals.append((sum(plain_run), sum(hooked_run)))
+            firsts.append((plain_run[0], hooked_run[0]))
     plain = before + after
     case: dict[str, Any] = {"target_step_ms": target_s * 1e3, "steps_per_run": steps}
     case["rounds"] = rounds
+    # the whole run, step 0 included: the hooked run's step 0 also counts the model's FLOPs
+    case["run_overhead_pct"] = (statistics.median(h / p for p, h in totals) - 1) * 100
+    case["flop_count_ms"] = statistics.median(h - p for p, h in firsts) * 1e3
     for q in (50, 10):
         key = "" if q == 50 else "p10_"
         p, h = _pct(plain, q), _pct(with_hooks, q)
@@ -132,6 +142,10 @@ def _line(c: dict[str, Any]) -> str:
             f"({c[f'hook_{key}cost_us_per_step']:+.0f} us/step; "
             f"A/A noise {c[f'aa_noise_{key}pct']:.2f} %)"
         )
+    text += (
+        f"\n  whole run, step 0 included: overhead {c['run_overhead_pct']:+.2f} % "
+        f"(step 0 counts the model's FLOPs: {c['flop_count_ms']:+.2f} ms)"
+    )
     return text
 
 
