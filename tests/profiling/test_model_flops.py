@@ -270,3 +270,28 @@ def test_the_tally_leaves_results_unchanged() -> None:
     assert torch.equal(plain, counted)
     assert tally.forward_flops > 0
     assert math.prod(tally.tokens or ()) == B * T
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(
+    ("tf32", "autocast", "expected"),
+    [(True, None, "tf32"), (False, None, "fp32"), (False, torch.float16, "fp16")],
+)
+def test_cuda_steps_count_their_backward_and_their_tf32_setting(
+    tf32: bool, autocast: torch.dtype | None, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CUDA the autograd engine runs backward on its device thread: still counted."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", tf32)
+    Bt, Dm = 16, 64
+    model = nn.Sequential(nn.Linear(Dm, Dm), nn.ReLU(), nn.Linear(Dm, 4)).cuda()
+    x = torch.randn(Bt, Dm, device="cuda")
+    with (
+        FlopTally() as tally,
+        torch.autocast("cuda", dtype=autocast or torch.float16, enabled=autocast is not None),
+    ):
+        model(x).float().sum().backward()
+    assert tally.device == "cuda"
+    assert tally.precision == expected
+    assert tally.forward_flops == 2 * Bt * Dm * Dm + 2 * Bt * Dm * 4
+    assert tally.backward_flops == 2 * Bt * Dm * Dm + 2 * (2 * Bt * Dm * 4)
