@@ -295,3 +295,20 @@ def test_cuda_steps_count_their_backward_and_their_tf32_setting(
     assert tally.precision == expected
     assert tally.forward_flops == 2 * Bt * Dm * Dm + 2 * Bt * Dm * 4
     assert tally.backward_flops == 2 * Bt * Dm * Dm + 2 * (2 * Bt * Dm * 4)
+
+
+def test_the_explicit_api_adds_the_mfu_when_it_diagnoses() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(32, 8, bias=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with profile(sample=False) as prof:
+        for (x,) in DataLoader(TensorDataset(torch.randn(40, 32)), batch_size=8):
+            model(x).sum().backward()
+            opt.step()
+    assert prof.run is not None
+    mfu = prof.run.extra["mfu"]
+    assert mfu["source"] == "counted"
+    assert mfu["flops_per_sample"] == 2 * 32 * 8 * 2  # forward and the weight's gradient
+    assert mfu["mfu"] == pytest.approx(
+        mfu["model_flops_per_step"] / (mfu["step_s"] * mfu["peak_tflops_s"] * 1e12)
+    )
