@@ -68,6 +68,6 @@ def test_run_report_lines_for_energy_and_mfu() -> None:
     mfu = {"mfu": 0.312, "compute_mfu": 0.45, "achieved_tflops_s": 9.8, "peak_tflops_s": 312.0}
     mfu |= {"precision": "bf16", "peak_source": "catalog: NVIDIA A100 80GB SXM"}
     assert mfu_line(mfu) == (
-        "MFU         31.2 % (compute phase 45.0 %) · 9.8 of 312 TFLOP/s bf16, "
+        "MFU         31.2 % (compute phase 45.0 %) · 9.8 TFLOP/s of 312 TFLOP/s bf16, "
         "peak catalog: NVIDIA A100 80GB SXM"
     )

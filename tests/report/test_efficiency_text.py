@@ -36,11 +36,11 @@ def test_counted_mfu_gives_three_lines() -> None:
     run = Run(source="profile")
     run.extra["mfu"] = COUNTED
     assert efficiency_lines(run) == [
-        "MFU         31.2 % (compute phase 45.0 %) · 97.3 of 312 TFLOP/s bf16, "
+        "MFU         31.2 % (compute phase 45.0 %) · 97.3 TFLOP/s of 312 TFLOP/s bf16, "
         "peak catalog: NVIDIA A100 SXM4 80GB · 3 TFLOP/step counted on the first iteration",
         "HFU         41.6 % · the device ran 1.33x the model's FLOPs (activation recomputation)",
         "tokens      81,920 tokens/s · MFU 22.5 % by 6·N + 12·L·H·Q·T "
-        "(N 124.0M, L 12, H·Q 768, T 1024: 857 MFLOP/token)",
+        "(N 124M, L 12, H·Q 768, T 1024: 857 MFLOP/token)",
     ]
 
 

@@ -31,12 +31,12 @@ def energy_line(energy: Mapping[str, Any]) -> str:
     return f"energy      {device}{approx} · host {host_text}"
 
 
-def _num(value: float | None) -> str:
-    return NA if value is None else f"{value:.3g}"
+def _rate(tflops_s: float | None) -> str:
+    return NA if tflops_s is None else f"{format_flops(tflops_s * 1e12)}/s"
 
 
 def mfu_line(mfu: Mapping[str, Any]) -> str:
-    """``MFU  31.2 % (compute phase 45.0 %) · 9.8 of 312 TFLOP/s bf16, catalog: ...``.
+    """``MFU  31.2 % (compute phase 45.0 %) · 9.8 TFLOP/s of 312 TFLOP/s bf16, peak ...``.
 
     Counted FLOPs (``source: "counted"``) add the FLOPs per step and where they came from.
     """
@@ -49,7 +49,7 @@ def mfu_line(mfu: Mapping[str, Any]) -> str:
     )
     return (
         f"MFU         {pct(mfu.get('mfu'))} (compute phase {pct(mfu.get('compute_mfu'))}) · "
-        f"{_num(mfu.get('achieved_tflops_s'))} of {_num(mfu.get('peak_tflops_s'))} TFLOP/s "
+        f"{_rate(mfu.get('achieved_tflops_s'))} of {_rate(mfu.get('peak_tflops_s'))} "
         f"{mfu.get('precision')}, peak {mfu.get('peak_source') or NA}{flops}"
         + (f" ({mfu['note']})" if mfu.get("note") else "")
     )
@@ -67,7 +67,7 @@ def hfu_line(mfu: Mapping[str, Any]) -> str | None:
 
 
 def tokens_line(mfu: Mapping[str, Any]) -> str | None:
-    """``tokens  81,920 tokens/s · MFU 38.2 % by 6·N + 12·L·H·Q·T (N 85.0M, L 12, T 1024)``."""
+    """``tokens  81,920 tokens/s · MFU 38.2 % by 6·N + 12·L·H·Q·T (N 85M, L 12, ...)``."""
     tokens = mfu.get("tokens")
     if not isinstance(tokens, Mapping):
         return None
@@ -75,7 +75,7 @@ def tokens_line(mfu: Mapping[str, Any]) -> str | None:
     return (
         f"tokens      {NA if rate is None else f'{rate:,.0f}'} tokens/s · MFU "
         f"{format_fraction(tokens.get('mfu'))} by 6·N + 12·L·H·Q·T "
-        f"(N {tokens['params'] / 1e6:.1f}M, L {tokens['layers']}, H·Q {tokens['width']}, "
+        f"(N {tokens['params'] / 1e6:.3g}M, L {tokens['layers']}, H·Q {tokens['width']}, "
         f"T {tokens['seq_len']}: {format_flops(tokens.get('flops_per_token'))}/token)"
     )
 
