@@ -68,3 +68,9 @@ def test_flop_counts_take_si_prefixes() -> None:
         "3 TFLOP",
         "2.5 PFLOP",
     ]
+
+
+def test_small_utilizations_keep_two_significant_digits() -> None:
+    line = tokens_line({**COUNTED, "tokens": {**COUNTED["tokens"], "mfu": 0.00024214}})
+    assert line is not None
+    assert "MFU 0.024 % by" in line

@@ -31,6 +31,13 @@ def energy_line(energy: Mapping[str, Any]) -> str:
     return f"energy      {device}{approx} · host {host_text}"
 
 
+def _share(value: float | None) -> str:
+    """A utilization as a percentage; two significant digits below 1 % (``0.024 %``)."""
+    if value is not None and 0 < value < 0.01:
+        return f"{value * 100:.2g} %"
+    return format_fraction(value)
+
+
 def _rate(tflops_s: float | None) -> str:
     return NA if tflops_s is None else f"{format_flops(tflops_s * 1e12)}/s"
 
@@ -40,7 +47,7 @@ def mfu_line(mfu: Mapping[str, Any]) -> str:
 
     Counted FLOPs (``source: "counted"``) add the FLOPs per step and where they came from.
     """
-    pct = format_fraction
+    pct = _share
     counted = mfu.get("source") == "counted"
     flops = (
         f" · {format_flops(mfu.get('model_flops_per_step'))}/step counted on the first iteration"
@@ -61,7 +68,7 @@ def hfu_line(mfu: Mapping[str, Any]) -> str | None:
     if mfu.get("hfu") is None or not model or not hardware or hardware == model:
         return None
     return (
-        f"HFU         {format_fraction(mfu.get('hfu'))} · the device ran {hardware / model:.2f}x "
+        f"HFU         {_share(mfu.get('hfu'))} · the device ran {hardware / model:.2f}x "
         "the model's FLOPs (activation recomputation)"
     )
 
@@ -74,7 +81,7 @@ def tokens_line(mfu: Mapping[str, Any]) -> str | None:
     rate = tokens.get("tokens_per_s")
     return (
         f"tokens      {NA if rate is None else f'{rate:,.0f}'} tokens/s · MFU "
-        f"{format_fraction(tokens.get('mfu'))} by 6·N + 12·L·H·Q·T "
+        f"{_share(tokens.get('mfu'))} by 6·N + 12·L·H·Q·T "
         f"(N {tokens['params'] / 1e6:.3g}M, L {tokens['layers']}, H·Q {tokens['width']}, "
         f"T {tokens['seq_len']}: {format_flops(tokens.get('flops_per_token'))}/token)"
     )
@@ -84,9 +91,9 @@ def mfu_cards(mfu: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """``(value, label)`` of the HTML summary's MFU cards: MFU, HFU if it differs, tokens/s."""
     if not isinstance(mfu, Mapping):
         return []
-    cards = [(format_fraction(mfu.get("mfu")), f"MFU ({mfu.get('precision')})")]
+    cards = [(_share(mfu.get("mfu")), f"MFU ({mfu.get('precision')})")]
     if hfu_line(mfu) is not None:
-        cards.append((format_fraction(mfu.get("hfu")), "HFU"))
+        cards.append((_share(mfu.get("hfu")), "HFU"))
     rate = (mfu.get("tokens") or {}).get("tokens_per_s")
     if rate is not None:
         cards.append((f"{rate:,.0f}", "tokens/s"))
