@@ -10,7 +10,6 @@ phase alone, so a job starved by its input shows a low MFU and a high compute MF
 
 from __future__ import annotations
 
-import functools
 import re
 import time
 from typing import Any
@@ -34,7 +33,6 @@ PEAK_UNDER_LOAD = (
 )
 
 
-@functools.cache  # once per process: every MFU of a session divides by the same peak
 def _cpu_peak_flops_s(precision: str, n: int = 1024) -> float:
     """The fastest n x n multiply of up to ``CPU_PEAK_REPEATS``, in ``CPU_PEAK_BUDGET_S``."""
     import torch
