@@ -169,7 +169,7 @@ def test_llm_terms_match_nanogpts_estimate_mfu_formula() -> None:
 
     model, run = _gpt_run()
     n = sum(p.numel() for p in model.parameters()) - model.wpe.weight.numel()
-    assert matmul_params(model) == n
+    assert matmul_params([model]) == n
     per_token = 6 * n + 12 * L * NH * (D // NH) * T
     peak = 1e12  # an injected peak: the comparison is of formulas, not of this CPU
     section = counted_mfu_section(run, peak_flops_s=peak, peak_source="test")
@@ -187,6 +187,25 @@ def test_llm_terms_match_nanogpts_estimate_mfu_formula() -> None:
     exact = section["model_flops_per_step"] / (B * T)
     norms_and_biases = n - (L * (D * 3 * D + D * D + 8 * D * D) + V * D)
     assert exact == per_token + 2 * L * D * T - 6 * norms_and_biases
+
+
+def test_every_module_called_at_the_top_of_the_loop_counts_in_n() -> None:
+    """A loop calling its parts one by one (as a LightningModule's training_step may)."""
+    torch.manual_seed(0)
+    embed, head, loss_fn = nn.Embedding(V, D), nn.Linear(D, V), nn.CrossEntropyLoss()
+    params = [*embed.parameters(), *head.parameters()]
+    opt = torch.optim.SGD(params, lr=0.01)
+    ids = torch.randint(0, V, (2 * B, T + 1))
+    with profile(sample=False, diagnose=False) as prof:
+        for (batch,) in DataLoader(TensorDataset(ids), batch_size=B):
+            logits = head(embed(batch[:, :-1]))
+            loss_fn(logits.flatten(0, 1), batch[:, 1:].flatten()).backward()
+            opt.step()
+    assert prof.run is not None
+    count = _count(prof.run)
+    assert count["params"] == V * D + V  # the head; the untied token table is no matmul
+    assert count["tokens"]["seq_len"] == T
+    assert count["model_flops"] == 3 * 2 * B * T * D * V  # the head's input needs a gradient
 
 
 @pytest.mark.parametrize("reentrant", [True, False])

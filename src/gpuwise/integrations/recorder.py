@@ -257,7 +257,8 @@ def _close_count(tally: Any, samples: int | None, rank: int, model: Any) -> list
 
     exit_tally(tally)
     phase = "train" if tally.backward_flops else "eval"
-    record = flops_record(tally, rank=rank, phase=phase, samples=samples, model=model)
+    models = [] if model is None else [model]
+    record = flops_record(tally, rank=rank, phase=phase, samples=samples, models=models)
     return [] if record is None else [record]
 
 

@@ -9,8 +9,9 @@ Counting window protocol (``FirstIterationFlops`` rides on the LoopTracker's eve
 step protocol in ``steps.py`` says where those come from):
 
 * The window opens at the first outermost module call (``forward``) of the tracker's
-  thread while no batch is awaited; the module called is the model (its parameters give
-  ``N``, its first tensor argument the samples when no loader is seen).
+  thread while no batch is awaited. The modules called outermost in the window are the
+  models (their parameters give ``N``; the first one's first tensor argument gives the
+  samples when no loader is seen).
 * It closes at the first of: the optimizer step's end; the next batch request; a new
   outermost module call after a ``backward()`` (the next micro-step, or a loop that
   updates weights by hand); the recording's end. One micro-step is counted, so FLOPs per
@@ -27,7 +28,7 @@ step protocol in ``steps.py`` says where those come from):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -66,8 +67,9 @@ class FirstIterationFlops:
         self.rank = rank
         self.records: list[dict[str, Any]] = []
         self._tally: FlopTally | None = None
-        self._model: Any = None
+        self._models: list[Any] = []
         self._inputs: Any = None
+        self._outermost = False
         self._hook: Any = None
         self._backward = False
         self._batch_size: int | None = None
@@ -98,6 +100,7 @@ class FirstIterationFlops:
             self._close()
         if self._tally is None and not self.tracker.waiting and self._may_train():
             self._open()
+        self._outermost = self._tally is not None  # the next module call is a model
 
     def _may_train(self) -> bool:
         """After an ``eval`` count, forwards under ``no_grad`` are not counted again."""
@@ -119,16 +122,19 @@ class FirstIterationFlops:
     def _open(self) -> None:
         self._windows += 1
         self._backward = False
-        self._model = self._inputs = None
+        self._models, self._inputs = [], None
         self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._see_model)
         self._tally = enter_tally()
 
     def _see_model(self, module: Any, args: Any) -> None:
-        if self._model is None:
-            self._model, self._inputs = module, args
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        """Keep each outermost module called in the window: the models (and the loss)."""
+        if not self._outermost:
+            return
+        self._outermost = False
+        if not any(module is seen for seen in self._models):
+            self._models.append(module)
+        if self._inputs is None:
+            self._inputs = args
 
     def _close(self) -> None:
         tally, self._tally = self._tally, None
@@ -143,9 +149,9 @@ class FirstIterationFlops:
             samples = _leading_dim(self._inputs)
         phase = "train" if self._backward else "eval"
         record = flops_record(
-            tally, rank=self.rank, phase=phase, samples=samples, model=self._model
+            tally, rank=self.rank, phase=phase, samples=samples, models=self._models
         )
-        self._model = self._inputs = None
+        self._models, self._inputs = [], None
         if record is not None:
             self.records.append(record)
             self.write(record)
@@ -170,7 +176,7 @@ def exit_tally(tally: FlopTally) -> None:
 
 
 def flops_record(
-    tally: FlopTally, *, rank: int, phase: str, samples: int | None, model: Any
+    tally: FlopTally, *, rank: int, phase: str, samples: int | None, models: Sequence[Any]
 ) -> dict[str, Any] | None:
     """The ``flops`` record of a finished window (``None`` when it counted nothing).
 
@@ -179,7 +185,8 @@ def flops_record(
         rank: The process's distributed rank.
         phase: ``"train"`` (a backward ran) or ``"eval"``.
         samples: Samples the window's FLOPs were for, when known.
-        model: The model called (its parameters give ``N``), or ``None``.
+        models: The modules called at the top level in the window (the model, several for
+            a GAN, the loss): their parameters give ``N``.
     """
     if not tally.hardware_flops:
         return None
@@ -197,7 +204,7 @@ def flops_record(
         "precision": tally.precision,
         "device": tally.device,
         "failed_ops": tally.failures,
-        **model_facts(model, tally),
+        **model_facts(models, tally),
     }
 
 
@@ -231,11 +238,11 @@ def _leading_dim(inputs: Any) -> int | None:
     return None
 
 
-def model_facts(model: Any, tally: FlopTally) -> dict[str, Any]:
+def model_facts(models: Sequence[Any], tally: FlopTally) -> dict[str, Any]:
     """The model's parameter count and, for token-id inputs, the LLM-formula terms.
 
     Args:
-        model: The outermost module called in the window (``None`` when not seen).
+        models: The outermost modules called in the window (none when not seen).
         tally: The window's tally (token ids and attention calls).
 
     Returns:
@@ -244,8 +251,9 @@ def model_facts(model: Any, tally: FlopTally) -> dict[str, Any]:
         tied output layer counts, a position table does not), as in nanoGPT's
         ``estimate_mfu``; ``tokens`` is ``None`` unless the inputs were 2-D integer ids.
     """
-    params = matmul_params(model) if isinstance(model, torch.nn.Module) else None
-    first = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+    modules = [m for m in models if isinstance(m, torch.nn.Module)]
+    params = matmul_params(modules) if modules else None
+    first = next((p for m in modules for p in m.parameters()), None)
     tokens = None
     if tally.tokens is not None:
         batch, seq_len = tally.tokens
@@ -259,7 +267,7 @@ def model_facts(model: Any, tally: FlopTally) -> dict[str, Any]:
             "attention_from": "kernels" if layers else None,
         }
         if not layers:
-            tokens.update(_config_attention(model))
+            tokens.update(_config_attention(modules))
     return {
         "params": params,
         "params_dtype": None if first is None else str(first.dtype).removeprefix("torch."),
@@ -267,26 +275,29 @@ def model_facts(model: Any, tally: FlopTally) -> dict[str, Any]:
     }
 
 
-def _config_attention(model: Any) -> dict[str, Any]:
+def _config_attention(models: Sequence[Any]) -> dict[str, Any]:
     """Layers and width from a Hugging Face config, when attention ran as plain products.
 
     (On a CPU, or with a mask some kernels refuse, ``scaled_dot_product_attention`` runs its
     math form: batched products the tally cannot tell from other products.)
     """
-    config = getattr(model, "config", None)
-    layers = getattr(config, "num_hidden_layers", None)
-    width = getattr(config, "hidden_size", None)
-    if isinstance(layers, int) and isinstance(width, int):
-        return {"layers": layers, "width": width, "attention_from": "config"}
+    for model in models:
+        config = getattr(model, "config", None)
+        layers = getattr(config, "num_hidden_layers", None)
+        width = getattr(config, "hidden_size", None)
+        if isinstance(layers, int) and isinstance(width, int):
+            return {"layers": layers, "width": width, "attention_from": "config"}
     return {}
 
 
-def matmul_params(model: torch.nn.Module) -> int:
-    """Unique parameters less embedding tables not shared with a linear layer."""
-    linear = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
+def matmul_params(models: Sequence[torch.nn.Module]) -> int:
+    """Unique parameters of ``models`` less embedding tables not shared with a linear layer."""
+    modules = [m for model in models for m in model.modules()]
+    linear = {id(m.weight) for m in modules if isinstance(m, torch.nn.Linear)}
     tables = {
         id(m.weight)
-        for m in model.modules()
+        for m in modules
         if isinstance(m, torch.nn.Embedding) and id(m.weight) not in linear
     }
-    return sum(p.numel() for p in model.parameters() if id(p) not in tables)
+    params = {id(p): p for model in models for p in model.parameters()}
+    return sum(p.numel() for key, p in params.items() if key not in tables)
