@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,42 @@ def test_flops_per_sample_overrides_the_count(profiled, capsys) -> None:
     assert mfu["source"] == "given"
     assert mfu["flops_per_sample"] == 1000
     assert "hfu" not in mfu  # a given figure says nothing of recomputation
+
+
+SCRAPING_TRAIN = """
+import sys, time, urllib.request
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+url, out = sys.argv[1], sys.argv[2]
+model = torch.nn.Linear(32, 32, bias=False)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for (x,) in DataLoader(TensorDataset(torch.randn(8 * 16, 32)), batch_size=16):
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+for _ in range(100):  # the gauges follow the step files every 0.5 s
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    if "gpuwise_step_seconds" in text:
+        break
+    time.sleep(0.1)
+open(out, "w").write(text)
+"""
+
+
+def test_prometheus_step_gauges_follow_the_job_while_it_runs(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("prometheus_client", reason="gpuwise[prometheus] is not installed")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    script, scraped = tmp_path / "child.py", tmp_path / "scrape.txt"
+    script.write_text(SCRAPING_TRAIN, encoding="utf-8")
+    argv = ["profile", "--json", "--interval", "0.1", "--prometheus", f"127.0.0.1:{port}"]
+    url = f"http://127.0.0.1:{port}/metrics"
+    assert main([*argv, "--", sys.executable, str(script), url, str(scraped)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["mfu"]["source"] == "counted"
+    assert "gpuwise_step_seconds" in scraped.read_text(encoding="utf-8")  # seen mid-run
+    left = Path(tempfile.gettempdir()).glob(f"gpuwise-profile-{os.getpid()}-*")
+    assert list(left) == []  # the step files' directory made for the gauges is removed

@@ -225,7 +225,7 @@ def read_step_files(directory: str | Path) -> StepFiles:
     out = StepFiles()
     for path in sorted(Path(directory).glob(FILE_GLOB), key=_file_order):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            _read_line(out, path.name, number, line)
+            read_line(out, path.name, number, line)
     return out
 
 
@@ -256,7 +256,8 @@ def _file_order(path: Path) -> tuple[int, int]:
         return (sys.maxsize, 0)
 
 
-def _read_line(out: StepFiles, name: str, number: int, line: str) -> None:
+def read_line(out: StepFiles, name: str, number: int, line: str) -> None:
+    """Add one line of a step file to ``out`` (a line that cannot be read goes to ``skipped``)."""
     try:
         record = json.loads(line)
         kind = record.get("type")
