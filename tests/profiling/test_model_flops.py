@@ -262,6 +262,34 @@ def test_a_loop_without_a_loader_counts_its_first_iteration() -> None:
     assert len(prof.run.steps) == 4  # steps run from one optimizer step to the next
 
 
+def test_gradient_accumulation_counts_one_micro_step_and_then_stops_counting() -> None:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    torch.manual_seed(0)
+    model = nn.Linear(8, 8, bias=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    modes = []
+    with profile(sample=False, diagnose=False) as prof:
+        for i, (x,) in enumerate(DataLoader(TensorDataset(torch.randn(48, 8)), batch_size=4)):
+            model(x).sum().backward()
+            if i % 3 == 2:  # 3 micro-batches per optimizer step
+                opt.step()
+                opt.zero_grad()
+            modes.append(_get_current_dispatch_mode())
+    assert prof.run is not None
+    (count,) = prof.run.extra["model_flops"]["counted"]
+    assert count["model_flops"] == 2 * 4 * 8 * 8 * 2  # one micro-batch: forward, weight grad
+    assert count["samples"] == 4
+    assert modes[0] is not None  # the first micro-step ran under the count
+    assert all(mode is None for mode in modes[1:])  # and nothing after it
+    assert [s.batch_size for s in prof.run.steps] == [12] * 4  # 3 micro-batches of 4
+    from gpuwise.sizing.model_mfu import counted_mfu_section
+
+    section = counted_mfu_section(prof.run, peak_flops_s=1e12, peak_source="test")
+    assert section is not None
+    assert section["model_flops_per_step"] == 3 * count["model_flops"]
+
+
 def test_an_evaluation_first_job_still_gets_its_training_count() -> None:
     torch.manual_seed(0)
     model = nn.Linear(8, 4, bias=False)

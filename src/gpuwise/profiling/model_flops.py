@@ -98,7 +98,8 @@ class FirstIterationFlops:
             return
         if self._tally is not None and self._backward:
             self._close()
-        if self._tally is None and not self.tracker.waiting and self._may_train():
+        idle = self._tally is None and not self.tracker.waiting
+        if idle and self._attached and self._may_train():  # closing may have detached it
             self._open()
         self._outermost = self._tally is not None  # the next module call is a model
 
