@@ -290,6 +290,23 @@ def test_gradient_accumulation_counts_one_micro_step_and_then_stops_counting() -
     assert section["model_flops_per_step"] == 3 * count["model_flops"]
 
 
+def test_inference_without_a_loader_counts_one_forward_and_then_stops_counting() -> None:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    model = nn.Linear(8, 8, bias=False)
+    x = torch.randn(4, 8)
+    modes = []
+    with profile(sample=False, diagnose=False) as prof, torch.no_grad():
+        for _ in range(5):
+            model(x)
+            modes.append(_get_current_dispatch_mode())
+    assert prof.run is not None
+    (count,) = prof.run.extra["model_flops"]["counted"]
+    assert (count["phase"], count["model_flops"], count["samples"]) == ("eval", 2 * 4 * 8 * 8, 4)
+    assert modes[0] is not None
+    assert all(mode is None for mode in modes[1:])
+
+
 def test_an_evaluation_first_job_still_gets_its_training_count() -> None:
     torch.manual_seed(0)
     model = nn.Linear(8, 4, bias=False)

@@ -14,7 +14,8 @@ step protocol in ``steps.py`` says where those come from):
   samples when no loader is seen).
 * It closes at the first of: the optimizer step's end; the next batch request; a new
   outermost module call after a ``backward()`` (the next micro-step, or a loop that
-  updates weights by hand); the recording's end. One micro-step is counted, so FLOPs per
+  updates weights by hand); the first model called again with no ``backward()`` between
+  (inference without a loader); the recording's end. One micro-step is counted, so FLOPs per
   sample hold under gradient accumulation.
 * A window without a ``backward()`` is an ``eval`` count; the next iteration with grad
   mode on is then counted too (up to ``MAX_WINDOWS``), so a job that evaluates (under
@@ -132,6 +133,9 @@ class FirstIterationFlops:
         if not self._outermost:
             return
         self._outermost = False
+        if self._models and module is self._models[0] and not self._backward:
+            self._close()  # the model again with no backward between: the next iteration
+            return
         if not any(module is seen for seen in self._models):
             self._models.append(module)
         if self._inputs is None:
