@@ -131,6 +131,54 @@ def measure(target_s: float, steps: int, rounds: int) -> dict[str, Any]:
     return case
 
 
+def flop_count_cost(steps: int, rounds: int) -> dict[str, Any]:
+    """The FLOP count's cost: hooked runs with the count on and off, interleaved.
+
+    Step 0 carries the count; the steps after it must cost the same either way (the count
+    gives the tracker its own methods back once it is done).
+    """
+    import gpuwise.profiling.model_flops as model_flops
+
+    class _Off:
+        def detach(self) -> None:
+            pass
+
+    real = model_flops.count_model_flops
+    run = train_loop(steps, 0)
+    run()  # warm up
+    on: list[list[float]] = []
+    off: list[list[float]] = []
+    with tempfile.TemporaryDirectory(prefix="gpuwise-bench-") as directory:
+        try:
+            for _ in range(rounds):
+                model_flops.count_model_flops = real
+                on.append(hooked(run, directory))
+                model_flops.count_model_flops = lambda recorder: _Off()  # type: ignore[assignment,return-value]
+                off.append(hooked(run, directory))
+        finally:
+            model_flops.count_model_flops = real
+    steady_on = statistics.median(t for r in on for t in r[1:])
+    steady_off = statistics.median(t for r in off for t in r[1:])
+    return {
+        "steps_per_run": steps,
+        "rounds": rounds,
+        "step0_on_ms": statistics.median(r[0] for r in on) * 1e3,
+        "step0_off_ms": statistics.median(r[0] for r in off) * 1e3,
+        "steady_on_us": steady_on * 1e6,
+        "steady_off_us": steady_off * 1e6,
+        "steady_change_pct": (steady_on / steady_off - 1) * 100,
+    }
+
+
+def _count_line(c: dict[str, Any]) -> str:
+    return (
+        f"FLOP count ({c['rounds']} rounds x {c['steps_per_run']} empty steps, hooked, count on "
+        f"vs off): step 0 {c['step0_on_ms']:.2f} ms vs {c['step0_off_ms']:.2f} ms; steps after "
+        f"it {c['steady_on_us']:.0f} us vs {c['steady_off_us']:.0f} us "
+        f"({c['steady_change_pct']:+.2f} %)"
+    )
+
+
 def _line(c: dict[str, Any]) -> str:
     size = f"~{c['target_step_ms']:.0f} ms" if c["target_step_ms"] else "empty (no matmuls)"
     text = f"step {size} ({c['rounds']} rounds x {c['steps_per_run']} steps)"
@@ -183,11 +231,13 @@ def main() -> int:
     ]
     result = {"benchmark": "profile_overhead", "torch": torch.__version__, "cases": cases}
     result["budget"] = verdict(cases)
+    result["flop_count"] = flop_count_cost(200, rounds)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         for c in cases:
             print(_line(c))
+        print(_count_line(result["flop_count"]))
         b = result["budget"]
         print(
             f"budget <= {b['budget_pct']:.0f} % at 10 ms: {b['overhead_at_10ms_pct']:+.2f} % "
