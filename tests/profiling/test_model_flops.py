@@ -233,6 +233,23 @@ def test_checkpointing_recomputes_into_hardware_flops_only(reentrant: bool) -> N
     assert count["hardware_flops"] == model_flops + 2 * mm
 
 
+def test_a_whole_checkpointed_model_is_recomputed_inside_the_count() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 16, requires_grad=True)  # reentrant checkpointing needs an input grad
+    with profile(sample=False, diagnose=False) as prof:
+        for _ in range(3):
+            checkpoint(model, x, use_reentrant=True).sum().backward()
+            opt.step()
+    assert prof.run is not None
+    (count,) = prof.run.extra["model_flops"]["counted"]
+    forward = 2 * 8 * 16 * 16 + 2 * 8 * 16 * 4
+    assert count["phase"] == "train"
+    assert count["recompute_flops"] == forward
+    assert count["model_flops"] == 3 * forward  # x needs a gradient: 2x backward everywhere
+
+
 def test_autocast_and_half_models_report_their_precision() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))

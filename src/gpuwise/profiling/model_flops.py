@@ -133,7 +133,8 @@ class FirstIterationFlops:
         if not self._outermost:
             return
         self._outermost = False
-        if self._models and module is self._models[0] and not self._backward:
+        again = self._models and module is self._models[0] and not self._backward
+        if again and torch._C._current_graph_task_id() == -1:  # not a recomputation
             self._close()  # the model again with no backward between: the next iteration
             return
         if not any(module is seen for seen in self._models):
