@@ -237,6 +237,9 @@ class CallbackCore:
 
     def _finish(self) -> dict[str, float] | None:
         """Build the Run, write the reports; return the numbers to log (None: never started)."""
+        if self._tally is not None:  # a step began and never ended: stop counting
+            _close_count(self._tally, None, 0, None)
+            self._tally = None
         if self._recorder is None:
             return None
         self.run = self._recorder.finish()
