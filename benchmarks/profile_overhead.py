@@ -9,7 +9,9 @@ step hooks; one JSON line written per step, exactly as in a profiled child), and
 again. Every
 step is timed on its own. The overhead is the median hooked step over the median plain
 step, over all rounds (>= 5); the A/A noise is the same ratio between the plain runs after
-and before, the floor this shared machine allows. The 10th percentiles are printed too:
+and before, the floor this shared machine allows. The hooked run's step 0 also counts the
+model's FLOPs (``profiling.model_flops``); its extra time, and the whole run's overhead with
+it, are printed per case. The 10th percentiles are printed too:
 preemption by other jobs only lengthens steps, so the fast steps show the hooks' own cost
 most clearly.
 
@@ -102,14 +104,22 @@ def measure(target_s: float, steps: int, rounds: int) -> dict[str, Any]:
     before: list[float] = []
     with_hooks: list[float] = []
     after: list[float] = []
+    totals: list[tuple[float, float]] = []  # (plain, hooked) seconds of a whole run
+    firsts: list[tuple[float, float]] = []  # (plain, hooked) seconds of step 0
     with tempfile.TemporaryDirectory(prefix="gpuwise-bench-") as directory:
         for _ in range(rounds):
-            before += run()
-            with_hooks += hooked(run, directory)
+            plain_run, hooked_run = run(), hooked(run, directory)
+            before += plain_run
+            with_hooks += hooked_run
             after += run()
+            totals.append((sum(plain_run), sum(hooked_run)))
+            firsts.append((plain_run[0], hooked_run[0]))
     plain = before + after
     case: dict[str, Any] = {"target_step_ms": target_s * 1e3, "steps_per_run": steps}
     case["rounds"] = rounds
+    # the whole run, step 0 included: the hooked run's step 0 also counts the model's FLOPs
+    case["run_overhead_pct"] = (statistics.median(h / p for p, h in totals) - 1) * 100
+    case["flop_count_ms"] = statistics.median(h - p for p, h in firsts) * 1e3
     for q in (50, 10):
         key = "" if q == 50 else "p10_"
         p, h = _pct(plain, q), _pct(with_hooks, q)
@@ -119,6 +129,54 @@ def measure(target_s: float, steps: int, rounds: int) -> dict[str, Any]:
         case[f"hook_{key}cost_us_per_step"] = (h - p) * 1e6
         case[f"aa_noise_{key}pct"] = abs(_pct(after, q) / _pct(before, q) - 1) * 100
     return case
+
+
+def flop_count_cost(steps: int, rounds: int) -> dict[str, Any]:
+    """The FLOP count's cost: hooked runs with the count on and off, interleaved.
+
+    Step 0 carries the count; the steps after it must cost the same either way (the count
+    gives the tracker its own methods back once it is done).
+    """
+    import gpuwise.profiling.model_flops as model_flops
+
+    class _Off:
+        def detach(self) -> None:
+            pass
+
+    real = model_flops.count_model_flops
+    run = train_loop(steps, 0)
+    run()  # warm up
+    on: list[list[float]] = []
+    off: list[list[float]] = []
+    with tempfile.TemporaryDirectory(prefix="gpuwise-bench-") as directory:
+        try:
+            for _ in range(rounds):
+                model_flops.count_model_flops = real
+                on.append(hooked(run, directory))
+                model_flops.count_model_flops = lambda recorder: _Off()  # type: ignore[assignment,return-value]
+                off.append(hooked(run, directory))
+        finally:
+            model_flops.count_model_flops = real
+    steady_on = statistics.median(t for r in on for t in r[1:])
+    steady_off = statistics.median(t for r in off for t in r[1:])
+    return {
+        "steps_per_run": steps,
+        "rounds": rounds,
+        "step0_on_ms": statistics.median(r[0] for r in on) * 1e3,
+        "step0_off_ms": statistics.median(r[0] for r in off) * 1e3,
+        "steady_on_us": steady_on * 1e6,
+        "steady_off_us": steady_off * 1e6,
+        "steady_change_pct": (steady_on / steady_off - 1) * 100,
+    }
+
+
+def _count_line(c: dict[str, Any]) -> str:
+    return (
+        f"FLOP count ({c['rounds']} rounds x {c['steps_per_run']} empty steps, hooked, count on "
+        f"vs off): step 0 {c['step0_on_ms']:.2f} ms vs {c['step0_off_ms']:.2f} ms; steps after "
+        f"it {c['steady_on_us']:.0f} us vs {c['steady_off_us']:.0f} us "
+        f"({c['steady_change_pct']:+.2f} %)"
+    )
 
 
 def _line(c: dict[str, Any]) -> str:
@@ -132,6 +190,10 @@ def _line(c: dict[str, Any]) -> str:
             f"({c[f'hook_{key}cost_us_per_step']:+.0f} us/step; "
             f"A/A noise {c[f'aa_noise_{key}pct']:.2f} %)"
         )
+    text += (
+        f"\n  whole run, step 0 included: overhead {c['run_overhead_pct']:+.2f} % "
+        f"(step 0 counts the model's FLOPs: {c['flop_count_ms']:+.2f} ms)"
+    )
     return text
 
 
@@ -169,11 +231,13 @@ def main() -> int:
     ]
     result = {"benchmark": "profile_overhead", "torch": torch.__version__, "cases": cases}
     result["budget"] = verdict(cases)
+    result["flop_count"] = flop_count_cost(200, rounds)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         for c in cases:
             print(_line(c))
+        print(_count_line(result["flop_count"]))
         b = result["budget"]
         print(
             f"budget <= {b['budget_pct']:.0f} % at 10 ms: {b['overhead_at_10ms_pct']:+.2f} % "

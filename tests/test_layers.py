@@ -22,6 +22,8 @@ LAYERS: dict[str, int] = {
     "atomic": 1,
     "childproc": 1,
     "user_code": 1,
+    # FLOP formulas of aten ops: counted at run time (profiling) and in sizing
+    "flop_formulas": 1,
     # hardware and process facts
     "telemetry": 2,
     "distributed": 2,

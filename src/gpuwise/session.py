@@ -27,6 +27,12 @@ T = TypeVar("T")
 def _diagnosed(run: Run) -> None:
     from gpuwise.diagnose.rules import diagnose
 
+    if "mfu" not in run.extra and run.extra.get("model_flops"):
+        from gpuwise.sizing.model_mfu import counted_mfu_section
+
+        section = counted_mfu_section(run)  # from the FLOPs counted on the first iteration
+        if section is not None:
+            run.extra["mfu"] = section
     run.findings = diagnose(run)
 
 
@@ -35,7 +41,8 @@ def profile(*, diagnose: bool = True, **options: Any) -> Iterator[api.Profile]:
     """Profile the loop run inside the ``with`` block, then diagnose it.
 
     Args:
-        diagnose: Fill ``run.findings`` with the diagnosis when the block ends (default).
+        diagnose: Fill ``run.findings`` with the diagnosis when the block ends (default),
+            and ``run.extra["mfu"]`` from the model's FLOPs counted on its first iteration.
         **options: ``interval_s``, ``sample``, ``backends`` (see ``gpuwise.profiling.api``).
 
     Yields:

@@ -144,7 +144,14 @@ def test_energy_and_mfu_changes_are_paired() -> None:
     a.extra["mfu"] = {"achieved_tflops_s": 100.0, "mfu": 0.1}
     b.extra["mfu"] = {"achieved_tflops_s": 150.0, "mfu": 0.15}
     doc = compare_runs(a, b).to_dict()
-    assert doc["energy"]["per_step_j"] == {"before": 40.0, "after": 30.0, "ratio": 0.75}
+    assert doc["energy"]["per_step_j"] == {
+        "before": 40.0,
+        "after": 30.0,
+        "ratio": 0.75,
+        "delta": -10.0,
+    }
     assert doc["mfu"]["mfu"]["ratio"] == pytest.approx(1.5)
+    assert doc["mfu"]["mfu"]["delta"] == pytest.approx(0.05)  # 5 points of the peak
+    assert doc["mfu"]["hfu"] == {"before": None, "after": None, "ratio": None, "delta": None}
     json.dumps(doc)  # the document is JSON-ready
     assert doc["schema"] == "gpuwise.compare/1"

@@ -23,14 +23,15 @@ def test_report_shows_energy_and_mfu_change_and_the_guard() -> None:
     a, b = _run(1.0), _run(0.8)
     a.extra["energy"] = {"per_step_j": 40.0, "per_sample_j": 1.25}
     b.extra["energy"] = {"per_step_j": 30.0, "per_sample_j": 0.94}
-    a.extra["mfu"] = {"achieved_tflops_s": 100.0, "mfu": 0.10}
+    a.extra["mfu"] = {"achieved_tflops_s": 100.0, "mfu": 0.10, "hfu": 0.13}
     b.extra["mfu"] = {"achieved_tflops_s": 125.0, "mfu": 0.125}
     doc = compare_runs(a, b, max_regression_pct=5).to_dict()
     console = Console(record=True, width=100)
     render_comparison(doc, console)
     text = console.export_text()
     assert "energy   40 J → 30 J per step (-25.0 %)" in text
-    assert "MFU      10.0 % → 12.5 %" in text
+    assert "MFU      10.0 % → 12.5 % (+2.5 points)" in text
+    assert "HFU      13.0 % → n/a\n" in text  # AFTER counted no recomputation
     assert "ok: no slowdown beyond 5 % and the noise" in text
     assert headline(doc).startswith("AFTER's step time is 20.0 % faster (1.25x throughput)")
 
@@ -67,6 +68,6 @@ def test_run_report_lines_for_energy_and_mfu() -> None:
     mfu = {"mfu": 0.312, "compute_mfu": 0.45, "achieved_tflops_s": 9.8, "peak_tflops_s": 312.0}
     mfu |= {"precision": "bf16", "peak_source": "catalog: NVIDIA A100 80GB SXM"}
     assert mfu_line(mfu) == (
-        "MFU         31.2 % (compute phase 45.0 %) · 9.8 of 312 TFLOP/s bf16, "
+        "MFU         31.2 % (compute phase 45.0 %) · 9.8 TFLOP/s of 312 TFLOP/s bf16, "
         "peak catalog: NVIDIA A100 80GB SXM"
     )

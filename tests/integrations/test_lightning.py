@@ -95,3 +95,32 @@ def test_without_lightning_the_error_names_the_extra(monkeypatch: pytest.MonkeyP
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(MissingExtraError, match=r"gpuwise\[lightning\]"):
         module.GpuwiseCallback  # noqa: B018  (building the class needs Lightning)
+
+
+def test_without_flops_per_sample_the_first_batch_is_counted(tmp_path: Path) -> None:
+    from gpuwise.integrations.lightning import GpuwiseCallback
+
+    callback = GpuwiseCallback(interval_s=0.1)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        callbacks=[callback],
+        logger=pl.loggers.CSVLogger(tmp_path),
+        accelerator="cpu",
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    trainer.fit(Tiny(), DataLoader(SlowData(), batch_size=BATCH))
+    run = callback.run
+    assert run is not None
+    (count,) = run.extra["model_flops"]["counted"]
+    # Linear(16, 2): forward 2·B·16·2, backward the weight's gradient only (x needs none)
+    assert count["model_flops"] == 2 * (2 * BATCH * 16 * 2)
+    mfu = run.extra["mfu"]
+    assert mfu["source"] == "counted"
+    assert mfu["flops_per_sample"] == 2 * 2 * 16 * 2
+    assert mfu["mfu"] == pytest.approx(
+        mfu["model_flops_per_step"] / (mfu["step_s"] * mfu["peak_tflops_s"] * 1e12)
+    )
+    assert mfu["step_s"] == pytest.approx(run.step_stats()["mean_s"])
+    assert len(run.steps) == BATCHES

@@ -112,3 +112,36 @@ def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(MissingExtraError, match=r"gpuwise\[prometheus\]"):
         MetricsServer(DeviceMetrics(), "127.0.0.1:0")
+
+
+def test_a_runs_counted_mfu_feeds_the_step_gauges() -> None:
+    from gpuwise.integrations.prometheus import run_step_metrics
+    from gpuwise.records import Run, Step
+
+    steps = [
+        Step(i, i * 0.1, 0.02, 0.0, 0.08, 0.0, rank=r, batch_size=4)
+        for r in (0, 1)
+        for i in range(3)
+    ]
+    run = Run(source="profile", steps=steps)
+    run.extra["mfu"] = {
+        "mfu": 0.4,
+        "hfu": 0.5,
+        "model_flops_per_step": 8e9,
+        "tokens": {"tokens_per_s": 2048.0},
+        "ranks": [{"rank": 0, "mfu": 0.41}, {"rank": 1, "mfu": 0.39}],
+    }
+    metrics = DeviceMetrics([{"id": "cpu"}])
+    metrics.update_steps(run_step_metrics(run))
+    server = MetricsServer(metrics, "127.0.0.1:0")
+    try:
+        scraped = _scrape(server)
+    finally:
+        server.close()
+    assert scraped["gpuwise_mfu"] == 0.4
+    assert scraped["gpuwise_hfu"] == 0.5
+    assert scraped["gpuwise_tokens_per_second"] == 2048.0
+    assert scraped["gpuwise_model_flops_per_step"] == 8e9
+    assert scraped['gpuwise_rank_mfu{rank="0"}'] == 0.41
+    assert scraped['gpuwise_rank_mfu{rank="1"}'] == 0.39
+    assert scraped["gpuwise_step_seconds"] == pytest.approx(0.1)

@@ -69,6 +69,41 @@ def test_train_gives_a_diagnosed_run_in_the_log_history(tmp_path: Path) -> None:
     assert "gpuwise report" in (tmp_path / "r.html").read_text(encoding="utf-8")
 
 
+def test_without_flops_per_sample_the_first_step_is_counted_in_llm_terms(tmp_path: Path) -> None:
+    from gpuwise.integrations.transformers import GpuwiseCallback
+
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2)
+    config._attn_implementation = "sdpa"
+    model = transformers.GPT2LMHeadModel(config)
+    callback = GpuwiseCallback(interval_s=0.1)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=BATCH,
+        max_steps=STEPS,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=SlowTokens(), callbacks=[callback]
+    )
+    trainer.train()
+    run = callback.run
+    assert run is not None
+    tokens = run.extra["mfu"]["tokens"]
+    n = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
+    assert (tokens["seq_len"], tokens["layers"], tokens["width"]) == (16, 1, 32)
+    assert tokens["params"] == n  # the token table is the tied head; positions are left out
+    assert tokens["flops_per_token"] == 6 * n + 12 * 1 * 32 * 16
+    stats = run.step_stats()
+    assert tokens["tokens_per_s"] == pytest.approx(16 * stats["samples_per_s"])
+    last = trainer.state.log_history[-1]
+    assert last["gpuwise/tokens_per_s"] == pytest.approx(tokens["tokens_per_s"])
+    assert last["gpuwise/mfu"] == pytest.approx(run.extra["mfu"]["mfu"])
+
+
 def test_without_transformers_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     import gpuwise.integrations.transformers as module
 

@@ -77,10 +77,10 @@ def run(args: argparse.Namespace) -> int:
             "(examples/train_naive.py)",
             file=sys.stderr,
         )
-    config = ProfileConfig(
-        interval_s=args.interval, steps_dir=args.keep_steps, stdout_to_stderr=args.json
-    )
     with efficiency_around(args) as finish:
+        config = ProfileConfig(
+            interval_s=args.interval, steps_dir=finish.steps_dir, stdout_to_stderr=args.json
+        )
         result = finish(profile_command(cmd, config))
     result.findings = diagnose(result)
     if not result.steps:

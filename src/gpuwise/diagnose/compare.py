@@ -203,7 +203,7 @@ def compare_runs(
         kernel_classes=_trace_deltas(before, after, "kernel_classes_s", KERNEL_CLASSES),
         communication=_trace_deltas(before, after, "communication", COMMUNICATION_KEYS),
         energy=_paired(before, after, "energy", ("per_step_j", "per_sample_j")),
-        mfu=_paired(before, after, "mfu", ("achieved_tflops_s", "mfu")),
+        mfu=_paired(before, after, "mfu", ("achieved_tflops_s", "mfu", "hfu")),
         differences=workload_differences(before, after),
         outcomes=_outcomes(before, after, interval),
         max_regression_pct=max_regression_pct,
@@ -259,15 +259,17 @@ def _fact_values(facts: TraceFacts, key: str) -> dict[str, Any]:
 
 
 def _paired(before: Run, after: Run, key: str, fields: tuple[str, ...]) -> dict[str, Any] | None:
-    """BEFORE's and AFTER's values of ``fields`` in section ``key``, with their ratio."""
+    """BEFORE's and AFTER's values of ``fields`` in section ``key``, their ratio and delta."""
     sa, sb = before.extra.get(key), after.extra.get(key)
     if not isinstance(sa, dict) or not isinstance(sb, dict):
         return None
     out: dict[str, Any] = {}
     for name in fields:
         x, y = sa.get(name), sb.get(name)
-        ratio = y / x if isinstance(x, int | float) and isinstance(y, int | float) and x else None
-        out[name] = {"before": x, "after": y, "ratio": ratio}
+        both = isinstance(x, int | float) and isinstance(y, int | float)
+        ratio = y / x if both and x else None
+        delta = float(y) - float(x) if both else None  # type: ignore[arg-type]
+        out[name] = {"before": x, "after": y, "ratio": ratio, "delta": delta}
     return out
 
 

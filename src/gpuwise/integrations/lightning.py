@@ -61,7 +61,7 @@ class _LightningCore(CallbackCore):
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """The optimizer step is done."""
-        self._end(batch_size_of(batch), rank=int(trainer.global_rank))
+        self._end(batch_size_of(batch), rank=int(trainer.global_rank), model=pl_module)
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         """Build the Run, write the reports, log the numbers to the Trainer's loggers."""
@@ -84,7 +84,8 @@ _DOC = """A Lightning callback: steps, data waits and device metrics become a gp
 
 Args:
     interval_s: Seconds between device samples (default 0.5).
-    flops_per_sample: Training FLOPs of one sample (``gpuwise estimate``), for MFU.
+    flops_per_sample: Training FLOPs of one sample, for MFU; default: counted on the first
+        training batch as it runs (forward, backward, recomputation).
     precision: The run's precision, for the peak FLOP/s (default ``fp32``).
     json_path: Also write the Run as JSON here at fit end.
     html_path: Also write the HTML report here at fit end.

@@ -5,7 +5,9 @@ dashboards built for dcgm-exporter read them unchanged (``DCGM_NAMES``); labels 
 dcgm-exporter's ``gpu``, ``UUID``, ``device`` and ``modelName``. What dcgm-exporter has no
 name for, and every reading of the CPU as the device, is ``gpuwise_<field>`` with the unit
 in the name. Step metrics (``gpuwise_step_seconds``, ``gpuwise_phase_fraction``,
-``gpuwise_mfu``, ``gpuwise_energy_per_step_joules``) come from ``update_steps``.
+``gpuwise_mfu``, ``gpuwise_hfu``, ``gpuwise_rank_mfu``, ``gpuwise_tokens_per_second``,
+``gpuwise_model_flops_per_step``, ``gpuwise_energy_per_step_joules``) come from
+``update_steps`` (``run_step_metrics`` of a Run).
 
 The endpoint binds 127.0.0.1 unless told otherwise: metrics of a training job are not for
 the whole network by default.
@@ -18,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpuwise.errors import MissingExtraError, UsageError
-from gpuwise.records import Sample
+from gpuwise.records import Run, Sample
 
 DEFAULT_ADDRESS = "127.0.0.1:9400"
 """dcgm-exporter's port, on the loopback interface."""
@@ -149,15 +151,46 @@ def _fields(sample: Sample, *, gpu: bool) -> Iterator[tuple[str, float]]:
             yield name, float(value)
 
 
+def run_step_metrics(run: Run) -> dict[str, Any]:
+    """A Run's step statistics as ``DeviceMetrics.update_steps`` takes them.
+
+    Returns:
+        ``{"mean_s", "fractions", "mfu", "hfu", "tokens_per_s", "flops_per_step",
+        "energy_per_step_j", "rank_mfu"}`` (``None`` where the Run has no such figure).
+    """
+    stats = run.step_stats()
+    mfu = run.extra.get("mfu") or {}
+    ranks = mfu.get("ranks") or []
+    return {
+        "mean_s": stats["mean_s"],
+        "fractions": stats["fractions"],
+        "mfu": mfu.get("mfu"),
+        "hfu": mfu.get("hfu"),
+        "tokens_per_s": (mfu.get("tokens") or {}).get("tokens_per_s"),
+        "flops_per_step": mfu.get("model_flops_per_step"),
+        "energy_per_step_j": (run.extra.get("energy") or {}).get("per_step_j"),
+        "rank_mfu": {r["rank"]: r["mfu"] for r in ranks if r.get("mfu") is not None},
+    }
+
+
 def _step_families(steps: Mapping[str, Any], family: Any) -> Iterator[Any]:
     singles = (
         ("mean_s", "gpuwise_step_seconds", "Mean step time (seconds)."),
         ("mfu", "gpuwise_mfu", "Model FLOPs utilization (0-1)."),
+        ("hfu", "gpuwise_hfu", "Hardware FLOPs utilization, recomputation included (0-1)."),
+        ("tokens_per_s", "gpuwise_tokens_per_second", "Input tokens per second."),
+        ("flops_per_step", "gpuwise_model_flops_per_step", "Model FLOPs of a mean step."),
         ("energy_per_step_j", "gpuwise_energy_per_step_joules", "Device energy per step."),
     )
     for key, name, doc in singles:
         if steps.get(key) is not None:
             yield family(name, doc, value=float(steps[key]))
+    rank_mfu = steps.get("rank_mfu") or {}
+    if rank_mfu:
+        f = family("gpuwise_rank_mfu", "Model FLOPs utilization of each rank.", labels=["rank"])
+        for rank, value in sorted(rank_mfu.items()):
+            f.add_metric([str(rank)], float(value))
+        yield f
     fractions = steps.get("fractions") or {}
     if fractions:
         f = family("gpuwise_phase_fraction", "Share of step time per phase.", labels=["phase"])

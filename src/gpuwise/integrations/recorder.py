@@ -4,7 +4,9 @@ The framework says when each step's batch has arrived (``begin``) and when its o
 step is done (``end``); the time from one step's end to the next one's begin is the data
 wait (the framework fetches the next batch then), the time from begin to end is compute.
 Host-to-device copies happen inside the framework's step and count as compute. Devices are
-sampled alongside; at the end the Run gets its energy and MFU sections and its diagnosis.
+sampled alongside; the first step's FLOPs are counted as it runs (``profiling.model_flops``)
+unless FLOPs per sample are given; at the end the Run gets its energy and MFU sections and
+its diagnosis.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class RecorderConfig:
 
     Attributes:
         interval_s: Seconds between device samples (default 0.5).
-        flops_per_sample: Training FLOPs of one sample, for MFU (``None``: no MFU).
+        flops_per_sample: Training FLOPs of one sample, for MFU (``None``: counted).
         precision: The run's precision, for the peak FLOP/s (default ``fp32``).
         sample: Sample the devices alongside (default True).
     """
@@ -70,6 +72,7 @@ class StepRecorder:
         self._last_end: float | None = None
         self._begin: float | None = None
         self.steps: list[Step] = []
+        self.flops: list[dict[str, Any]] = []
 
     def start(self) -> None:
         """Start sampling; the clock's zero is now."""
@@ -129,7 +132,7 @@ class StepRecorder:
         meta = run_meta(self._t0_wall_s, self._now(), interval_s, torch_version)
         if not devices and self._sampler is not None:
             devices = self._sampler.devices()
-        files = StepFiles(steps=list(self.steps))
+        files = StepFiles(steps=list(self.steps), flops=list(self.flops))
         run = build_run(None, None, devices or [], files, samples, meta, source=self.source)
         add_efficiency(
             run,
@@ -142,7 +145,7 @@ class StepRecorder:
 
 
 def run_metrics(run: Run, prefix: str = "gpuwise/") -> dict[str, float]:
-    """The numbers a framework logs: phase fractions, step time, MFU, energy per step."""
+    """The numbers a framework logs: phase fractions, step time, MFU, HFU, tokens/s, energy."""
     stats = run.step_stats()
     out: dict[str, float] = {}
     for phase, value in (stats["fractions"] or {}).items():
@@ -151,7 +154,13 @@ def run_metrics(run: Run, prefix: str = "gpuwise/") -> dict[str, float]:
         out[f"{prefix}step_s"] = float(stats["mean_s"])
     mfu = run.extra.get("mfu") or {}
     energy = run.extra.get("energy") or {}
-    for key, value in (("mfu", mfu.get("mfu")), ("energy_per_step_j", energy.get("per_step_j"))):
+    values = (
+        ("mfu", mfu.get("mfu")),
+        ("hfu", mfu.get("hfu")),
+        ("tokens_per_s", (mfu.get("tokens") or {}).get("tokens_per_s")),
+        ("energy_per_step_j", energy.get("per_step_j")),
+    )
+    for key, value in values:
         if value is not None:
             out[f"{prefix}{key}"] = float(value)
     return out
@@ -175,8 +184,10 @@ class CallbackCore:
 
     Args:
         interval_s: Seconds between device samples (default 0.5).
-        flops_per_sample: Training FLOPs of one sample (``gpuwise estimate``), for MFU.
-        precision: The run's precision, for the peak FLOP/s (default ``fp32``).
+        flops_per_sample: Training FLOPs of one sample, for MFU (default: counted on the
+            first step as it runs).
+        precision: The run's precision with ``flops_per_sample`` (default ``fp32``); counted
+            FLOPs carry their own.
         json_path: Also write the Run as JSON here at the end.
         html_path: Also write the HTML report here at the end.
         backends: Telemetry backends (default: NVML, else the host CPU).
@@ -199,28 +210,59 @@ class CallbackCore:
         self.json_path, self.html_path = json_path, html_path
         self._backends = backends
         self._recorder: StepRecorder | None = None
+        self._tally: Any = None
+        self._counts_left = 2  # steps to try counting on (a first step may count nothing)
         self.run: Run | None = None
 
     def _start(self) -> None:
         self._recorder = StepRecorder(self.source, self.config, backends=self._backends)
+        self._counts_left = 2
         self._recorder.start()
 
     def _begin(self) -> None:
         if self._recorder is not None:
+            if self.config.flops_per_sample is None and self._counts_left > 0:
+                self._counts_left -= 1
+                self._tally = _open_count()  # the first step's FLOPs, for MFU
             self._recorder.begin()
 
-    def _end(self, batch_size: int | None, rank: int) -> None:
+    def _end(self, batch_size: int | None, rank: int, model: Any = None) -> None:
         if self._recorder is not None:
             self._recorder.end(batch_size, rank=rank)
+            if self._tally is not None:
+                counted = _close_count(self._tally, batch_size, rank, model)
+                self._recorder.flops += counted
+                self._counts_left = 0 if counted else self._counts_left
+        self._tally = None
 
     def _finish(self) -> dict[str, float] | None:
         """Build the Run, write the reports; return the numbers to log (None: never started)."""
+        if self._tally is not None:  # a step began and never ended: stop counting
+            _close_count(self._tally, None, 0, None)
+            self._tally = None
         if self._recorder is None:
             return None
         self.run = self._recorder.finish()
         self._recorder = None
         write_reports(self.run, self.json_path, self.html_path)
         return run_metrics(self.run)
+
+
+def _open_count() -> Any:
+    from gpuwise.profiling.model_flops import enter_tally
+
+    return enter_tally()
+
+
+def _close_count(tally: Any, samples: int | None, rank: int, model: Any) -> list[dict[str, Any]]:
+    """The first step's ``flops`` record: forward, backward and optimizer step (one or none)."""
+    from gpuwise.profiling.model_flops import exit_tally, flops_record
+
+    exit_tally(tally)
+    phase = "train" if tally.backward_flops else "eval"
+    models = [] if model is None else [model]
+    record = flops_record(tally, rank=rank, phase=phase, samples=samples, models=models)
+    return [] if record is None else [record]
 
 
 def callback_class(module: str, core: type, base: type, doc: str) -> type:

@@ -43,7 +43,7 @@ class _TrainerCore(CallbackCore):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """The optimizer stepped."""
         samples = args.per_device_train_batch_size * args.gradient_accumulation_steps
-        self._end(samples, rank=int(args.process_index))
+        self._end(samples, rank=int(args.process_index), model=kwargs.get("model"))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Build the Run, write the reports, add the numbers to the log history."""
@@ -65,7 +65,8 @@ _DOC = """A Hugging Face Trainer callback: steps and device metrics become a gpu
 
 Args:
     interval_s: Seconds between device samples (default 0.5).
-    flops_per_sample: Training FLOPs of one sample (``gpuwise estimate``), for MFU.
+    flops_per_sample: Training FLOPs of one sample, for MFU; default: counted on the first
+        optimizer step as it runs (every micro-batch of it, recomputation included).
     precision: The run's precision, for the peak FLOP/s (default ``fp32``).
     json_path: Also write the Run as JSON here at the end of training.
     html_path: Also write the HTML report here.

@@ -59,12 +59,16 @@ class Recording:
         self.ranks_dir = ranks_dir
         self.info = info
         self._previous: Any = None
+        self._flops: Any = None
 
     def start(self) -> Recording:
         """Install the hooks and route this thread's events to the recorder."""
         self._previous = hooks.active_tracker()
         hooks.install()
         hooks.activate(self.recorder.tracker)
+        from gpuwise.profiling.model_flops import count_model_flops  # torch is imported by now
+
+        self._flops = count_model_flops(self.recorder)  # the first iteration's FLOPs, for MFU
         if self.ranks_dir is not None and self.info is not None:
             from gpuwise.distributed.comm import start_rank_recording
 
@@ -82,6 +86,8 @@ class Recording:
             from gpuwise.distributed.comm import stop_rank_recording
 
             stop_rank_recording()
+        if self._flops is not None:
+            self._flops.detach()
         hooks.deactivate(self.recorder.tracker)
         if self._previous is not None:
             hooks.activate(self._previous)
@@ -139,7 +145,7 @@ def run_from_memory(
         t0_wall_s, time.time() - t0_wall_s, interval_s, getattr(torch, "__version__", None)
     )
     recorder = recording.recorder
-    files = StepFiles(steps=recorder.steps, h2d_gpu_s=recorder.h2d_gpu_s)
+    files = StepFiles(steps=recorder.steps, h2d_gpu_s=recorder.h2d_gpu_s, flops=recorder.flops)
     return build_run(None, None, devices, files, samples, meta, source="api")
 
 
@@ -216,6 +222,8 @@ def build_run(
             "pageable_bytes": sum(s.h2d_pageable_bytes for s in copies),
             "gpu_s": files.h2d_gpu_s,
         }
+    if files.flops:
+        run.extra["model_flops"] = {"counted": files.flops}
     view = rank_view(files.steps, rank_files, files.processes)
     if view is not None:
         run.ranks = view

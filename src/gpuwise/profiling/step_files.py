@@ -5,7 +5,9 @@ The step file format (written here, read here):
 * line 1, a header: ``{"type": "header", "pid", "rank", "world_size", "local_rank",
   "torch_version", "device", "argv", "python"}``;
 * then one line per step: ``{"type": "step", <Step fields>, "h2d_gpu_s": float | null}``,
-  flushed as it is written, so a crash loses at most the line being written.
+  flushed as it is written, so a crash loses at most the line being written;
+* and, once, the model's FLOPs counted on the first iteration: ``{"type": "flops", ...}``
+  (``profiling.model_flops``).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class MemoryRecorder:
         tracker: The LoopTracker to activate in ``hooks``.
         steps: Steps written so far.
         h2d_gpu_s: GPU seconds of the timed host-to-device copies, None if none.
+        flops: The ``flops`` records written (``profiling.model_flops``).
     """
 
     def __init__(
@@ -79,7 +82,9 @@ class MemoryRecorder:
         energy: StepCounter | None = None,
     ) -> None:
         self.origin_s = origin_s
+        self.rank = rank
         self.steps: list[Step] = []
+        self.flops: list[dict[str, Any]] = []
         self.h2d_gpu_s: float | None = None
         self.energy = StepCounter() if energy is None else energy
         self._resolver = CopyResolver(self._write)
@@ -90,6 +95,10 @@ class MemoryRecorder:
         self.steps.append(step)
         if gpu_s is not None:
             self.h2d_gpu_s = (self.h2d_gpu_s or 0.0) + gpu_s
+
+    def write_record(self, record: dict[str, Any]) -> None:
+        """Keep a record other than a step (the model's FLOPs)."""
+        self.flops.append(record)
 
     def close(self) -> None:
         """Close the open step and write every held step (waits for timed copies)."""
@@ -123,6 +132,17 @@ class JsonlRecorder(MemoryRecorder):
             return
         try:
             out.write(step_line(step, gpu_s))  # unbuffered: one write call per step
+        except OSError as err:
+            self._give_up(err)
+
+    def write_record(self, record: dict[str, Any]) -> None:
+        """Append a record other than a step (the model's FLOPs) as one JSON line."""
+        super().write_record(record)
+        out = self._open()
+        if out is None:
+            return
+        try:
+            out.write(json.dumps({**record, "pid": self.pid}).encode() + b"\n")
         except OSError as err:
             self._give_up(err)
 
@@ -183,12 +203,14 @@ class StepFiles:
         processes: The header of each process that recorded steps.
         skipped: ``{"file", "line", "reason"}`` for each line that could not be read.
         h2d_gpu_s: GPU seconds of timed host-to-device copies, None when none were timed.
+        flops: The ``flops`` record of each process that counted its model's FLOPs.
     """
 
     steps: list[Step] = field(default_factory=list)
     processes: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     h2d_gpu_s: float | None = None
+    flops: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_step_files(directory: str | Path) -> StepFiles:
@@ -203,7 +225,7 @@ def read_step_files(directory: str | Path) -> StepFiles:
     out = StepFiles()
     for path in sorted(Path(directory).glob(FILE_GLOB), key=_file_order):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            _read_line(out, path.name, number, line)
+            read_line(out, path.name, number, line)
     return out
 
 
@@ -234,12 +256,15 @@ def _file_order(path: Path) -> tuple[int, int]:
         return (sys.maxsize, 0)
 
 
-def _read_line(out: StepFiles, name: str, number: int, line: str) -> None:
+def read_line(out: StepFiles, name: str, number: int, line: str) -> None:
+    """Add one line of a step file to ``out`` (a line that cannot be read goes to ``skipped``)."""
     try:
         record = json.loads(line)
         kind = record.get("type")
         if kind == "header":
             out.processes.append(record)
+        elif kind == "flops":
+            out.flops.append(record)
         elif kind == "step":
             out.steps.append(Step.from_dict(record))
             if record.get("h2d_gpu_s") is not None:

@@ -105,16 +105,28 @@ def _render_extras(doc: Mapping[str, Any], console: Console) -> None:
             f"energy   {_num(e['before'], '{:.3g}')} J → {_num(e['after'], '{:.3g}')} J per step"
             f" ({_ratio_pct(e['ratio'])})"
         )
-    mfu = doc.get("mfu")
-    if mfu and (mfu["mfu"]["before"] is not None or mfu["mfu"]["after"] is not None):
-        m = mfu["mfu"]
-        before = _num(None if m["before"] is None else m["before"] * 100, "{:.1f}")
-        after = _num(None if m["after"] is None else m["after"] * 100, "{:.1f}")
-        lines.append(f"MFU      {before} % → {after} %")
+    mfu = doc.get("mfu") or {}
+    for key, label in (("mfu", "MFU"), ("hfu", "HFU")):
+        line = _utilization_delta(label, mfu.get(key))
+        if line is not None:
+            lines.append(line)
     if lines:
         console.print()
     for line in lines:
         console.print(line, markup=False, highlight=False)
+
+
+def _utilization_delta(label: str, pair: Mapping[str, Any] | None) -> str | None:
+    """``MFU      31.0 % → 38.5 % (+7.5 points)``, or ``None`` when neither side has it."""
+    if not pair or (pair["before"] is None and pair["after"] is None):
+        return None
+
+    def pct(value: float | None) -> str:
+        return _num(None if value is None else value * 100, "{:.1f} %")
+
+    delta = pair.get("delta")
+    points = "" if delta is None else f" ({delta * 100:+.1f} points)"
+    return f"{label:<8} {pct(pair['before'])} → {pct(pair['after'])}{points}"
 
 
 def _ratio_pct(ratio: float | None) -> str:

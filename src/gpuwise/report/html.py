@@ -21,6 +21,7 @@ from gpuwise._version import __version__
 from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Finding, Run, Step
 from gpuwise.report import bars, svg
+from gpuwise.report.efficiency_text import mfu_cards
 from gpuwise.report.html_tables import (
     definition_list,
     meta_section,
@@ -148,14 +149,11 @@ def _summary_cards(run: Run) -> str:
 def efficiency_cards(run: Run) -> list[str]:
     """The summary's efficiency cards: MFU and energy per step, where the Run has them.
 
-    This is the one place the summary shows efficiency figures: MFU from the ``mfu``
-    section (``{"mfu": 0.31, "compute_mfu": ...}``, shares as fractions), energy from the
-    ``energy`` section (``per_step_j``). A section the Run lacks adds no card.
+    This is the one place the summary shows efficiency figures: MFU, HFU and tokens/s from
+    the ``mfu`` section (``report.efficiency_text.mfu_cards``), energy from the ``energy``
+    section (``per_step_j``). A section the Run lacks adds no card.
     """
-    cards = []
-    mfu = run.extra.get("mfu")
-    if isinstance(mfu, dict) and isinstance(mfu.get("mfu"), (int, float)):
-        cards.append(_card(f"{float(mfu['mfu']):.1%}", "MFU"))
+    cards = [_card(value, label) for value, label in mfu_cards(run.extra.get("mfu"))]
     energy = run.extra.get("energy")
     if isinstance(energy, dict) and isinstance(energy.get("per_step_j"), (int, float)):
         cards.append(_card(f"{float(energy['per_step_j']):.3g} J", "energy per step"))

@@ -98,6 +98,9 @@ def _render_throughput(run: Run, console: Console) -> None:
         f" · {NA if steps_per_s is None else f'{steps_per_s:.2f}'} steps/s"
         f" · {NA if samples_per_s is None else f'{samples_per_s:,.1f}'} samples/s"
     )
+    tokens = ((run.extra.get("mfu") or {}).get("tokens") or {}).get("tokens_per_s")
+    if tokens is not None:  # the inputs were token ids (the counted FLOPs, issue 27)
+        line += f" · {tokens:,.0f} tokens/s"
     console.print(Text(line))
     _render_robust(stats, console)
     if run.ranks is not None and ranks > 1:

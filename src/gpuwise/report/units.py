@@ -79,6 +79,16 @@ def format_energy(value_j: float | None) -> str:
     return f"{value_j / 1e6:.2f} MJ"
 
 
+def format_flops(value: float | None) -> str:
+    """Format a FLOP count with an SI prefix: ``"35.5 MFLOP"``, ``"1.23 PFLOP"``."""
+    if value is None or not math.isfinite(value):
+        return NA
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}FLOP"
+    return f"{value:.0f} FLOP"
+
+
 def format_speedup(value: float | None) -> str:
     """Format an upper bound on speedup: ``"up to 2.50x"``."""
     if value is None or not math.isfinite(value):

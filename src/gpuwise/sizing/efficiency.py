@@ -47,12 +47,17 @@ def add_efficiency(
     precision: str = "fp32",
     counter_period_s: float = COUNTER_PERIOD_S,
 ) -> Run:
-    """Add the ``energy`` section, and the ``mfu`` section when FLOPs per sample are known.
+    """Add the ``energy`` section, and the ``mfu`` section when the model's FLOPs are known.
+
+    The FLOPs are ``flops_per_sample`` when given (``source: "given"``), else those the
+    job's processes counted as they ran (``source: "counted"``, ``sizing.model_mfu``), at
+    the precision those FLOPs ran in; ``precision`` applies to ``flops_per_sample``.
 
     Args:
         run: The Run (steps and samples on one clock).
         host: Host energy measured around the job, if any.
-        flops_per_sample: Training FLOPs of one sample (``gpuwise estimate``); ``None``: no MFU.
+        flops_per_sample: Training FLOPs of one sample (``gpuwise estimate``), overriding
+            the counted FLOPs; ``None``: the counted ones, if any.
         precision: The run's precision, for the peak.
         counter_period_s: The device energy counter's update period.
 
@@ -68,5 +73,12 @@ def add_efficiency(
     if flops_per_sample is not None:
         from gpuwise.sizing.mfu import mfu_section
 
-        run.extra["mfu"] = mfu_section(run, flops_per_sample=flops_per_sample, precision=precision)
+        section = mfu_section(run, flops_per_sample=flops_per_sample, precision=precision)
+        run.extra["mfu"] = {**section, "source": "given"}
+    elif run.extra.get("model_flops"):
+        from gpuwise.sizing.model_mfu import counted_mfu_section
+
+        counted = counted_mfu_section(run)
+        if counted is not None:
+            run.extra["mfu"] = counted
     return run

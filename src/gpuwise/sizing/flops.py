@@ -1,53 +1,18 @@
 """FLOP counting with ``torch.utils.flop_counter.FlopCounterMode``, attention included.
 
-``FlopCounterMode`` knows the CUDA attention kernels (flash, memory-efficient, cuDNN) but
-not the CPU one that ``scaled_dot_product_attention`` dispatches to when tracing on CPU
-tensors (``_scaled_dot_product_flash_attention_for_cpu``): it counts 0 FLOPs for it
-(checked with torch 2.13). The counter made here adds that kernel and its backward with
-the same formulas PyTorch uses for the CUDA kernels, so attention is counted wherever the
-step is traced. Like PyTorch's own formulas, causal masking is not discounted.
+``FlopCounterMode`` knows the CUDA attention kernels but not the CPU one that
+``scaled_dot_product_attention`` dispatches to when tracing on CPU tensors; the counter made
+here adds it with the formulas in ``gpuwise.flop_formulas`` (shared with the run-time count
+in ``gpuwise.profiling.model_flops``), so attention is counted wherever the step is traced.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
-import torch
 from torch.utils import flop_counter
 
-aten = torch.ops.aten
+from gpuwise.flop_formulas import extra_formulas
 
-
-def _cpu_sdpa_flops(
-    query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, **kwargs: Any
-) -> int:
-    return int(flop_counter.sdpa_flop_count(query_shape, key_shape, value_shape))  # type: ignore[no-untyped-call]
-
-
-def _cpu_sdpa_backward_flops(
-    grad_out_shape: Any,
-    query_shape: Any,
-    key_shape: Any,
-    value_shape: Any,
-    *args: Any,
-    **kwargs: Any,
-) -> int:
-    count = flop_counter.sdpa_backward_flop_count  # type: ignore[attr-defined]
-    return int(count(grad_out_shape, query_shape, key_shape, value_shape))  # type: ignore[no-untyped-call]
-
-
-@functools.cache
-def extra_formulas() -> dict[Any, Any]:
-    """FLOP formulas of the CPU attention kernels, keyed by aten overload packet."""
-    extra: dict[Any, Any] = {}
-    forward = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-    backward = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
-    if forward is not None:
-        extra[forward] = _cpu_sdpa_flops
-    if backward is not None:
-        extra[backward] = _cpu_sdpa_backward_flops
-    return extra
+__all__ = ["extra_formulas", "flop_counter_mode", "transformer_reference_flops"]
 
 
 def flop_counter_mode() -> flop_counter.FlopCounterMode:
