@@ -111,9 +111,9 @@ def test_nothing_to_draw_is_one_line() -> None:
 
 def test_summary_has_a_slot_for_mfu_and_energy() -> None:
     run = make_run()
-    assert "MFU</span>" not in render_html(run)
-    run.extra["mfu"] = {"mfu": 0.312, "compute_mfu": 0.45}
+    assert "MFU (" not in render_html(run)
+    run.extra["mfu"] = {"mfu": 0.312, "compute_mfu": 0.45, "precision": "bf16"}
     run.extra["energy"] = {"per_step_j": 12.34}
     page = render_html(run)
-    assert '<div class="card"><b>31.2%</b><span>MFU</span></div>' in page
+    assert '<div class="card"><b>31.2 %</b><span>MFU (bf16)</span></div>' in page
     assert '<div class="card"><b>12.3 J</b><span>energy per step</span></div>' in page
