@@ -31,7 +31,7 @@ from tests.trace_events import kernel, write_trace
         ),
         (
             "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
-            "other",
+            "broadcast",
         ),
     ],
 )
@@ -59,7 +59,7 @@ def test_exposed_time_per_collective_is_what_no_compute_covers(tmp_path: Path) -
             "all_to_all": 30e-6,
             "all_gather": 10e-6,
             "reduce_scatter": 5e-6,
-            "other": 4e-6,
+            "broadcast": 4e-6,
         }
     )
     assert comm.dominant_collective() == "all_reduce"

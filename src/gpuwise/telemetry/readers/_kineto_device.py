@@ -18,6 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.telemetry.readers._kineto_collectives import (
+    collective_kind,
+    collective_tag,
+    is_communication,
+)
+from gpuwise.telemetry.readers._kineto_host import HostCalls
+
+__all__ = ["DeviceColumns", "DeviceEvents", "collective_kind", "kernel_class"]
+
 COMPUTE, COMMUNICATION, MEMORY, OTHER = 0, 1, 2, 3
 CLASS_NAMES = ("compute", "communication", "memory", "other")
 
@@ -55,7 +64,6 @@ HOST_CATEGORIES = frozenset(
 )
 """Categories that are host-side spans or markers, not device time."""
 
-_COMM = re.compile(r"nccl|rccl", re.IGNORECASE)
 _MEMORY_NAME = re.compile(r"^(Memcpy|Memset|dma)", re.IGNORECASE)
 _COMPILED = re.compile(r"^triton_|^triton__")
 
@@ -70,29 +78,9 @@ def kernel_class(name: str, kind: str, args: dict[str, Any]) -> int:
     """
     if kind in ("memcpy", "memset") or _MEMORY_NAME.match(name):
         return MEMORY
-    if _COMM.search(name) or "Collective name" in args or "collective_name" in args:
+    if is_communication(name, args):
         return COMMUNICATION
     return OTHER if kind == "other" else COMPUTE
-
-
-_COLLECTIVE_NAMES = (
-    ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
-    # NCCL runs all-to-all as grouped point-to-point kernels (ncclKernel_SendRecv_...).
-    ("all_to_all", re.compile(r"all_?to_?all|sendrecv", re.IGNORECASE)),
-    ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
-    ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
-)
-
-
-def collective_kind(name: str) -> str:
-    """Return the collective kind (``records.trace.COLLECTIVES``) a kernel name shows.
-
-    ``"other"`` when it names none (broadcast, plain send/recv, a generic kernel).
-    """
-    for kind, pattern in _COLLECTIVE_NAMES:
-        if pattern.search(name):
-            return kind
-    return "other"
 
 
 PRECISIONS = ("fp32", "tf32", "half", "unknown")
@@ -132,6 +120,7 @@ class DeviceEvents:
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
         self._class_of: dict[tuple[str, str], int] = {}
+        self.tags: dict[int, str] = {}
 
     def add(self, name: str, kind: str, start: float, end: float, args: dict[str, Any]) -> None:
         """Append one device event."""
@@ -143,6 +132,10 @@ class DeviceEvents:
         if nid is None:
             nid = self._ids[name] = len(self.names)
             self.names.append(name)
+        if cls == COMMUNICATION and nid not in self.tags:
+            tag = collective_tag(args)
+            if tag is not None:
+                self.tags[nid] = tag
         stream = args.get("stream")
         corr = args.get("correlation")
         self.starts.append(start)
@@ -155,10 +148,10 @@ class DeviceEvents:
     def __len__(self) -> int:
         return len(self.starts)
 
-    def columns(self, launch_of: dict[int, float]) -> DeviceColumns:
+    def columns(self, host: HostCalls) -> DeviceColumns:
         """Return numpy columns, with each event's host launch time (NaN when unlinked)."""
         corr = np.frombuffer(self.correlations, dtype=np.int64)
-        launch = np.array([launch_of.get(int(c), np.nan) for c in corr], dtype=np.float64)
+        launch = host.launch_times(corr)
         return DeviceColumns(
             starts=np.frombuffer(self.starts, dtype=np.float64),
             ends=np.frombuffer(self.ends, dtype=np.float64),
@@ -167,6 +160,7 @@ class DeviceEvents:
             name_ids=np.frombuffer(self.name_ids, dtype=np.int64),
             launches=launch,
             names=self.names,
+            graphed=host.from_graph(corr),
         )
 
 
@@ -183,10 +177,12 @@ class DeviceColumns:
         name_ids: np.ndarray[Any, Any],
         launches: np.ndarray[Any, Any],
         names: list[str],
+        graphed: np.ndarray[Any, Any] | None = None,
     ) -> None:
         self.starts, self.ends, self.streams = starts, ends, streams
         self.classes, self.name_ids, self.launches = classes, name_ids, launches
         self.names = names
+        self.graphed = np.zeros(starts.shape, dtype=bool) if graphed is None else graphed
 
     def pick(self, mask: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Return the (starts, ends) of the events selected by ``mask``."""
@@ -206,4 +202,5 @@ class DeviceColumns:
             name_ids=self.name_ids[mask],
             launches=self.launches[mask],
             names=self.names,
+            graphed=self.graphed[mask],
         )

@@ -31,11 +31,12 @@ from gpuwise.telemetry.readers._kineto_device import (
     COMPUTE,
     OTHER,
     DeviceColumns,
-    collective_kind,
     gemm_precision,
     is_compiled_kernel,
 )
+from gpuwise.telemetry.readers._kineto_collectives import collective_kind
 from gpuwise.telemetry.readers._kineto_events import US, EventTally, union_s
+from gpuwise.telemetry.readers._kineto_job import job_kind
 
 KERNEL_WAIT_US = 30.0
 """Gaps under 30 µs with the next kernel already queued are launch latency (HTA's
@@ -56,7 +57,7 @@ Pair = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
 def trace_facts(t: EventTally) -> TraceFacts:
     """Compute the device facts of everything ``t`` has read."""
-    every = t.device.columns(t.launch_of)
+    every = t.device.columns(t.host)
     cols = _steady(every, sorted(t.steps.values()))
     n = len(cols.starts)
     lo = float(cols.starts.min()) if n else 0.0
@@ -64,6 +65,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
     comp = cols.of_class(COMPUTE)
     durations = cols.ends - cols.starts
     idle = _idle_by_stream(cols)
+    totals = _name_totals(every)
     return TraceFacts(
         device_events=len(every.starts),
         steady_events=n,
@@ -74,28 +76,89 @@ def trace_facts(t: EventTally) -> TraceFacts:
             name: float(durations[cols.classes == i].sum()) * US
             for i, name in enumerate(KERNEL_CLASSES)
         },
-        communication=_communication(cols, comp, lo, hi),
+        communication=_communication(cols, comp, lo, hi, t.device.tags),
         idle_by_stream=idle,
         h2d=_h2d(cols, durations, idle),
         launch=_launch(cols, len(t.steps)),
         top_kernels=_top_kernels(cols, durations),
         steps=_steps(every, sorted(t.steps.values())),
         gemm_precision_s=_precision(cols, durations),
-        compiled={
-            "regions": t.compiled_regions,
-            "triton_kernels": sum(
-                int((cols.name_ids == i).sum())
-                for i, name in enumerate(cols.names)
-                if is_compiled_kernel(name)
-            ),
-        },
+        compiled=_compiled(t, cols, durations),
         image_inputs=t.image_inputs,
         unplaced_categories=dict(t.unplaced.most_common()),
         nonfinite_events=t.nonfinite,
-        launch_calls=t.launch_calls,
+        launch_calls=t.host.launch_calls,
         profiler_ranges=t.profiler_ranges,
         distributed=dict(t.distributed),
+        job=job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()}),
+        vendor=t.vendor(),
+        graphs=_graphs(t, cols, durations),
+        excerpt=_excerpt(t, lo, hi) if n else {},
     )
+
+
+def _name_totals(cols: DeviceColumns) -> dict[int, float]:
+    """Device time (µs) of each kernel name id that ran."""
+    if not cols.names or not cols.starts.size:
+        return {}
+    totals = np.bincount(cols.name_ids, weights=cols.ends - cols.starts, minlength=len(cols.names))
+    return {int(i): float(totals[i]) for i in np.flatnonzero(totals)}
+
+
+def _compiled(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, Any]:
+    """Compiled regions, Triton kernels, and the share of device time they account for.
+
+    A device event counts as compiled when its launch falls inside a compiled region's
+    host span, or when it is an Inductor/Triton kernel; the share is of all device time.
+    """
+    triton = np.isin(
+        cols.name_ids, [i for i, name in enumerate(cols.names) if is_compiled_kernel(name)]
+    )
+    inside = _inside(t.compiled.arrays(), cols.launches)
+    total = float(durations.sum())
+    return {
+        "regions": t.compiled_regions,
+        "triton_kernels": int(triton.sum()),
+        "device_share": float(durations[inside | triton].sum()) / total if total > 0 else 0.0,
+    }
+
+
+def _inside(spans: Pair, times: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Mask of ``times`` that fall inside the union of ``spans`` (NaN never does)."""
+    starts, ends = spans
+    if not starts.size:
+        return np.zeros(times.shape, dtype=bool)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    k = np.searchsorted(s, np.nan_to_num(times, nan=-np.inf), side="right") - 1
+    ok = k >= 0
+    return ok & (np.where(ok, e[np.clip(k, 0, None)], -np.inf) >= times)
+
+
+def _graphs(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, Any]:
+    """Graph launches (CUDA/HIP graphs) and the share of device time they replayed."""
+    total = float(durations.sum())
+    return {
+        "launches": t.host.graph_launches,
+        "device_share": float(durations[cols.graphed].sum()) / total if total > 0 else 0.0,
+    }
+
+
+def _excerpt(t: EventTally, lo: float, hi: float) -> dict[str, Any]:
+    """What lies outside the device span: the host prologue/epilogue, outside waits.
+
+    ``outside_wait_s`` is a blocking host call (sync, synchronous copy, free) that was
+    already waiting when the first recorded device work began: it waited on work queued
+    before the trace started.
+    """
+    span0, span1 = t.span
+    wait = t.host.first_blocking_before(lo)
+    return {
+        "trace_span_s": max(0.0, span1 - span0) * US,
+        "prologue_s": max(0.0, lo - span0) * US,
+        "epilogue_s": max(0.0, span1 - hi) * US,
+        "outside_wait_s": 0.0 if wait is None else (lo - wait[0]) * US,
+    }
 
 
 def _steady(cols: DeviceColumns, spans: list[tuple[float, float]]) -> DeviceColumns:
@@ -116,7 +179,9 @@ def _both(a: Pair, b: Pair) -> Pair:
     return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
 
 
-def _communication(cols: DeviceColumns, comp: Pair, lo: float, hi: float) -> Communication:
+def _communication(
+    cols: DeviceColumns, comp: Pair, lo: float, hi: float, tags: dict[int, str]
+) -> Communication:
     comm = cols.of_class(COMMUNICATION)
     total = union_s(comm, lo, hi)
     if total <= 0:
@@ -125,18 +190,18 @@ def _communication(cols: DeviceColumns, comp: Pair, lo: float, hi: float) -> Com
     compute = union_s(comp, lo, hi)
     overlapped = total + compute - union_s(_both(comp, comm), lo, hi)
     overlapped = min(total, max(0.0, overlapped))
-    by_kind = _exposed_by_collective(cols, comp, compute, lo, hi)
+    by_kind = _exposed_by_collective(cols, comp, compute, lo, hi, tags)
     return Communication(total, overlapped, total - overlapped, by_kind)
 
 
 def _exposed_by_collective(
-    cols: DeviceColumns, comp: Pair, compute_s: float, lo: float, hi: float
+    cols: DeviceColumns, comp: Pair, compute_s: float, lo: float, hi: float, tags: dict[int, str]
 ) -> dict[str, float]:
     """Exposed seconds of each collective kind: |kind's kernels or compute| - |compute|."""
     is_comm = cols.classes == COMMUNICATION
     ids_of: dict[str, list[int]] = {}
     for nid in np.unique(cols.name_ids[is_comm]).tolist():
-        ids_of.setdefault(collective_kind(cols.names[nid]), []).append(nid)
+        ids_of.setdefault(collective_kind(cols.names[nid], tags.get(nid)), []).append(nid)
     out: dict[str, float] = {}
     for kind in (k for k in COLLECTIVES if k in ids_of):
         mask = is_comm & np.isin(cols.name_ids, ids_of[kind])
@@ -168,14 +233,20 @@ def _busy_before(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> An
 
 
 def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
+    """Each stream's gaps split by cause; one sort by (stream, start) for all streams."""
+    if not cols.starts.size:
+        return []
     busy_all = _busy_before(cols.starts, cols.ends)
+    order = np.lexsort((cols.starts, cols.streams))
+    streams = cols.streams[order]
+    s_all, e_all, l_all = cols.starts[order], cols.ends[order], cols.launches[order]
+    comp_all = cols.classes[order] == COMPUTE
+    ids, first = np.unique(streams, return_index=True)
+    bounds = [*first.tolist(), streams.size]
     out = []
-    for stream in np.unique(cols.streams):
-        mask = cols.streams == stream
-        s, e, launch = cols.starts[mask], cols.ends[mask], cols.launches[mask]
-        compute = cols.classes[mask] == COMPUTE
-        order = np.argsort(s, kind="stable")
-        s, e, launch = s[order], e[order], launch[order]
+    for j, stream in enumerate(ids.tolist()):
+        seg = slice(bounds[j], bounds[j + 1])
+        s, e, launch = s_all[seg], e_all[seg], l_all[seg]
         prev_end, start, nxt_launch = e[:-1], s[1:], launch[1:]
         gap = np.clip(start - prev_end, 0, None)
         host = nxt_launch > prev_end  # NaN (no launch flow) compares False
@@ -187,7 +258,7 @@ def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
             StreamIdle(
                 stream=int(stream),
                 busy_s=float((e - s).sum()) * US,
-                compute_s=float((e - s)[compute[order]].sum()) * US,
+                compute_s=float((e - s)[comp_all[seg]].sum()) * US,
                 host_wait_s=float(gap[host].sum()) * US,
                 kernel_wait_s=float(gap[short].sum()) * US,
                 cross_stream_wait_s=float(cross.sum()) * US,
@@ -205,9 +276,13 @@ def _h2d(cols: DeviceColumns, durations: Any, idle: list[StreamIdle]) -> dict[st
     with_compute = [s for s in idle if s.compute_s > 0]
     main = max(with_compute, key=lambda s: s.compute_s).stream if with_compute else None
     on_main = mask & (cols.streams == main) if main is not None else np.zeros_like(mask)
+    total = float(durations[mask].sum()) * US
+    on_compute = float(durations[on_main].sum()) * US
     return {
-        "total_s": float(durations[mask].sum()) * US,
-        "on_compute_stream_s": float(durations[on_main].sum()) * US,
+        "total_s": total,
+        "on_compute_stream_s": on_compute,
+        "side_stream_s": max(0.0, total - on_compute),
+        "compute_stream": -1.0 if main is None else float(main),
     }
 
 
@@ -267,26 +342,34 @@ def _precision(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> dict[str
 
 
 def _steps(cols: DeviceColumns, spans: list[tuple[float, float]]) -> list[StepFacts]:
+    """Per-step split, from prefix sums of each union: O((events + steps) log events)."""
+    if not spans:
+        return []
     comp, comm = cols.of_class(COMPUTE), cols.of_class(COMMUNICATION)
-    comp_comm = _both(comp, comm)
-    known = cols.pick(cols.classes != OTHER)
-    rows = []
-    for i, (a, dur) in enumerate(spans):
-        b = a + dur
-        c = union_s(comp, a, b)
-        cc = union_s(comp_comm, a, b)
-        busy = union_s(known, a, b)
-        rows.append(
-            StepFacts(
-                index=i,
-                duration_s=dur * US,
-                compute_s=c,
-                communication_s=cc - c,
-                memory_s=max(0.0, busy - cc),
-                idle_s=max(0.0, dur * US - busy),
-                comm_total_s=union_s(comm, a, b),
-            )
+    a = np.array([s for s, _ in spans], dtype=np.float64)
+    dur = np.array([d for _, d in spans], dtype=np.float64)
+    b = a + dur
+
+    def within(pair: Pair) -> np.ndarray[Any, Any]:
+        f = _busy_before(*pair)
+        return (f(b) - f(a)) * US
+
+    c = within(comp)
+    cc = within(_both(comp, comm))
+    busy = within(cols.pick(cols.classes != OTHER))
+    comm_total = within(comm)
+    rows = [
+        StepFacts(
+            index=i,
+            duration_s=float(dur[i]) * US,
+            compute_s=float(c[i]),
+            communication_s=float(cc[i] - c[i]),
+            memory_s=max(0.0, float(busy[i] - cc[i])),
+            idle_s=max(0.0, float(dur[i]) * US - float(busy[i])),
+            comm_total_s=float(comm_total[i]),
         )
+        for i in range(len(spans))
+    ]
     return _flag_atypical(rows)
 
 
@@ -308,29 +391,48 @@ def _fields(r: StepFacts) -> dict[str, Any]:
     return {k: getattr(r, k) for k in r.__slots__}  # type: ignore[attr-defined]
 
 
-def step_records(t: EventTally, w0: float, rank: int) -> list[Step]:
-    """Turn ProfilerSteps into Steps: DataLoader wait, host-to-device copy, the rest compute."""
-    h2d = sorted(t.h2d)
-    h_starts = np.array([c[0] for c in h2d], dtype=np.float64)
-    h_ends = np.array([c[1] for c in h2d], dtype=np.float64)
+def step_records(t: EventTally, w0: float, rank: int, stream: int | None = None) -> list[Step]:
+    """Turn ProfilerSteps into Steps: DataLoader wait, host-to-device copy, the rest compute.
+
+    The copy phase counts only copies on the compute stream ``stream`` (and copies whose
+    stream the trace does not name): a copy on a side stream runs beside compute, not
+    before it. One pass over sorted columns and prefix sums, whatever the step count.
+    """
+    spans = sorted(t.steps.values())
+    if not spans:
+        return []
+    a = np.array([s for s, _ in spans], dtype=np.float64)
+    dur = np.array([d for _, d in spans], dtype=np.float64)
+    b = a + dur
+    loader = _busy_before(*t.loader.arrays())
+    wait = (loader(b) - loader(a)) * US
+    h2d = np.array(t.h2d, dtype=np.float64).reshape(-1, 5)
+    if stream is not None:
+        h2d = h2d[(h2d[:, 4] == stream) | (h2d[:, 4] < 0)]
+    copies = _busy_before(h2d[:, 0], h2d[:, 1])
+    copy_s = (copies(b) - copies(a)) * US
+    order = np.argsort(h2d[:, 0], kind="stable")
+    starts = h2d[order, 0]
+    cum_bytes = np.concatenate([[0.0], np.cumsum(h2d[order, 2])])
+    cum_pageable = np.concatenate([[0.0], np.cumsum(h2d[order, 2] * h2d[order, 3])])
+    i0 = np.searchsorted(starts, a, side="left")
+    i1 = np.searchsorted(starts, b, side="left")
     out = []
-    for i, (a, dur) in enumerate(sorted(t.steps.values())):
-        b = a + dur
-        wait = union_s(t.loader, a, b)
-        mine = [c for c in h2d if a <= c[0] < b]
-        copy = min(union_s((h_starts, h_ends), a, b), max(0.0, dur * US - wait))
+    for i in range(len(spans)):
+        step_s = float(dur[i]) * US
+        copy = min(float(copy_s[i]), max(0.0, step_s - float(wait[i])))
         out.append(
             Step(
                 index=i,
-                start_s=(a - w0) * US,
-                data_wait_s=wait,
+                start_s=(float(a[i]) - w0) * US,
+                data_wait_s=float(wait[i]),
                 h2d_s=copy,
-                compute_s=max(0.0, dur * US - wait - copy),
+                compute_s=max(0.0, step_s - float(wait[i]) - copy),
                 post_s=0.0,
                 rank=rank,
-                h2d_bytes=sum(c[2] for c in mine),
-                h2d_pageable_bytes=sum(c[2] for c in mine if c[3]),
-                h2d_count=len(mine),
+                h2d_bytes=int(cum_bytes[i1[i]] - cum_bytes[i0[i]]),
+                h2d_pageable_bytes=int(cum_pageable[i1[i]] - cum_pageable[i0[i]]),
+                h2d_count=int(i1[i] - i0[i]),
             )
         )
     return out
