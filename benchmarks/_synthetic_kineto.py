@@ -139,11 +139,9 @@ def write_trace(path: Path, events: int, kernels_per_step: int = 100) -> int:
     per_step = 4 + kernels_per_step * EVENTS_PER_KERNEL
     steps = max(1, -(-events // per_step))
     opener = gzip.open if path.suffix == ".gz" else open
-    written = 0
     with opener(path, "wt") as fh:
         _write(fh, steps, kernels_per_step)
-        written = steps * per_step
-    return written
+    return steps * per_step
 
 
 def _write(fh: IO[str], steps: int, kernels: int) -> None:

@@ -28,6 +28,8 @@ from gpuwise.telemetry.readers._kineto_host import HostCalls
 __all__ = ["DeviceColumns", "DeviceEvents", "collective_kind", "kernel_class"]
 
 COMPUTE, COMMUNICATION, MEMORY, OTHER = 0, 1, 2, 3
+KIND_CODES = {"kernel": 0, "memcpy": 1, "memset": 2, "other": 3}
+"""Event kinds as the reader routes them (``other``: an unknown category naming a stream)."""
 CLASS_NAMES = ("compute", "communication", "memory", "other")
 
 DEVICE_CATEGORIES = {
@@ -114,24 +116,21 @@ class DeviceEvents:
     """Columns of device events (times in microseconds from the trace's first event)."""
 
     def __init__(self) -> None:
-        self.starts, self.ends, self.launches = array("d"), array("d"), array("d")
+        self.starts, self.ends = array("d"), array("d")
         self.streams, self.classes, self.name_ids = array("q"), array("b"), array("l")
+        self.kinds = array("b")
         self.correlations = array("q")
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
-        self._class_of: dict[tuple[str, str], int] = {}
+        self._of: dict[str, dict[str, tuple[int, int]]] = {k: {} for k in KIND_CODES}
         self.tags: dict[int, str] = {}
 
     def add(self, name: str, kind: str, start: float, end: float, args: dict[str, Any]) -> None:
-        """Append one device event."""
-        key = (name, kind)
-        cls = self._class_of.get(key)
-        if cls is None:
-            cls = self._class_of[key] = kernel_class(name, kind, args)
-        nid = self._ids.get(name)
-        if nid is None:
-            nid = self._ids[name] = len(self.names)
-            self.names.append(name)
+        """Append one device event (``kind``: a key of ``KIND_CODES``)."""
+        known = self._of[kind].get(name)
+        if known is None:
+            known = self._learn(name, kind, args)
+        cls, nid = known
         if cls == COMMUNICATION and nid not in self.tags:
             tag = collective_tag(args)
             if tag is not None:
@@ -143,7 +142,25 @@ class DeviceEvents:
         self.streams.append(stream if type(stream) is int else -1)
         self.classes.append(cls)
         self.name_ids.append(nid)
+        self.kinds.append(KIND_CODES[kind])
         self.correlations.append(corr if type(corr) is int else -1)
+
+    def _learn(self, name: str, kind: str, args: dict[str, Any]) -> tuple[int, int]:
+        nid = self._ids.get(name)
+        if nid is None:
+            nid = self._ids[name] = len(self.names)
+            self.names.append(name)
+        known = self._of[kind][name] = (kernel_class(name, kind, args), nid)
+        return known
+
+    def of_kind(self, *kinds: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the (starts, ends) of the events of the given kinds (all columns)."""
+        codes = np.frombuffer(self.kinds, dtype=np.int8)
+        mask = np.isin(codes, [KIND_CODES[k] for k in kinds])
+        return (
+            np.frombuffer(self.starts, dtype=np.float64)[mask],
+            np.frombuffer(self.ends, dtype=np.float64)[mask],
+        )
 
     def __len__(self) -> int:
         return len(self.starts)

@@ -119,7 +119,6 @@ class EventTally:
         self.invalid: list[tuple[int, str]] = []
         self.base_us: float | None = None
         self.span = [float("inf"), float("-inf")]
-        self.kernel, self.memcpy, self.memset = Intervals(), Intervals(), Intervals()
         self.loader, self.compiled = Intervals(), Intervals()
         self.steps: dict[str, tuple[float, float]] = {}
         self.h2d: list[tuple[float, float, int, bool, int]] = []
@@ -159,7 +158,7 @@ class EventTally:
     def add_batch(self, events: list[Any]) -> None:
         """Take trace events, in file order (the hot loop: a few dict reads per event)."""
         self.saw_events = True
-        kind_of, route = self._kind_of, self._route
+        kind_of, span, host = self._kind_of, self.span, self.host
         index = self.events - 1
         for ev in events:
             index += 1
@@ -168,7 +167,8 @@ class EventTally:
                 continue
             if ev.get("ph") != "X":
                 continue
-            ts, dur = ev.get("ts"), ev.get("dur", 0)
+            ts: Any = ev.get("ts")
+            dur: Any = ev.get("dur", 0)
             tt, td = type(ts), type(dur)
             if (tt is not float and tt is not int) or (td is not float and td is not int):
                 self.invalid.append(
@@ -182,11 +182,29 @@ class EventTally:
             if self.base_us is None:
                 self.base_us = float(ts)
             start = ts - self.base_us
+            end = start + dur
             cat = ev.get("cat")
-            kind = kind_of.get(cat, "?") if type(cat) is str else self._kind(cat)
+            kind = kind_of.get(cat, "?") if type(cat) is str else None
             if kind == "?":
                 kind = self._kind(cat)
-            route(ev, kind, cat, start, start + dur)
+            if kind == "trace":
+                continue
+            if start < span[0]:
+                span[0] = start
+            if end > span[1]:
+                span[1] = end
+            if kind == "cpu":
+                self._cpu(ev.get("name", ""), cat, start, end, ev)
+            elif kind == "runtime":
+                host.runtime(ev.get("name"), start, end, ev.get("args"))
+            elif kind == "kernel" or kind == "memcpy" or kind == "memset":
+                self._device_event(ev, kind, start, end)
+            elif kind == "sync":
+                self.sync_by_name[str(ev.get("name", ""))] += 1
+            elif kind == "range":
+                self.profiler_ranges += 1
+            elif kind is None:
+                self._unplaced(ev, cat, start, end)
         self.events = index + 1
 
     def _kind(self, cat: Any) -> str | None:
@@ -198,37 +216,21 @@ class EventTally:
                 self.categories.add(cat)
         return kind
 
-    def _route(self, ev: dict[str, Any], kind: str | None, cat: Any, start: float, end: float) -> None:
-        if kind == "trace":
-            return
-        span = self.span
-        if start < span[0]:
-            span[0] = start
-        if end > span[1]:
-            span[1] = end
-        if kind == "cpu":
-            self._cpu(ev.get("name", ""), start, end, ev)
-        elif kind == "runtime":
-            self.host.runtime(ev.get("name"), start, end, ev.get("args"))
-        elif kind in ("kernel", "memcpy", "memset"):
-            self._device_event(ev, kind, start, end)
-        elif kind == "sync":
-            self.sync_by_name[str(ev.get("name", ""))] += 1
-        elif kind == "range":
-            self.profiler_ranges += 1
-        elif kind is None:
-            self._unplaced(ev, cat, start, end)
-
     def _device_event(self, ev: dict[str, Any], kind: str, start: float, end: float) -> None:
-        if kind == "memcpy":
-            self._memcpy(ev, start, end)
-        else:
-            (self.kernel if kind == "kernel" else self.memset).add(start, end)
-            self._gpu(ev)
         args = ev.get("args")
-        self.device.add(
-            str(ev.get("name", "")), kind, start, end, args if isinstance(args, dict) else {}
-        )
+        if type(args) is not dict:
+            args = {}
+        device = args.get("device")
+        if type(device) is not int:
+            device = ev.get("pid")
+        if type(device) is int and device not in self.gpu_ids:
+            self.gpu_ids.add(device)
+        name = ev.get("name", "")
+        if type(name) is not str:
+            name = str(name)
+        if kind == "memcpy":
+            self._memcpy(name, args, start, end)
+        self.device.add(name, kind, start, end, args)
 
     def _unplaced(self, ev: dict[str, Any], cat: Any, start: float, end: float) -> None:
         """An event of a category this reader does not know: counted, named, never dropped."""
@@ -240,18 +242,10 @@ class EventTally:
         if isinstance(args, dict) and ("stream" in args or "device" in args):
             self.device.add(str(ev.get("name", "")), "other", start, end, args)
 
-    def _gpu(self, ev: dict[str, Any]) -> None:
-        args = ev.get("args")
-        device = args.get("device") if isinstance(args, dict) else None
-        if not isinstance(device, int):
-            device = ev.get("pid")
-        if isinstance(device, int):
-            self.gpu_ids.add(device)
-
-    def _cpu(self, name: Any, start: float, end: float, ev: dict[str, Any]) -> None:
+    def _cpu(self, name: Any, cat: Any, start: float, end: float, ev: dict[str, Any]) -> None:
         if type(name) is not str:
             name = str(name)
-        if ev.get("cat") in ("cpu_op", "Operator"):
+        if cat == "cpu_op" or cat == "Operator":
             self.host.cpu_op(name, ev.get("args"))
         mark = self.marks.host(name)
         if not mark:
@@ -266,15 +260,10 @@ class EventTally:
         elif mark & CONV and self.image_inputs is not True:
             self.image_inputs = _image_like(ev.get("args"))
 
-    def _memcpy(self, ev: dict[str, Any], start: float, end: float) -> None:
-        self.memcpy.add(start, end)
-        self._gpu(ev)
-        name = str(ev.get("name", ""))
+    def _memcpy(self, name: str, args: dict[str, Any], start: float, end: float) -> None:
         kind = self._copy_of.get(name)
         if kind is None:
             kind = self._copy_of[name] = _copy_kind(name)
-        raw_args = ev.get("args")
-        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         nbytes = args.get("bytes")
         nbytes = nbytes if isinstance(nbytes, int) and nbytes >= 0 else 0
         stats = self.copies.setdefault(kind, [0, 0, 0.0, float("inf"), 0.0])
@@ -325,8 +314,7 @@ class EventTally:
 
     def gpu_all(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Return the kernel, memcpy and memset intervals together."""
-        cols = [iv.arrays() for iv in (self.kernel, self.memcpy, self.memset)]
-        return np.concatenate([c[0] for c in cols]), np.concatenate([c[1] for c in cols])
+        return self.device.of_kind("kernel", "memcpy", "memset")
 
     def gpu_span_us(self) -> float | None:
         """Return first GPU event start to last GPU event end, or None without GPU events."""
@@ -335,7 +323,7 @@ class EventTally:
 
     def kernel_sum_in(self, lo: float, hi: float) -> float:
         """Return the summed kernel time (microseconds) of kernels clipped to the window."""
-        starts, ends = self.kernel.arrays()
+        starts, ends = self.device.of_kind("kernel")
         return float(np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None).sum())
 
     def copy_stats(self) -> dict[str, dict[str, dict[str, float | int | None]]]:

@@ -26,6 +26,7 @@ from gpuwise.records.trace import (
     TopKernel,
     TraceFacts,
 )
+from gpuwise.telemetry.readers._kineto_collectives import collective_kind
 from gpuwise.telemetry.readers._kineto_device import (
     COMMUNICATION,
     COMPUTE,
@@ -34,7 +35,6 @@ from gpuwise.telemetry.readers._kineto_device import (
     gemm_precision,
     is_compiled_kernel,
 )
-from gpuwise.telemetry.readers._kineto_collectives import collective_kind
 from gpuwise.telemetry.readers._kineto_events import US, EventTally, union_s
 from gpuwise.telemetry.readers._kineto_job import job_kind
 
@@ -132,7 +132,8 @@ def _inside(spans: Pair, times: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     s, e = starts[order], np.maximum.accumulate(ends[order])
     k = np.searchsorted(s, np.nan_to_num(times, nan=-np.inf), side="right") - 1
     ok = k >= 0
-    return ok & (np.where(ok, e[np.clip(k, 0, None)], -np.inf) >= times)
+    inside: np.ndarray[Any, Any] = ok & (np.where(ok, e[np.clip(k, 0, None)], -np.inf) >= times)
+    return inside
 
 
 def _graphs(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, Any]:
@@ -352,7 +353,8 @@ def _steps(cols: DeviceColumns, spans: list[tuple[float, float]]) -> list[StepFa
 
     def within(pair: Pair) -> np.ndarray[Any, Any]:
         f = _busy_before(*pair)
-        return (f(b) - f(a)) * US
+        seconds: np.ndarray[Any, Any] = (f(b) - f(a)) * US
+        return seconds
 
     c = within(comp)
     cc = within(_both(comp, comm))

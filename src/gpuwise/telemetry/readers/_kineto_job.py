@@ -47,8 +47,16 @@ CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::cudnn_convolut
 
 _HOST_MARKS = (
     (BACKWARD, re.compile(r"autograd::engine::evaluate_function|Backward\d*$|AccumulateGrad")),
-    (OPTIMIZER, re.compile(r"^Optimizer\.(step|zero_grad)#|_fused_(adam|adamw|sgd)|optimizer_step")),
-    (EVAL, re.compile(r"validation_step|test_step|predict_step|eval_step|(^|[^a-z_])evaluate([^a-z_]|$)")),
+    (
+        OPTIMIZER,
+        re.compile(r"^Optimizer\.(step|zero_grad)#|_fused_(adam|adamw|sgd)|optimizer_step"),
+    ),
+    (
+        EVAL,
+        re.compile(
+            r"validation_step|test_step|predict_step|eval_step|(^|[^a-z_])evaluate([^a-z_]|$)"
+        ),
+    ),
     (VLLM, re.compile(r"vllm", re.IGNORECASE)),
     (SGLANG, re.compile(r"sglang|sgl_kernel", re.IGNORECASE)),
     (TRTLLM, re.compile(r"tensorrt_llm|trtllm", re.IGNORECASE)),
