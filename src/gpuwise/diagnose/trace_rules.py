@@ -10,12 +10,15 @@ fp32/tf32 GEMMs. When no fix fits, the finding says what was measured and where 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.diagnose import fixes as fx
+from gpuwise.diagnose import fixes_inference as fxi
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.fix_scope import keep_fitting
 from gpuwise.records import Finding, Fix
 from gpuwise.records.trace import LaunchStats, TraceFacts
 from gpuwise.records.trace_section import TraceSection
@@ -36,6 +39,10 @@ COMM_SIGNIFICANT = 0.2
 OVERLAPPED = 0.8
 """Communication 80 % hidden under compute is working as intended: a note, not a fix."""
 
+COMM_FLOOR = 0.02
+"""Communication exposed for under 2 % of the step (and under 2 % in all) is immaterial:
+no finding, no fixes."""
+
 COMM_EXPLAINS = 1 / 3
 """Exposed communication explains idle gaps when it is at least a third of the idle time."""
 
@@ -44,15 +51,38 @@ IDLE_WARN = 0.3
 LOW_PRECISION_SHARE = 0.5
 
 
+COMPILED_SHARE = 0.5
+"""A job is compiled when half its device time ran in compiled regions (or Triton kernels)."""
+
+GRAPHED_SHARE = 0.5
+"""...and already graphed when half its device time was replayed by graph launches."""
+
+H2D_BLOCKING_SHARE = 0.02
+"""Copies on the compute stream block it when they take 2 % of the device span."""
+
+
 @dataclass(frozen=True)
 class Premises:
-    """What the trace shows about the job, each fix's precondition."""
+    """What the trace shows about the job, in size: each fix's precondition.
+
+    Attributes:
+        compiled: Half the device time ran in compiled regions or Triton kernels.
+        eager: Neither compiled nor replayed as graphs (compile/graph advice fits).
+        ungraphed: Under half the device time came from CUDA/HIP graph launches.
+        images: A convolution's input was a 4-D image batch.
+        h2d_blocks_compute: Host-to-device copies on the compute stream take 2 % of the
+            device span (copies on a side stream already overlap compute).
+        fp32_gemm: Half the GEMM/convolution time runs in fp32/tf32.
+        layout_conversions: NCHW<->NHWC conversion kernels are among the top kernels.
+    """
 
     compiled: bool
     images: bool
     h2d_blocks_compute: bool
     fp32_gemm: bool
     layout_conversions: bool
+    eager: bool = True
+    ungraphed: bool = True
 
     @classmethod
     def of(cls, f: TraceFacts) -> Premises:
@@ -60,14 +90,54 @@ class Premises:
         compiled, prec, h2d = f.compiled, f.gemm_precision_s, f.h2d
         total = sum(prec.values())
         names = [k.name for k in f.top_kernels]
+        share = compiled.get("device_share")
+        if share is None:  # a document written before shares were kept
+            is_compiled = bool(compiled.get("regions") or compiled.get("triton_kernels"))
+        else:
+            is_compiled = float(share) >= COMPILED_SHARE
+        graphed = float(f.graphs.get("device_share") or 0.0) >= GRAPHED_SHARE
+        blocking = float(h2d.get("on_compute_stream_s") or 0.0)
         return cls(
-            compiled=bool(compiled.get("regions") or compiled.get("triton_kernels")),
+            compiled=is_compiled,
             images=f.image_inputs is True,
-            h2d_blocks_compute=(h2d.get("on_compute_stream_s") or 0.0) > 0,
+            h2d_blocks_compute=f.device_span_s > 0
+            and blocking / f.device_span_s >= H2D_BLOCKING_SHARE,
             fp32_gemm=total > 0
             and (prec.get("fp32", 0.0) + prec.get("tf32", 0.0)) / total >= LOW_PRECISION_SHARE,
             layout_conversions=any("nchwToNhwc" in n or "nhwcToNchw" in n for n in names),
+            eager=not is_compiled and not graphed,
+            ungraphed=not graphed,
         )
+
+    def held(self) -> dict[str, bool]:
+        """The premises by name (``fix_scope`` premises)."""
+        return {k: bool(getattr(self, k)) for k in self.__dataclass_fields__}
+
+
+def job_of(ctx: Context) -> tuple[str, str | None, str | None]:
+    """``(job kind, engine, vendor)`` of the Run's trace; ``("unknown", None, None)`` without."""
+    f = _facts(ctx)
+    if f is None:
+        return "unknown", None, None
+    vendor = f.vendor if f.device_events else ("cpu" if f.launch_calls == 0 else f.vendor)
+    return f.job_kind, f.job.get("engine"), vendor
+
+
+def fit_to_job(found: list[Finding], ctx: Context) -> list[Finding]:
+    """Drop from each finding the fixes that do not fit the traced job (``fix_scope``).
+
+    Runs without a trace keep their fixes: their job kind is not known.
+    """
+    if _facts(ctx) is None:
+        return found
+    job, _, vendor = job_of(ctx)
+    p = premises(ctx)
+    held = p.held() if p is not None else {}
+    out = []
+    for f in found:
+        fixes = keep_fitting(f.fixes, job, vendor, held)
+        out.append(f if fixes == f.fixes else dataclasses.replace(f, fixes=fixes))
+    return out
 
 
 def has_facts(ctx: Context) -> bool:
@@ -86,26 +156,40 @@ def premises(ctx: Context) -> Premises | None:
 
 
 def no_device_activity(ctx: Context) -> Finding | None:
-    """A trace without any kernel, copy or set: nothing to judge, never healthy.
+    """A trace without any kernel, copy or set: nothing to judge on a device, never healthy.
 
-    A CPU-only trace and one whose host launched device work the profiler did not record
-    (CUDA activity off, or CUPTI's range profiler recording counters instead of the
-    timeline) are told apart by the host's launch calls.
+    A CPU-only trace (no launch calls, no counter ranges) is a CPU job: the CPU is the
+    device, and the step and host findings read it as such. A trace whose host launched
+    device work the profiler did not record (CUDA activity off, or CUPTI's range profiler
+    recording counters instead of the timeline) is told apart by the host's launch calls.
     """
     t, f = ctx.trace, _facts(ctx)
     if t is None or f is None or f.device_events:
         return None
     launches, ranges = f.launch_calls, f.profiler_ranges
     cpu_only = (t.events or 0) > 0 and launches == 0 and ranges == 0
-    summary = "No device activity recorded: the trace has no kernel, memcpy or memset"
+    evidence = {
+        "trace_events": t.events,
+        "device_events": 0,
+        "cpu_only": cpu_only,
+        "launch_calls": launches,
+        "profiler_ranges": ranges,
+        "job_kind": f.job_kind,
+    }
     if cpu_only:
-        summary += f" ({t.events} events, all on the CPU: a CPU-only trace)"
-    elif ranges:
+        summary = (
+            f"A CPU job: the trace records {t.events} events, all on the CPU, and no device "
+            f"work was launched; the CPU is the device (a {f.job_kind} job over "
+            f"{(t.window_s or 0.0) * 1e3:.1f} ms), so its steps and host calls are what to read"
+        )
+        return Finding("cpu_job", "info", summary, evidence, None, ())
+    summary = "No device activity recorded: the trace has no kernel, memcpy or memset"
+    if ranges:
         summary += (
             f"; the host launched device work ({launches} launch calls) and CUPTI's range "
             f"profiler recorded {ranges} counter ranges instead of the device timeline"
         )
-    elif launches:
+    else:
         summary += (
             f", though the host made {launches} launch calls: the profiler did not record "
             "the device side"
@@ -116,27 +200,13 @@ def no_device_activity(ctx: Context) -> Finding | None:
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     ]
-    if cpu_only:
-        fixes.append(
-            Fix(
-                "Check that the model and batches are on the device",
-                "next(model.parameters()).device",
-            )
-        )
-    elif ranges:
+    if ranges:
         fixes.append(
             Fix(
                 "Profile the timeline without per-kernel counter collection",
                 "drop experimental_config=_ExperimentalConfig(profiler_metrics=...) for this run",
             )
         )
-    evidence = {
-        "trace_events": t.events,
-        "device_events": 0,
-        "cpu_only": cpu_only,
-        "launch_calls": launches,
-        "profiler_ranges": ranges,
-    }
     return Finding("no_device_activity", "critical", summary, evidence, None, tuple(fixes))
 
 
@@ -149,11 +219,16 @@ def comm_bound(ctx: Context) -> Finding | None:
     total = comm.total_s
     exposed, basis = _exposed_share(f, comm.exposed_s / f.device_span_s)
     overlap = comm.overlap_fraction or 0.0
+    if exposed < COMM_FLOOR and total / f.device_span_s < COMM_FLOOR:
+        return None  # immaterial: a few collectives, not worth a finding or its fixes
     evidence = {**_comm_evidence(t, f, exposed), "basis": basis}
-    if overlap >= OVERLAPPED:
+    if overlap >= OVERLAPPED or exposed < COMM_FLOOR:
         summary = (
             f"Communication runs {total * 1e3:.1f} ms, {overlap:.0%} of it under compute: "
             "overlapped as intended"
+            if overlap >= OVERLAPPED
+            else f"Communication runs {total * 1e3:.1f} ms; its exposed part is {exposed:.1%} "
+            "of the step: too little to be worth changing"
         )
         return Finding("comm_overlapped", "info", summary, evidence, None, ())
     speedup = fx.amdahl(exposed)
@@ -163,7 +238,11 @@ def comm_bound(ctx: Context) -> Finding | None:
         f"Communication takes {share:.0%} of device kernel time and only {overlap:.0%} of it "
         f"overlaps compute; the exposed rest is {exposed:.1%} of the window"
     )
-    fixes = fx.comm_fixes(collective=comm.dominant_collective())
+    job, engine, vendor = job_of(ctx)
+    if job == "inference":
+        fixes: tuple[Fix, ...] = (fxi.fewer_tp_ranks(engine), fx.check_interconnect(vendor))
+    else:
+        fixes = fx.comm_fixes(collective=comm.dominant_collective(), vendor=vendor)
     return Finding("comm_bound", severity, summary, evidence, round(speedup, 3), fixes)
 
 
@@ -299,7 +378,7 @@ def _idle_verdict(
         return "launch_bound", summary, _launch_fixes(Premises.of(f), ctx), True
     if sig.behind:
         summary = f"The device idles {idle:.1%} of the window waiting for the host (nothing queued)"
-        return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
+        return "gpu_idle_between_phases", summary, (*_host_behind(ctx), *_look()), True
     if sig.host_wait >= HOST_WAIT_SHARE:
         # The queue is deep most of the time but runs dry before most gaps.
         summary = (
@@ -307,7 +386,7 @@ def _idle_verdict(
             "stream's gaps have nothing queued: the host falls behind at times (e.g. at step "
             "boundaries) though it is ahead most of the step"
         )
-        return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
+        return "gpu_idle_between_phases", summary, (*_host_behind(ctx), *_look()), True
     if sig.queued:
         summary = (
             f"The device idles {idle:.1%} of the window with work queued: it waits on other "
@@ -351,25 +430,30 @@ def _idle_evidence(t: TraceSection, f: TraceFacts, idle: float) -> dict[str, Any
 
 
 def _launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
+    job, engine, vendor = job_of(ctx)
     fixes: list[Fix] = []
-    if not p.compiled:
+    if job == "inference":
+        if p.ungraphed:
+            fixes.append(fxi.replay_graphs(engine, vendor))
+        fixes.append(fxi.serve_bigger_batches(engine))
+        return tuple(fixes)
+    if p.eager:
         fixes.append(fx.fewer_launches())
     if p.layout_conversions:
-        fixes.append(
-            Fix(
-                "Keep activations channels_last: the trace converts NCHW<->NHWC every layer",
-                "model = model.to(memory_format=torch.channels_last); "
-                "x = x.to(memory_format=torch.channels_last)",
-            )
-        )
-    fixes.append(
-        Fix(
-            "Launch fewer, larger kernels",
-            "torch.optim.AdamW(params, foreach=True) or fused=True; batch small ops together",
-        )
-    )
-    fixes.append(ctx.bigger_batch_fix())
+        fixes.append(fx.channels_last())
+    fixes.append(fx.fused_optimizer())
+    fixes.append(fxi.eval_without_grad() if job == "evaluation" else ctx.bigger_batch_fix())
     return tuple(fixes)
+
+
+def _host_behind(ctx: Context) -> tuple[Fix, ...]:
+    """What keeps a host that falls behind busy, in the job's own terms."""
+    job, engine, vendor = job_of(ctx)
+    if job == "inference":
+        return (fxi.replay_graphs(engine, vendor), fxi.serve_bigger_batches(engine))
+    if job == "evaluation":
+        return (fxi.eval_without_grad(),)
+    return (fx.defer_host_reads(),)
 
 
 def _find_dependency() -> Fix:

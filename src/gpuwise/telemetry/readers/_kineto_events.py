@@ -8,7 +8,6 @@ millions of kernels costs 16 bytes per kernel, not a dict each.
 from __future__ import annotations
 
 import math
-from array import array
 from collections import Counter
 from typing import Any
 
@@ -20,9 +19,9 @@ from gpuwise.telemetry.readers._kineto_device import (
     DeviceEvents,
 )
 from gpuwise.telemetry.readers._kineto_host import HostCalls
+from gpuwise.telemetry.readers._kineto_intervals import US, Intervals, busy_before
 from gpuwise.telemetry.readers._kineto_job import COMPILED, CONV, LOADER, STEP, JobMarks
 
-US = 1e-6
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
 NEW_CATEGORIES = frozenset(
@@ -49,44 +48,6 @@ _KINDS = {
     "privateuse1_runtime": "runtime",
 }
 _DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
-
-
-class Intervals:
-    """Two parallel columns of start and end times (microseconds)."""
-
-    def __init__(self) -> None:
-        self.starts = array("d")
-        self.ends = array("d")
-
-    def add(self, start: float, end: float) -> None:
-        """Append one interval."""
-        self.starts.append(start)
-        self.ends.append(end)
-
-    def arrays(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """Return the columns as numpy arrays (no copy)."""
-        return np.frombuffer(self.starts, dtype=np.float64), np.frombuffer(self.ends)
-
-
-def union_s(
-    iv: Intervals | tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]], lo: float, hi: float
-) -> float:
-    """Return the length of the union of intervals clipped to ``[lo, hi]``, in seconds."""
-    starts, ends = iv.arrays() if isinstance(iv, Intervals) else iv
-    s = np.maximum(starts, lo)
-    e = np.minimum(ends, hi)
-    keep = e > s
-    s, e = s[keep], e[keep]
-    if s.size == 0:
-        return 0.0
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], np.maximum.accumulate(e[order])
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > e[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return float((e[last] - s[first]).sum()) * US
 
 
 def _image_like(args: Any) -> bool:
@@ -346,7 +307,7 @@ class EventTally:
         ``blocking`` lists every blocking call by name: synchronisations, allocator calls
         and synchronous copies, with their host time and call site.
         """
-        blocking = self.host.blocking(lo, hi)
+        blocking = self.host.blocking(lo, hi, busy_before(*self.gpu_all()))
         syncs = [b for b in blocking if b["kind"] == "sync"]
         return {
             "events": int(sum(self.sync_by_name.values())),

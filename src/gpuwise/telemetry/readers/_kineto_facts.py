@@ -10,18 +10,15 @@ or without a host launch flow, and host ``cpu_op`` spans never count as device t
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 import numpy as np
 
-from gpuwise.records import Step
 from gpuwise.records.trace import (
     COLLECTIVES,
     KERNEL_CLASSES,
     Communication,
     LaunchStats,
-    StepFacts,
     StreamIdle,
     TopKernel,
     TraceFacts,
@@ -30,13 +27,14 @@ from gpuwise.telemetry.readers._kineto_collectives import collective_kind
 from gpuwise.telemetry.readers._kineto_device import (
     COMMUNICATION,
     COMPUTE,
-    OTHER,
     DeviceColumns,
     gemm_precision,
     is_compiled_kernel,
 )
-from gpuwise.telemetry.readers._kineto_events import US, EventTally, union_s
+from gpuwise.telemetry.readers._kineto_events import EventTally
+from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, union_s
 from gpuwise.telemetry.readers._kineto_job import job_kind
+from gpuwise.telemetry.readers._kineto_steps import Pair, both, step_facts
 
 KERNEL_WAIT_US = 30.0
 """Gaps under 30 µs with the next kernel already queued are launch latency (HTA's
@@ -46,13 +44,6 @@ SHORT_KERNEL_US = 10.0
 """Kernels under 10 µs do less work than launching them costs the host (~5-10 µs)."""
 
 TOP_KERNELS = 10
-ATYPICAL_FACTOR = 2.0
-"""A step twice as long as the median step is atypical..."""
-
-ATYPICAL_COMM_FACTOR = 1.5
-"""...and so is one whose communication takes 1.5x the median (a slow collective)."""
-
-Pair = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
 
 def trace_facts(t: EventTally) -> TraceFacts:
@@ -81,7 +72,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
         h2d=_h2d(cols, durations, idle),
         launch=_launch(cols, len(t.steps)),
         top_kernels=_top_kernels(cols, durations),
-        steps=_steps(every, sorted(t.steps.values())),
+        steps=step_facts(every, sorted(t.steps.values())),
         gemm_precision_s=_precision(cols, durations),
         compiled=_compiled(t, cols, durations),
         image_inputs=t.image_inputs,
@@ -176,10 +167,6 @@ def _steady(cols: DeviceColumns, spans: list[tuple[float, float]]) -> DeviceColu
     return cols.subset(when < cut)
 
 
-def _both(a: Pair, b: Pair) -> Pair:
-    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
-
-
 def _communication(
     cols: DeviceColumns, comp: Pair, lo: float, hi: float, tags: dict[int, str]
 ) -> Communication:
@@ -189,7 +176,7 @@ def _communication(
         return Communication()
     # overlap = |comm| + |compute| - |comm or compute| (inclusion-exclusion)
     compute = union_s(comp, lo, hi)
-    overlapped = total + compute - union_s(_both(comp, comm), lo, hi)
+    overlapped = total + compute - union_s(both(comp, comm), lo, hi)
     overlapped = min(total, max(0.0, overlapped))
     by_kind = _exposed_by_collective(cols, comp, compute, lo, hi, tags)
     return Communication(total, overlapped, total - overlapped, by_kind)
@@ -206,38 +193,16 @@ def _exposed_by_collective(
     out: dict[str, float] = {}
     for kind in (k for k in COLLECTIVES if k in ids_of):
         mask = is_comm & np.isin(cols.name_ids, ids_of[kind])
-        both = union_s(_both(comp, cols.pick(mask)), lo, hi)
-        out[kind] = max(0.0, both - compute_s)
+        joint = union_s(both(comp, cols.pick(mask)), lo, hi)
+        out[kind] = max(0.0, joint - compute_s)
     return out
-
-
-def _busy_before(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> Any:
-    """Return F(t): busy time (µs) of the union of intervals before each t."""
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    if s.size == 0:
-        return lambda x: np.zeros_like(x)
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = s[1:] > e[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    ms, me = s[first], e[last]
-    cum = np.concatenate([[0.0], np.cumsum(me - ms)])
-
-    def busy(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        k = np.searchsorted(ms, x, side="right") - 1
-        kk = np.clip(k, 0, None)
-        inside = np.clip(x - ms[kk], 0, me[kk] - ms[kk])
-        return np.where(k >= 0, cum[kk] + inside, 0.0)
-
-    return busy
 
 
 def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
     """Each stream's gaps split by cause; one sort by (stream, start) for all streams."""
     if not cols.starts.size:
         return []
-    busy_all = _busy_before(cols.starts, cols.ends)
+    busy_all = busy_before(cols.starts, cols.ends)
     order = np.lexsort((cols.starts, cols.streams))
     streams = cols.streams[order]
     s_all, e_all, l_all = cols.starts[order], cols.ends[order], cols.launches[order]
@@ -339,102 +304,4 @@ def _precision(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> dict[str
         p = gemm_precision(name)
         if p is not None:
             out[p] = out.get(p, 0.0) + float(totals[i]) * US
-    return out
-
-
-def _steps(cols: DeviceColumns, spans: list[tuple[float, float]]) -> list[StepFacts]:
-    """Per-step split, from prefix sums of each union: O((events + steps) log events)."""
-    if not spans:
-        return []
-    comp, comm = cols.of_class(COMPUTE), cols.of_class(COMMUNICATION)
-    a = np.array([s for s, _ in spans], dtype=np.float64)
-    dur = np.array([d for _, d in spans], dtype=np.float64)
-    b = a + dur
-
-    def within(pair: Pair) -> np.ndarray[Any, Any]:
-        f = _busy_before(*pair)
-        seconds: np.ndarray[Any, Any] = (f(b) - f(a)) * US
-        return seconds
-
-    c = within(comp)
-    cc = within(_both(comp, comm))
-    busy = within(cols.pick(cols.classes != OTHER))
-    comm_total = within(comm)
-    rows = [
-        StepFacts(
-            index=i,
-            duration_s=float(dur[i]) * US,
-            compute_s=float(c[i]),
-            communication_s=float(cc[i] - c[i]),
-            memory_s=max(0.0, float(busy[i] - cc[i])),
-            idle_s=max(0.0, float(dur[i]) * US - float(busy[i])),
-            comm_total_s=float(comm_total[i]),
-        )
-        for i in range(len(spans))
-    ]
-    return _flag_atypical(rows)
-
-
-def _flag_atypical(rows: list[StepFacts]) -> list[StepFacts]:
-    if len(rows) < 3:
-        return rows
-    med_comm = statistics.median(r.comm_total_s for r in rows)
-    med_dur = statistics.median(r.duration_s for r in rows)
-    out = []
-    for r in rows:
-        odd = r.duration_s > ATYPICAL_FACTOR * med_dur or (
-            med_comm > 0 and r.comm_total_s > ATYPICAL_COMM_FACTOR * med_comm
-        )
-        out.append(StepFacts(**{**_fields(r), "atypical": odd}))
-    return out
-
-
-def _fields(r: StepFacts) -> dict[str, Any]:
-    return {k: getattr(r, k) for k in r.__slots__}  # type: ignore[attr-defined]
-
-
-def step_records(t: EventTally, w0: float, rank: int, stream: int | None = None) -> list[Step]:
-    """Turn ProfilerSteps into Steps: DataLoader wait, host-to-device copy, the rest compute.
-
-    The copy phase counts only copies on the compute stream ``stream`` (and copies whose
-    stream the trace does not name): a copy on a side stream runs beside compute, not
-    before it. One pass over sorted columns and prefix sums, whatever the step count.
-    """
-    spans = sorted(t.steps.values())
-    if not spans:
-        return []
-    a = np.array([s for s, _ in spans], dtype=np.float64)
-    dur = np.array([d for _, d in spans], dtype=np.float64)
-    b = a + dur
-    loader = _busy_before(*t.loader.arrays())
-    wait = (loader(b) - loader(a)) * US
-    h2d = np.array(t.h2d, dtype=np.float64).reshape(-1, 5)
-    if stream is not None:
-        h2d = h2d[(h2d[:, 4] == stream) | (h2d[:, 4] < 0)]
-    copies = _busy_before(h2d[:, 0], h2d[:, 1])
-    copy_s = (copies(b) - copies(a)) * US
-    order = np.argsort(h2d[:, 0], kind="stable")
-    starts = h2d[order, 0]
-    cum_bytes = np.concatenate([[0.0], np.cumsum(h2d[order, 2])])
-    cum_pageable = np.concatenate([[0.0], np.cumsum(h2d[order, 2] * h2d[order, 3])])
-    i0 = np.searchsorted(starts, a, side="left")
-    i1 = np.searchsorted(starts, b, side="left")
-    out = []
-    for i in range(len(spans)):
-        step_s = float(dur[i]) * US
-        copy = min(float(copy_s[i]), max(0.0, step_s - float(wait[i])))
-        out.append(
-            Step(
-                index=i,
-                start_s=(float(a[i]) - w0) * US,
-                data_wait_s=float(wait[i]),
-                h2d_s=copy,
-                compute_s=max(0.0, step_s - float(wait[i]) - copy),
-                post_s=0.0,
-                rank=rank,
-                h2d_bytes=int(cum_bytes[i1[i]] - cum_bytes[i0[i]]),
-                h2d_pageable_bytes=int(cum_pageable[i1[i]] - cum_pageable[i0[i]]),
-                h2d_count=int(i1[i] - i0[i]),
-            )
-        )
     return out

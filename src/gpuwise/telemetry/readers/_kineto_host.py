@@ -138,8 +138,15 @@ class HostCalls:
             return None
         return "amd" if self.hip_calls > self.cuda_calls else "nvidia"
 
-    def blocking(self, lo: float, hi: float) -> list[dict[str, Any]]:
+    def blocking(self, lo: float, hi: float, busy: Any = None) -> list[dict[str, Any]]:
         """Return the blocking calls starting in ``[lo, hi)``, grouped by name.
+
+        Args:
+            lo: Window start (µs).
+            hi: Window end (µs).
+            busy: ``F(t)``, the device's busy time before each ``t`` (µs), vectorised;
+                when given, each row also has ``device_idle_s``: the device's idle time
+                while the calls blocked the host.
 
         Each row: ``name``, ``kind`` (``sync``/``alloc``/``copy``), ``calls``, ``time_s``
         (summed host time), ``longest_s`` and ``call_site`` (the CPU op that made most
@@ -159,16 +166,20 @@ class HostCalls:
             dur = (ends - starts)[mask]
             site_ids, counts = np.unique(sites[mask], return_counts=True)
             best = int(site_ids[np.argmax(counts)]) if site_ids.size else -1
-            rows.append(
-                {
-                    "name": self.names[nid],
-                    "kind": BLOCKING_KINDS[int(kinds[mask][0])],
-                    "calls": int(mask.sum()),
-                    "time_s": float(dur.sum()) * 1e-6,
-                    "longest_s": float(dur.max()) * 1e-6,
-                    "call_site": self.names[best] if best >= 0 else None,
-                }
-            )
+            row = {
+                "name": self.names[nid],
+                "kind": BLOCKING_KINDS[int(kinds[mask][0])],
+                "calls": int(mask.sum()),
+                "time_s": float(dur.sum()) * 1e-6,
+                "longest_s": float(dur.max()) * 1e-6,
+                "call_site": self.names[best] if best >= 0 else None,
+            }
+            if busy is not None:
+                a, b = starts[mask], np.minimum(ends[mask], hi)
+                row["device_idle_s"] = (
+                    float(np.clip((b - a) - (busy(b) - busy(a)), 0, None).sum()) * 1e-6
+                )
+            rows.append(row)
         return sorted(rows, key=lambda r: -float(r["time_s"]))
 
     def first_blocking_before(self, t: float) -> tuple[float, float] | None:

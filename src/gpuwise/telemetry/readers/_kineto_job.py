@@ -168,16 +168,16 @@ def job_kind(marks: JobMarks, kernel_time_s: dict[str, float]) -> dict[str, Any]
             evidence[f"{name}_marks"] = seen
             engine = engine or name
     trained = evidence["backward_spans"] or evidence["optimizer_spans"]
-    if not marks.spans and not kernel_time_s:
-        kind = "unknown"
-    elif trained or (engine is None and evidence["backward_kernel_s"] > 0):
+    if trained or (engine is None and evidence["backward_kernel_s"] > 0):
         kind = "training"
     elif engine is not None:
         kind = "inference"
     elif evidence["evaluation_spans"]:
         kind = "evaluation"
+    elif marks.spans:
+        kind = "inference"  # host ops recorded, none of them backward or optimizer
     else:
-        kind = "inference"
+        kind = "unknown"  # device events alone: nothing tells a forward pass from training
     return {
         "kind": kind,
         "engine": engine if kind == "inference" else None,

@@ -33,8 +33,10 @@ from gpuwise.telemetry.readers._json_stream import (
     JsonStreamError,
     TextSource,
 )
-from gpuwise.telemetry.readers._kineto_events import EventTally, union_s
-from gpuwise.telemetry.readers._kineto_facts import step_records, trace_facts
+from gpuwise.telemetry.readers._kineto_events import EventTally
+from gpuwise.telemetry.readers._kineto_facts import trace_facts
+from gpuwise.telemetry.readers._kineto_intervals import union_s
+from gpuwise.telemetry.readers._kineto_steps import step_records
 
 US = 1e-6
 """Chrome trace timestamps and durations are microseconds."""
