@@ -52,7 +52,7 @@ _KINDS = (
     ("broadcast", re.compile(r"broadcast|bcast", re.IGNORECASE)),
     (
         "send_recv",
-        re.compile(r"(^|[^a-z])(send|recv)([^a-z]|$)|p2p|nvshmemx?_\w*(put|get)", re.IGNORECASE),
+        re.compile(r"(^|[^a-z])(send|recv)([^a-z]|$)|p2p|nvshmem\w*(put|get)", re.IGNORECASE),
     ),
 )
 _TAG_KEYS = ("Collective name", "collective_name")
