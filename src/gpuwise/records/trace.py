@@ -147,6 +147,9 @@ class StepFacts:
 
     The four parts partition the step: compute is the union of compute kernels,
     communication and memory count only where nothing of an earlier part runs.
+    ``device_s`` is how long the device took for the work the host launched in the step
+    (first start to last end of it; None when the step launched none): longer than
+    ``duration_s`` step after step, the device sets the pace and its queue grows.
     """
 
     index: int
@@ -157,6 +160,7 @@ class StepFacts:
     idle_s: float
     comm_total_s: float
     atypical: bool = False
+    device_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

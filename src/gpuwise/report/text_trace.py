@@ -27,6 +27,8 @@ from gpuwise.records.trace_section import TraceSection
 from gpuwise.report.units import format_fraction, format_seconds
 
 KERNEL_NAME_CHARS = 60
+DEVICE_PACE = 1.1
+"""The device sets the pace when each step's work takes it 10 % longer than the host's step."""
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "cpu": "the CPU"}
 
 
@@ -162,6 +164,14 @@ def _steps_line(steps: Sequence[StepFacts]) -> str:
 
     odd = [str(s.index) for s in steps if s.atypical]
     odd_text = f"; atypical (left out): step {', '.join(odd)}" if odd else ""
+    device = [float(s.device_s) for s in typical if s.device_s is not None]
+    host = statistics.median(float(s.duration_s) for s in typical)
+    if device and statistics.median(device) > DEVICE_PACE * host:
+        odd_text += (
+            f"; the device takes {format_seconds(statistics.median(device))} for each step's "
+            f"work, the host {format_seconds(host)}: the device sets the pace and its queue "
+            "grows"
+        )
     return (
         f"median of {len(typical)}: {med('duration_s')} = compute {med('compute_s')} + exposed "
         f"comm {med('communication_s')} + memory {med('memory_s')} + idle {med('idle_s')}"

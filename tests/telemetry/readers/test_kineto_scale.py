@@ -131,3 +131,28 @@ def test_per_step_figures_equal_the_union_clipped_to_each_step(tmp_path: Path) -
     # the device facts count the steady state: the last step's work is left out
     assert tr.facts.h2d["side_stream_s"] == pytest.approx(11 * 50e-6)
     assert tr.facts.h2d["on_compute_stream_s"] == pytest.approx(11 * 20e-6)
+
+
+def test_a_device_behind_the_host_shows_in_its_own_step_time(tmp_path: Path) -> None:
+    # The host launches each 1 ms step's ten kernels at once; they take 1.2 ms on the
+    # device, so the queue grows by 0.2 ms a step.
+    events: list[dict[str, Any]] = []
+    corr, device_t = 0, 10.0
+    for s in range(5):
+        t = 1000.0 * s
+        events.append(event("cpu_op", f"ProfilerStep#{s}", t, 1000))
+        for _ in range(10):
+            corr += 1
+            events.append(
+                event("cuda_runtime", "cudaLaunchKernel", t + corr % 10, 1, correlation=corr)
+            )
+            events.append(kernel("sm80_gemm", device_t, 120, 7, corr))
+            device_t += 120
+    tr = read_trace(write_trace(tmp_path, events))
+    assert tr.facts is not None
+    assert [s.device_s for s in tr.facts.steps] == pytest.approx([1200e-6] * 5)
+    assert [s.duration_s for s in tr.facts.steps] == pytest.approx([1000e-6] * 5)
+    from gpuwise.report.text_trace import trace_lines
+
+    per_step = dict(trace_lines(tr.to_section(), tr.facts))["per step"]
+    assert "the device takes 1.2 ms for each step's work, the host 1.0 ms" in per_step

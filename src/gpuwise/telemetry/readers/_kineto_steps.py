@@ -49,6 +49,7 @@ def step_facts(cols: DeviceColumns, spans: list[tuple[float, float]]) -> list[St
     cc = within(both(comp, comm))
     busy = within(cols.pick(cols.classes != OTHER))
     comm_total = within(comm)
+    device = _device_per_step(cols, a, b)
     rows = [
         StepFacts(
             index=i,
@@ -58,10 +59,37 @@ def step_facts(cols: DeviceColumns, spans: list[tuple[float, float]]) -> list[St
             memory_s=max(0.0, float(busy[i] - cc[i])),
             idle_s=max(0.0, float(dur[i]) * US - float(busy[i])),
             comm_total_s=float(comm_total[i]),
+            device_s=None if np.isnan(device[i]) else float(device[i]) * US,
         )
         for i in range(len(spans))
     ]
     return _flag_atypical(rows)
+
+
+def _device_per_step(
+    cols: DeviceColumns, a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
+    """Device time (µs) of the work launched in each step: first start to last end.
+
+    Events without a launch record count at their start. One sort by launch time, then a
+    ``reduceat`` per step boundary: linear in events and steps.
+    """
+    out = np.full(a.shape, np.nan)
+    when = np.where(np.isnan(cols.launches), cols.starts, cols.launches)
+    if not when.size:
+        return out
+    order = np.argsort(when, kind="stable")
+    when, starts, ends = when[order], cols.starts[order], cols.ends[order]
+    i0 = np.searchsorted(when, a, side="left")
+    i1 = np.searchsorted(when, b, side="left")
+    # steps do not overlap, so [i0, i1) ranges are ordered; a sentinel keeps every
+    # boundary a valid index for reduceat, whose even results are the steps' ranges
+    bounds = np.stack([i0, i1], axis=1).ravel()
+    lo = np.minimum.reduceat(np.append(starts, np.inf), bounds)[0::2]
+    hi = np.maximum.reduceat(np.append(ends, -np.inf), bounds)[0::2]
+    some = i1 > i0
+    out[some] = (hi - lo)[some]
+    return out
 
 
 def _flag_atypical(rows: list[StepFacts]) -> list[StepFacts]:
