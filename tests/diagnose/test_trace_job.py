@@ -156,7 +156,7 @@ def test_rocm_hipfree_in_the_loop_is_named_with_its_share_and_the_allocator_fix(
     assert found.evidence["by_name"] == {"hipFree": 6}
     assert found.evidence["call_site"] == "aten::empty"
     # the device idles through each 8 ms hipFree: 6 x 8 ms of the 60 ms window
-    assert found.evidence["device_idle_share"] == pytest.approx(0.8, abs=0.01)
+    assert found.evidence["device_idle_fraction"] == pytest.approx(0.8, abs=0.01)
     assert found.severity == "critical"
     assert "hipFree" in found.fixes[0].action
     assert "PYTORCH_NO_CUDA_MEMORY_CACHING" in found.fixes[0].how

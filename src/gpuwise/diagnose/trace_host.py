@@ -81,15 +81,15 @@ def _finding(
     longest = max((float(r.get("longest_s") or 0.0) for r in rows), default=0.0)
     summary = (
         f"The host {WORDS[kind]} {calls} times in the window ({named}"
-        f"{f', from {site}' if site else ''}): {host_s * 1e3:.1f} ms blocked"
-        f"{f', longest {longest * 1e3:.1f} ms' if longest else ''}; the device idles "
+        f"{f', from {site}' if site else ''}): {_time(host_s)} blocked"
+        f"{f', longest {_time(longest)}' if longest else ''}; the device idles "
         f"{share:.1%} of the window meanwhile"
     )
     evidence: dict[str, Any] = {
         "calls": calls,
         "host_blocked_s": round(host_s, 6),
         "device_idle_during_s": round(idle_s, 6),
-        "device_idle_share": round(share, 4),
+        "device_idle_fraction": round(share, 4),
         "window_s": round(window_s, 6),
         "by_name": {str(r["name"]): int(r["calls"]) for r in rows} or events,
         "call_site": site,
@@ -104,6 +104,10 @@ def _finding(
         round(speedup, 3),
         _fixes(ctx, kind, site),
     )
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
 def _fixes(ctx: Context, kind: str, site: str | None) -> tuple[Fix, ...]:
