@@ -10,7 +10,6 @@ fp32/tf32 GEMMs. When no fix fits, the finding says what was measured and where 
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,14 @@ from typing import Any
 from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import fixes_inference as fxi
 from gpuwise.diagnose.context import Context
-from gpuwise.diagnose.fix_scope import keep_fitting
+from gpuwise.diagnose.trace_premises import (
+    Premises,
+    facts_of,
+    fit_to_job,
+    has_facts,
+    job_of,
+    premises,
+)
 from gpuwise.records import Finding, Fix
 from gpuwise.records.trace import LaunchStats, TraceFacts
 from gpuwise.records.trace_section import TraceSection
@@ -48,111 +54,6 @@ COMM_EXPLAINS = 1 / 3
 
 TINY_WORK_EVENTS = 10
 IDLE_WARN = 0.3
-LOW_PRECISION_SHARE = 0.5
-
-
-COMPILED_SHARE = 0.5
-"""A job is compiled when half its device time ran in compiled regions (or Triton kernels)."""
-
-GRAPHED_SHARE = 0.5
-"""...and already graphed when half its device time was replayed by graph launches."""
-
-H2D_BLOCKING_SHARE = 0.02
-"""Copies on the compute stream block it when they take 2 % of the device span."""
-
-
-@dataclass(frozen=True)
-class Premises:
-    """What the trace shows about the job, in size: each fix's precondition.
-
-    Attributes:
-        compiled: Half the device time ran in compiled regions or Triton kernels.
-        eager: Neither compiled nor replayed as graphs (compile/graph advice fits).
-        ungraphed: Under half the device time came from CUDA/HIP graph launches.
-        images: A convolution's input was a 4-D image batch.
-        h2d_blocks_compute: Host-to-device copies on the compute stream take 2 % of the
-            device span (copies on a side stream already overlap compute).
-        fp32_gemm: Half the GEMM/convolution time runs in fp32/tf32.
-        layout_conversions: NCHW<->NHWC conversion kernels are among the top kernels.
-    """
-
-    compiled: bool
-    images: bool
-    h2d_blocks_compute: bool
-    fp32_gemm: bool
-    layout_conversions: bool
-    eager: bool = True
-    ungraphed: bool = True
-
-    @classmethod
-    def of(cls, f: TraceFacts) -> Premises:
-        """Read the premises from a trace's device facts."""
-        compiled, prec, h2d = f.compiled, f.gemm_precision_s, f.h2d
-        total = sum(prec.values())
-        names = [k.name for k in f.top_kernels]
-        share = compiled.get("device_share")
-        if share is None:  # a document written before shares were kept
-            is_compiled = bool(compiled.get("regions") or compiled.get("triton_kernels"))
-        else:
-            is_compiled = float(share) >= COMPILED_SHARE
-        graphed = float(f.graphs.get("device_share") or 0.0) >= GRAPHED_SHARE
-        blocking = float(h2d.get("on_compute_stream_s") or 0.0)
-        return cls(
-            compiled=is_compiled,
-            images=f.image_inputs is True,
-            h2d_blocks_compute=f.device_span_s > 0
-            and blocking / f.device_span_s >= H2D_BLOCKING_SHARE,
-            fp32_gemm=total > 0
-            and (prec.get("fp32", 0.0) + prec.get("tf32", 0.0)) / total >= LOW_PRECISION_SHARE,
-            layout_conversions=any("nchwToNhwc" in n or "nhwcToNchw" in n for n in names),
-            eager=not is_compiled and not graphed,
-            ungraphed=not graphed,
-        )
-
-    def held(self) -> dict[str, bool]:
-        """The premises by name (``fix_scope`` premises)."""
-        return {k: bool(getattr(self, k)) for k in self.__dataclass_fields__}
-
-
-def job_of(ctx: Context) -> tuple[str, str | None, str | None]:
-    """``(job kind, engine, vendor)`` of the Run's trace; ``("unknown", None, None)`` without."""
-    f = _facts(ctx)
-    if f is None:
-        return "unknown", None, None
-    vendor = f.vendor if f.device_events else ("cpu" if f.launch_calls == 0 else f.vendor)
-    return f.job_kind, f.job.get("engine"), vendor
-
-
-def fit_to_job(found: list[Finding], ctx: Context) -> list[Finding]:
-    """Drop from each finding the fixes that do not fit the traced job (``fix_scope``).
-
-    Runs without a trace keep their fixes: their job kind is not known.
-    """
-    if _facts(ctx) is None:
-        return found
-    job, _, vendor = job_of(ctx)
-    p = premises(ctx)
-    held = p.held() if p is not None else {}
-    out = []
-    for f in found:
-        fixes = keep_fitting(f.fixes, job, vendor, held)
-        out.append(f if fixes == f.fixes else dataclasses.replace(f, fixes=fixes))
-    return out
-
-
-def has_facts(ctx: Context) -> bool:
-    """True when the Run's trace section carries device facts."""
-    return _facts(ctx) is not None
-
-
-def _facts(ctx: Context) -> TraceFacts | None:
-    return ctx.trace.facts if ctx.trace is not None else None
-
-
-def premises(ctx: Context) -> Premises | None:
-    """The premises of a trace Run (None for Runs without device facts)."""
-    f = _facts(ctx)
-    return Premises.of(f) if f is not None else None
 
 
 def no_device_activity(ctx: Context) -> Finding | None:
@@ -163,7 +64,7 @@ def no_device_activity(ctx: Context) -> Finding | None:
     device work the profiler did not record (CUDA activity off, or CUPTI's range profiler
     recording counters instead of the timeline) is told apart by the host's launch calls.
     """
-    t, f = ctx.trace, _facts(ctx)
+    t, f = ctx.trace, facts_of(ctx)
     if t is None or f is None or f.device_events:
         return None
     launches, ranges = f.launch_calls, f.profiler_ranges
@@ -179,8 +80,9 @@ def no_device_activity(ctx: Context) -> Finding | None:
     if cpu_only:
         summary = (
             f"A CPU job: the trace records {t.events} events, all on the CPU, and no device "
-            f"work was launched; the CPU is the device (a {f.job_kind} job over "
-            f"{(t.window_s or 0.0) * 1e3:.1f} ms), so its steps and host calls are what to read"
+            f"work was launched; the CPU is the device ({_article(f.job_kind)} {f.job_kind} "
+            f"job over {(t.window_s or 0.0) * 1e3:.1f} ms), so its steps and host calls are "
+            "what to read"
         )
         return Finding("cpu_job", "info", summary, evidence, None, ())
     summary = "No device activity recorded: the trace has no kernel, memcpy or memset"
@@ -212,7 +114,7 @@ def no_device_activity(ctx: Context) -> Finding | None:
 
 def comm_bound(ctx: Context) -> Finding | None:
     """Communication kernels not hidden under compute (or, when hidden, a note)."""
-    t, f = ctx.trace, _facts(ctx)
+    t, f = ctx.trace, facts_of(ctx)
     if t is None or f is None or f.communication.total_s <= 0 or f.device_span_s <= 0:
         return None
     comm = f.communication
@@ -322,7 +224,7 @@ def _queued_share(f: TraceFacts) -> float:
 
 def device_idle(ctx: Context) -> Finding | None:
     """Why the device idles in the window: host behind (launch-bound or not), tiny work."""
-    t, f = ctx.trace, _facts(ctx)
+    t, f = ctx.trace, facts_of(ctx)
     if t is None or f is None or t.busy_fraction is None or not f.device_events:
         return None
     # Time waiting for the DataLoader is input_bound's; what is left is this rule's.
@@ -474,8 +376,14 @@ def _look() -> tuple[Fix, ...]:
     )
 
 
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def _r(v: Any, digits: int = 4) -> Any:
     return round(v, digits) if isinstance(v, float) else v
 
 
 TRACE_RULES = (no_device_activity, comm_bound, device_idle)
+
+__all__ = ["TRACE_RULES", "Premises", "fit_to_job", "has_facts", "job_of", "premises"]
