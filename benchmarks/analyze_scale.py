@@ -7,7 +7,9 @@ events from 1M to 16M events; peak memory <= 150 MB per million events.
 For each size a trace of a training loop (100 kernels a step, five events per kernel:
 ``benchmarks/_synthetic_kineto.py``) is written to a temporary folder as plain JSON, then
 read in fresh Python processes, interleaved: ``gpuwise`` (``gpuwise.diagnose.analyze``:
-read, device facts, diagnosis) and ``json.load`` (the parse alone, no figures). Each
+read, device facts, diagnosis), ``gpuwise-json`` (the same with ``orjson`` hidden, when it
+is installed: the standard library decodes the events) and ``json.load`` (the parse
+alone, no figures). Each
 prints its time and its peak RSS growth (``VmHWM`` after minus before). The median of the
 runs is reported per size, with the ratio gpuwise / json.load and the figures per million
 events.
@@ -45,7 +47,9 @@ JSON_LOAD_MB_PER_M = 1400.0
 CHILD = r"""
 import json, sys, time
 mode, path = sys.argv[1], sys.argv[2]
-if mode == "gpuwise":
+if mode == "gpuwise-json":
+    sys.modules["orjson"] = None  # the standard library decodes the runs too
+if mode.startswith("gpuwise"):
     from gpuwise.diagnose.analyze import analyze
 
 def peak_kib():
@@ -57,7 +61,7 @@ def peak_kib():
 
 before = peak_kib()
 t0 = time.perf_counter()
-if mode == "gpuwise":
+if mode.startswith("gpuwise"):
     kinds = [f.kind for f in analyze([path]).findings]
 else:
     with open(path) as fh:
@@ -108,7 +112,7 @@ def run_size(events: int, runs: int, folder: Path, modes: dict[str, Path]) -> di
     samples: dict[str, list[dict[str, Any]]] = {m: [] for m in plan}
     for _ in range(runs):
         for mode, src in plan.items():
-            kind = "json.load" if mode == "json.load" else "gpuwise"
+            kind = mode if mode in ("json.load", "gpuwise-json") else "gpuwise"
             samples[mode].append(measure(kind, path, src))
     size_mb = path.stat().st_size / 1e6
     path.unlink()
@@ -129,10 +133,20 @@ def run_size(events: int, runs: int, folder: Path, modes: dict[str, Path]) -> di
     if "json.load" in med:
         row["time_vs_json_load"] = med["gpuwise"]["s"] / med["json.load"]["s"]
         row["json_load_s_per_m_events"] = med["json.load"]["s"] / millions
+    if "gpuwise-json" in med and "json.load" in med:
+        row["stdlib_time_vs_json_load"] = med["gpuwise-json"]["s"] / med["json.load"]["s"]
     if "baseline" in med:
         row["baseline_s_per_m_events"] = med["baseline"]["s"] / millions
         row["speedup_vs_baseline"] = med["baseline"]["s"] / med["gpuwise"]["s"]
     return row
+
+
+def _has_orjson() -> bool:
+    try:
+        import orjson  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> int:
@@ -147,6 +161,8 @@ def main() -> int:
     sizes = args.sizes or ([50_000, 200_000] if args.quick else [1_000_000, 4_000_000, 16_000_000])
     runs = 3 if args.quick else max(5, args.runs)
     modes = {"gpuwise": SRC, "json.load": SRC}
+    if _has_orjson():
+        modes["gpuwise-json"] = SRC  # the same reader without orjson: the floor everywhere
     if args.baseline:
         modes["baseline"] = args.baseline
     rows = []
@@ -184,6 +200,14 @@ def _print(r: dict[str, Any]) -> None:
         )
     else:
         print(f"{'':13}{r['json_load_skipped']}")
+    if "gpuwise-json" in med:
+        gj = med["gpuwise-json"]
+        ratio = r.get("stdlib_time_vs_json_load")
+        vs = f"; / json.load x{ratio:.2f}" if ratio is not None else ""
+        print(
+            f"{'':13}gpuwise without orjson (json module) {gj['s']:7.2f} s, "
+            f"RSS +{gj['rss_mb']:6.0f} MB{vs}"
+        )
     if "baseline" in med:
         print(
             f"{'':13}baseline {med['baseline']['s']:7.2f} s = "
