@@ -46,12 +46,17 @@ class Communication:
         exposed_by_collective_s: Exposed time of each collective kind (``COLLECTIVES``)
             whose kernels the trace names; kinds may overlap one another, so the values
             can add up to more than ``exposed_s``. Empty when not known (older documents).
+        by_parallelism_s: Communication time per parallelism (``data_parallel``,
+            ``tensor_parallel``, ``pipeline_parallel``, ``expert_parallel``,
+            ``context_parallel``, ``unknown``) its process groups serve, where the trace
+            names the groups (``Process Group Description``); empty otherwise.
     """
 
     total_s: float = 0.0
     overlapped_s: float = 0.0
     exposed_s: float = 0.0
     exposed_by_collective_s: dict[str, float] = field(default_factory=dict)
+    by_parallelism_s: dict[str, float] = field(default_factory=dict)
 
     def dominant_collective(self) -> str | None:
         """The collective kind with the most exposed time (None when none is known)."""

@@ -166,6 +166,7 @@ def facts_from_dict(d: Mapping[str, Any]) -> TraceFacts:
             overlapped_s=comm.get("overlapped_s", 0.0),
             exposed_s=comm.get("exposed_s", 0.0),
             exposed_by_collective_s=dict(comm.get("exposed_by_collective_s") or {}),
+            by_parallelism_s=dict(comm.get("by_parallelism_s") or {}),
         ),
         idle_by_stream=[
             StreamIdle(**{k: v for k, v in s.items() if k in _STREAM_KEYS})

@@ -149,10 +149,15 @@ def _comm_line(comm: Communication, dist: Mapping[str, Any]) -> str:
     who = ""
     if dist.get("world_size"):
         who = f" ({dist.get('backend') or '?'}, world size {dist['world_size']})"
+    groups = ""
+    if comm.by_parallelism_s:
+        groups = "; " + ", ".join(
+            f"{k.replace('_', ' ')} {format_seconds(v)}" for k, v in comm.by_parallelism_s.items()
+        )
     return (
         f"{format_seconds(comm.total_s)} of communication{who}: "
         f"{format_fraction(comm.overlap_fraction)} overlapped with compute, "
-        f"{format_seconds(comm.exposed_s)} exposed"
+        f"{format_seconds(comm.exposed_s)} exposed{groups}"
     )
 
 

@@ -150,3 +150,50 @@ def test_symmetric_memory_all_reduce_is_communication_in_the_figures(tmp_path: P
     assert section.facts.communication.exposed_by_collective_s == pytest.approx(
         {"all_reduce": 180e-6}
     )
+
+
+@pytest.mark.parametrize(
+    ("group", "label"),
+    [
+        ("default_pg", "data_parallel"),
+        ("mesh_dp", "data_parallel"),
+        ("mesh_tp", "tensor_parallel"),
+        ("tp:0", "tensor_parallel"),
+        ("pp", "pipeline_parallel"),
+        ("ep_group", "expert_parallel"),
+        ("undefined", "unknown"),
+    ],
+)
+def test_parallelism_of_a_process_group(group: str, label: str) -> None:
+    from gpuwise.telemetry.readers._kineto_collectives import parallelism
+
+    assert parallelism(group) == label
+
+
+def test_communication_per_parallelism_from_the_real_ddp_trace() -> None:
+    # Every NCCL kernel of this trace carries "Process Group Description": "default_pg".
+    from tests.conftest import realdata
+
+    tr = read_trace(realdata("hta_traces/cnn_ddp_a100_nccl.trace.json.gz"))
+    assert tr.facts is not None
+    comm = tr.facts.communication
+    assert comm.by_parallelism_s == pytest.approx({"data_parallel": comm.total_s})
+
+
+def test_tensor_and_data_parallel_groups_are_told_apart(tmp_path: Path) -> None:
+    def nccl(ts: float, dur: float, desc: str) -> dict[str, object]:
+        k = kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", ts, dur, 20)
+        k["args"].update({"Process Group Description": desc, "Collective name": "allreduce"})
+        return k
+
+    events = [nccl(0, 10, "mesh_tp"), nccl(20, 10, "mesh_tp"), nccl(40, 30, "mesh_dp")]
+    section = read_trace(write_trace(tmp_path, events)).to_section()
+    assert section.facts is not None
+    assert section.facts.communication.by_parallelism_s == pytest.approx(
+        {"tensor_parallel": 20e-6, "data_parallel": 30e-6}
+    )
+    again = type(section).from_dict(section.to_dict())
+    assert again.facts is not None
+    assert (
+        again.facts.communication.by_parallelism_s == section.facts.communication.by_parallelism_s
+    )

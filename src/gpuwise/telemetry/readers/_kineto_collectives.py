@@ -96,3 +96,28 @@ def collective_tag(args: dict[str, Any]) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+_PARALLELISM = (
+    ("tensor_parallel", frozenset({"tp", "tensor", "tensorparallel"})),
+    ("expert_parallel", frozenset({"ep", "expert", "moe", "experts"})),
+    ("pipeline_parallel", frozenset({"pp", "pipeline", "pipe"})),
+    ("context_parallel", frozenset({"cp", "context", "sp", "sequence"})),
+    ("data_parallel", frozenset({"dp", "data", "ddp", "fsdp", "default_pg", "default", "hsdp"})),
+)
+
+
+def parallelism(group: str) -> str:
+    """Which parallelism a process group serves, from its description (``unknown``).
+
+    Descriptions are PyTorch's (``default_pg``, DeviceMesh's ``mesh_tp``/``mesh_dp``) or an
+    engine's (vLLM/SGLang name their groups ``tp``, ``pp``, ``dp``, ``ep``).
+    """
+    low = group.lower()
+    if low == "default_pg":
+        return "data_parallel"
+    tokens = set(re.split(r"[^a-z0-9]+", low))
+    for label, words in _PARALLELISM:
+        if tokens & words:
+            return label
+    return "unknown"

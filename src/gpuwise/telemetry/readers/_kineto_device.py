@@ -124,6 +124,9 @@ class DeviceEvents:
         self._ids: dict[str, int] = {}
         self._of: dict[str, dict[str, tuple[int, int]]] = {k: {} for k in KIND_CODES}
         self.tags: dict[int, str] = {}
+        self.group_rows, self.group_ids = array("q"), array("l")
+        self.group_names: list[str] = []
+        self._group_of: dict[str, int] = {}
 
     def add(self, name: str, kind: str, start: float, end: float, args: dict[str, Any]) -> None:
         """Append one device event (``kind``: a key of ``KIND_CODES``)."""
@@ -131,10 +134,14 @@ class DeviceEvents:
         if known is None:
             known = self._learn(name, kind, args)
         cls, nid = known
-        if cls == COMMUNICATION and nid not in self.tags:
-            tag = collective_tag(args)
-            if tag is not None:
-                self.tags[nid] = tag
+        if cls == COMMUNICATION:
+            if nid not in self.tags:
+                tag = collective_tag(args)
+                if tag is not None:
+                    self.tags[nid] = tag
+            group = args.get("Process Group Description") or args.get("Process Group Name")
+            if isinstance(group, str) and group:
+                self._group(group)
         stream = args.get("stream")
         corr = args.get("correlation")
         self.starts.append(start)
@@ -144,6 +151,15 @@ class DeviceEvents:
         self.name_ids.append(nid)
         self.kinds.append(KIND_CODES[kind])
         self.correlations.append(corr if type(corr) is int else -1)
+
+    def _group(self, group: str) -> None:
+        """Note the process group of the communication event being added."""
+        gid = self._group_of.get(group)
+        if gid is None:
+            gid = self._group_of[group] = len(self.group_names)
+            self.group_names.append(group)
+        self.group_rows.append(len(self.starts))
+        self.group_ids.append(gid)
 
     def _learn(self, name: str, kind: str, args: dict[str, Any]) -> tuple[int, int]:
         nid = self._ids.get(name)

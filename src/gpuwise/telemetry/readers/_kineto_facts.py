@@ -23,7 +23,7 @@ from gpuwise.records.trace import (
     TopKernel,
     TraceFacts,
 )
-from gpuwise.telemetry.readers._kineto_collectives import collective_kind
+from gpuwise.telemetry.readers._kineto_collectives import collective_kind, parallelism
 from gpuwise.telemetry.readers._kineto_device import (
     COMMUNICATION,
     COMPUTE,
@@ -67,7 +67,9 @@ def trace_facts(t: EventTally) -> TraceFacts:
             name: float(durations[cols.classes == i].sum()) * US
             for i, name in enumerate(KERNEL_CLASSES)
         },
-        communication=_communication(cols, comp, lo, hi, t.device.tags),
+        communication=_communication(
+            cols, comp, lo, hi, t.device.tags, _by_parallelism(t, every, lo, hi)
+        ),
         idle_by_stream=idle,
         h2d=_h2d(cols, durations, idle),
         launch=_launch(cols, len(t.steps)),
@@ -167,8 +169,28 @@ def _steady(cols: DeviceColumns, spans: list[tuple[float, float]]) -> DeviceColu
     return cols.subset(when < cut)
 
 
+def _by_parallelism(t: EventTally, every: DeviceColumns, lo: float, hi: float) -> dict[str, float]:
+    """Communication time per parallelism its process groups serve (when the trace names them)."""
+    dev = t.device
+    if not dev.group_names:
+        return {}
+    rows = np.frombuffer(dev.group_rows, dtype=np.int64)
+    ids = np.frombuffer(dev.group_ids, dtype=np.int64)
+    labels = [parallelism(g) for g in dev.group_names]
+    out: dict[str, float] = {}
+    for label in sorted(set(labels)):
+        pick = rows[np.isin(ids, [i for i, x in enumerate(labels) if x == label])]
+        out[label] = union_s((every.starts[pick], every.ends[pick]), lo, hi)
+    return out
+
+
 def _communication(
-    cols: DeviceColumns, comp: Pair, lo: float, hi: float, tags: dict[int, str]
+    cols: DeviceColumns,
+    comp: Pair,
+    lo: float,
+    hi: float,
+    tags: dict[int, str],
+    by_parallelism: dict[str, float],
 ) -> Communication:
     comm = cols.of_class(COMMUNICATION)
     total = union_s(comm, lo, hi)
@@ -179,7 +201,7 @@ def _communication(
     overlapped = total + compute - union_s(both(comp, comm), lo, hi)
     overlapped = min(total, max(0.0, overlapped))
     by_kind = _exposed_by_collective(cols, comp, compute, lo, hi, tags)
-    return Communication(total, overlapped, total - overlapped, by_kind)
+    return Communication(total, overlapped, total - overlapped, by_kind, by_parallelism)
 
 
 def _exposed_by_collective(
