@@ -155,13 +155,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="interleaved runs per mode (>= 5)")
     parser.add_argument("--quick", action="store_true", help="50k and 200k events, 3 runs")
     parser.add_argument("--baseline", type=Path, help="another gpuwise source tree to time too")
+    parser.add_argument(
+        "--reader-only", action="store_true", help="time only gpuwise (no json.load, no stdlib)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--tmp", type=Path, help="folder for the traces (default: system temp)")
     args = parser.parse_args()
     sizes = args.sizes or ([50_000, 200_000] if args.quick else [1_000_000, 4_000_000, 16_000_000])
     runs = 3 if args.quick else max(5, args.runs)
-    modes = {"gpuwise": SRC, "json.load": SRC}
-    if _has_orjson():
+    modes = {"gpuwise": SRC} if args.reader_only else {"gpuwise": SRC, "json.load": SRC}
+    if _has_orjson() and not args.reader_only:
         modes["gpuwise-json"] = SRC  # the same reader without orjson: the floor everywhere
     if args.baseline:
         modes["baseline"] = args.baseline
