@@ -67,6 +67,7 @@ def scoped(
 
         made.__name__, made.__doc__ = fn.__name__, fn.__doc__
         made.__wrapped__ = fn  # type: ignore[attr-defined]
+        made.__scope__ = scope  # type: ignore[attr-defined]
         return made  # type: ignore[return-value]
 
     return wrap
@@ -78,7 +79,10 @@ def scope_of(fix: Fix) -> Scope:
 
 
 def fits(
-    fix: Fix, job: str = "unknown", vendor: str | None = None, premises: Mapping[str, bool] = {}
+    fix: Fix,
+    job: str = "unknown",
+    vendor: str | None = None,
+    premises: Mapping[str, bool] | None = None,
 ) -> bool:
     """True when ``fix`` applies to a job of kind ``job`` on ``vendor``'s devices.
 
@@ -93,14 +97,15 @@ def fits(
         return False
     if vendor is not None and vendor not in scope.vendors:
         return False
-    return all(premises.get(p, True) for p in scope.premises)
+    held = premises or {}
+    return all(held.get(p, True) for p in scope.premises)
 
 
 def keep_fitting(
     fixes: tuple[Fix, ...],
     job: str = "unknown",
     vendor: str | None = None,
-    premises: Mapping[str, bool] = {},
+    premises: Mapping[str, bool] | None = None,
 ) -> tuple[Fix, ...]:
     """Return the fixes that fit (``fits``), in order."""
     return tuple(f for f in fixes if fits(f, job, vendor, premises))

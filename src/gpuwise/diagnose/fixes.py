@@ -168,6 +168,7 @@ def bigger_batch(factor: int | None, peak_bytes: int | None, total_bytes: int | 
     )
 
 
+@scoped()
 def mixed_precision(compute_capability: str | None, cpu_bf16: bool) -> Fix | None:
     """Fix: mixed precision, only where the hardware runs it fast (None elsewhere).
 
@@ -227,6 +228,7 @@ def fewer_launches() -> Fix:
     )
 
 
+@scoped(vendors=GPU)
 def release_idle_gpu() -> tuple[Fix, ...]:
     """Fixes for a GPU held by a job that mostly does not use it."""
     return (
@@ -244,6 +246,7 @@ def release_idle_gpu() -> tuple[Fix, ...]:
     )
 
 
+@scoped(vendors=GPU)
 def cooling(vendor: str | None = None) -> tuple[Fix, ...]:
     """Fixes for thermal clock throttling, with the vendor's own tool."""
     return (
@@ -294,6 +297,7 @@ def compress_gradients() -> Fix:
     )
 
 
+@scoped(vendors=GPU)
 def check_interconnect(vendor: str | None = None) -> Fix:
     """Fix: check the links between the devices, with the vendor's tool."""
     if vendor == "amd":

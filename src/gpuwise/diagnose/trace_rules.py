@@ -338,6 +338,7 @@ def _launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
         if p.ungraphed:
             fixes.append(fxi.replay_graphs(engine, vendor))
         fixes.append(fxi.serve_bigger_batches(engine))
+        fixes.append(fxi.kv_cache_room(engine))
         return tuple(fixes)
     if p.eager:
         fixes.append(fx.fewer_launches())
