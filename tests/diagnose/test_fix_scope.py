@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import types
 
 import pytest
 
@@ -15,13 +16,13 @@ COMPOSITES = {"comm_fixes"}
 
 
 @pytest.mark.parametrize("module", [fx, fxi])
-def test_every_fix_constructor_declares_its_scope(module: object) -> None:
+def test_every_fix_constructor_declares_its_scope(module: types.ModuleType) -> None:
     for name, fn in inspect.getmembers(module, inspect.isfunction):
-        if fn.__module__ != module.__name__ or name.startswith("_") or name in COMPOSITES:  # type: ignore[attr-defined]
+        if fn.__module__ != module.__name__ or name.startswith("_") or name in COMPOSITES:
             continue
         returns = str(inspect.signature(fn).return_annotation)
         if "Fix" in returns:
-            assert hasattr(fn, "__scope__"), f"{module.__name__}.{name} declares no scope"  # type: ignore[attr-defined]
+            assert hasattr(fn, "__scope__"), f"{module.__name__}.{name} declares no scope"
 
 
 def test_inference_never_gets_training_fixes() -> None:
