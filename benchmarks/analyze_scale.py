@@ -152,19 +152,22 @@ def _has_orjson() -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", help="events per trace")
-    parser.add_argument("--runs", type=int, default=5, help="interleaved runs per mode (>= 5)")
+    parser.add_argument("--runs", type=int, default=5, help="interleaved runs per mode")
     parser.add_argument("--quick", action="store_true", help="50k and 200k events, 3 runs")
     parser.add_argument("--baseline", type=Path, help="another gpuwise source tree to time too")
     parser.add_argument(
         "--reader-only", action="store_true", help="time only gpuwise (no json.load, no stdlib)"
     )
+    parser.add_argument(
+        "--no-stdlib", action="store_true", help="skip the orjson-hidden gpuwise runs"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--tmp", type=Path, help="folder for the traces (default: system temp)")
     args = parser.parse_args()
     sizes = args.sizes or ([50_000, 200_000] if args.quick else [1_000_000, 4_000_000, 16_000_000])
-    runs = 3 if args.quick else max(5, args.runs)
+    runs = 3 if args.quick else args.runs
     modes = {"gpuwise": SRC} if args.reader_only else {"gpuwise": SRC, "json.load": SRC}
-    if _has_orjson() and not args.reader_only:
+    if _has_orjson() and not (args.reader_only or args.no_stdlib):
         modes["gpuwise-json"] = SRC  # the same reader without orjson: the floor everywhere
     if args.baseline:
         modes["baseline"] = args.baseline
