@@ -77,3 +77,19 @@ def test_autograds_evaluate_function_is_not_evaluation() -> None:
 )
 def test_kernel_marks(name: str, bit: int) -> None:
     assert kernel_marks(name) & bit
+
+
+def test_a_dgrad_kernel_under_forward_only_ops_is_not_training(tmp_path) -> None:
+    # cuDNN runs ConvTranspose2d's forward as a dgrad kernel: the host ops say inference.
+    from tests.trace_events import event, kernel, write_trace
+
+    events = [
+        event("cpu_op", "aten::conv_transpose2d", 0, 50),
+        kernel(
+            "void cudnn::detail::dgrad2d_alg1_1<float, 0, 6, 7, 5, 4, 5, true, true>(...)", 5, 40, 7
+        ),
+    ]
+    tr = read_trace(write_trace(tmp_path, events))
+    assert tr.facts is not None
+    assert tr.facts.job["kind"] == "inference"
+    assert tr.facts.job["evidence"]["backward_kernel_s"] == pytest.approx(40e-6)

@@ -168,7 +168,10 @@ def job_kind(marks: JobMarks, kernel_time_s: dict[str, float]) -> dict[str, Any]
             evidence[f"{name}_marks"] = seen
             engine = engine or name
     trained = evidence["backward_spans"] or evidence["optimizer_spans"]
-    if trained or (engine is None and evidence["backward_kernel_s"] > 0):
+    # Backward-looking kernels decide only when no host span was recorded: cuDNN runs a
+    # transposed convolution's forward as a dgrad kernel, so an inference trace can hold one.
+    kernels_only = not marks.spans and engine is None and evidence["backward_kernel_s"] > 0
+    if trained or kernels_only:
         kind = "training"
     elif engine is not None:
         kind = "inference"
