@@ -47,11 +47,12 @@ def test_html_report_has_the_trace_section_and_step_timeline(tmp_path, capsys):
     assert "ncclKernel_SendRecv" in section
 
 
-def test_cpu_only_trace_says_no_device_activity(capsys):
+def test_cpu_only_trace_is_read_as_a_cpu_job(capsys):
     assert main(["analyze", str(HTA / "cpu_only.trace.json.gz")]) == 0
     out = capsys.readouterr().out
-    assert "no device activity recorded" in out
-    assert "no_device_activity" in out
+    assert "the CPU: no device work was launched (a CPU job)" in out
+    assert "cpu_job" in out
+    assert "no device activity" not in out
     assert "healthy" not in out
 
 

@@ -122,7 +122,7 @@ VERDICTS = {
     "cnn_ddp_a100_nccl": "launch_bound",
     "resnet_v100_compute": "healthy",
     "amd_mi250_toy_train": "launch_bound",
-    "cpu_only": "no_device_activity",
+    "cpu_only": "cpu_job",
     "mtia_inference": "healthy",
     "triton_kernel": "gpu_idle_between_phases",
     "multistream_sync_nosteps": "gpu_idle_between_phases",
@@ -168,11 +168,14 @@ def test_compiled_trace_is_never_told_to_compile():
     assert "torch.compile" not in " ".join(f.how for x in run.findings for f in x.fixes)
 
 
-def test_trace_without_device_events_is_not_healthy():
+def test_a_cpu_only_trace_is_read_as_a_cpu_job_not_as_a_missing_device():
     run = analyze([HTA / "cpu_only.trace.json.gz"])
     top = run.findings[0]
-    assert top.severity == "critical"
+    assert (top.kind, top.severity) == ("cpu_job", "info")
     assert top.evidence["cpu_only"] is True
+    assert "the CPU is the device" in top.summary
+    every = " ".join(f.how for x in run.findings for f in x.fixes)
+    assert "model.parameters()).device" not in every
     assert "healthy" not in [f.kind for f in run.findings]
 
 

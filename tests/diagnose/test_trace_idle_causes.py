@@ -141,7 +141,7 @@ def test_launches_without_device_events_are_not_called_a_cpu_only_trace(tmp_path
 def test_a_trace_with_only_cpu_ops_is_cpu_only(tmp_path):
     events = [event("cpu_op", "aten::add", 0, 50), event("user_annotation", "step", 0, 60)]
     found = analyze([write_trace(tmp_path, events)]).findings[0]
-    assert found.kind == "no_device_activity"
+    assert found.kind == "cpu_job"
     assert found.evidence["cpu_only"] is True
     assert found.evidence["launch_calls"] == 0
 

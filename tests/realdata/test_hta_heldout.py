@@ -165,8 +165,9 @@ def test_range_profiler_trace_is_not_called_cpu_only():
 
 @pytest.mark.parametrize("rel", CPU_ONLY)
 def test_cpu_only_traces_say_so(rel):
+    # no device event and no launch call: a CPU job, the CPU is the device
     run = _run(rel)
-    assert _kinds(run) == ["no_device_activity"]
+    assert _kinds(run) == ["cpu_job"]
     assert run.findings[0].evidence["cpu_only"] is True
 
 
@@ -234,7 +235,7 @@ def test_rank_files_missing_a_field_join_one_job():
     # rank_not_found has {"backend": "nccl"}, rank_non_gpu {"rank": 0}: nothing conflicts.
     run = _run("rank_unavailable/rank_not_found.json.gz", "rank_non_gpu/rank_non_gpu.json.gz")
     assert len(run.to_dict()["trace"]["ranks"]) == 2
-    assert run.findings[0].kind == "no_device_activity"
+    assert run.findings[0].kind == "cpu_job"
 
 
 def test_an_execution_trace_is_not_read_as_a_profiler_trace():

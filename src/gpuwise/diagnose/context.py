@@ -35,14 +35,15 @@ class Context:
         run: The Run being diagnosed.
         stats: ``records.step_stats`` of its steps.
         trace: ``run.trace``, when the Run came from a trace.
-        cores: CPU cores of the machine (the Run's CPU device, else this machine).
+        cores: CPU cores of the job's machine (the Run's CPU device; this machine's for a
+            job run here; None for a trace that does not record them).
         local_ranks: Processes per machine sharing those cores.
     """
 
     run: Run
     stats: dict[str, Any]
     trace: TraceSection | None
-    cores: int
+    cores: int | None
     local_ranks: int
 
     @classmethod
@@ -290,10 +291,16 @@ def _h2d_copies(trace: TraceSection | None) -> dict[str, dict[str, Any]]:
     return dict(trace.copies.get("h2d") or {})
 
 
-def _cores(run: Run) -> int:
+def _cores(run: Run) -> int | None:
+    """The job's host cores: its recorded CPU device; this machine's only for a job run here.
+
+    A Run read from files (``analyze``) that records no CPU device ran elsewhere: None.
+    """
     for d in run.devices:
         if d.get("id") == "cpu" and isinstance(d.get("cores"), int):
             return int(d["cores"])
+    if run.source == "analyze" and run.trace is not None:
+        return None
     return os.cpu_count() or 1
 
 

@@ -3,10 +3,14 @@
 Rules in ``rules.py`` decide *whether* a finding applies; this module says *what to do*
 about it, as Fix records concrete enough to paste. Fixes name the PyTorch setting first
 (it works today, in the user's code) and the gpuwise part that applies it second.
+
+Each constructor declares (``fix_scope.scoped``) the job kinds, vendors and premises its
+fixes apply to; ``fix_scope.keep_fitting`` drops the ones that do not fit a job.
 """
 
 from __future__ import annotations
 
+from gpuwise.diagnose.fix_scope import GPU, LOOPS, TRAINING, scoped
 from gpuwise.records import Fix
 
 SPEEDUP_CRITICAL = 1.5
@@ -43,16 +47,27 @@ def severity_for(speedup: float) -> str | None:
     return "info" if speedup >= SPEEDUP_INFO else None
 
 
-def loader_workers(cores: int, local_ranks: int, *, pin: bool = True) -> Fix:
+@scoped(jobs=LOOPS)
+def loader_workers(cores: int | None, local_ranks: int, *, pin: bool = True) -> Fix:
     """Fix: load batches in worker processes sized to the cores each rank can use.
 
     Args:
-        cores: CPU cores of the machine.
+        cores: CPU cores of the machine that ran the job; None when not known (a trace
+            does not record its host's cores): the fix then says what to check there
+            instead of sizing from the machine that runs the analysis.
         local_ranks: Processes on the machine sharing them.
         pin: Also pin the batches (worth it only when a GPU receives them).
     """
-    n = max(1, cores // max(1, local_ranks))
     pinned = ", pin_memory=True" if pin else ""
+    if cores is None:
+        return Fix(
+            "Load batches in DataLoader worker processes, as many as the job's host has "
+            "cores per local rank",
+            f"DataLoader(dataset, batch_size=B, num_workers=N, persistent_workers=True{pinned})"
+            "  # N = os.cpu_count() // local ranks, read on the machine that ran the job "
+            "(the trace does not record its cores)",
+        )
+    n = max(1, cores // max(1, local_ranks))
     per = f"{cores} cores // {local_ranks} local rank{'s' if local_ranks > 1 else ''}"
     return Fix(
         f"Load batches in {n} DataLoader worker process{'es' if n > 1 else ''}",
@@ -61,6 +76,7 @@ def loader_workers(cores: int, local_ranks: int, *, pin: bool = True) -> Fix:
     )
 
 
+@scoped(jobs=LOOPS, premises=("images",))
 def gpuwise_store() -> Fix:
     """Fix: pre-decode the data once and read it with the gpuwise loader."""
     return Fix(
@@ -70,6 +86,7 @@ def gpuwise_store() -> Fix:
     )
 
 
+@scoped(vendors=GPU, premises=("images",))
 def uint8_across() -> Fix:
     """Fix: send raw uint8 to the device and convert/augment there."""
     return Fix(
@@ -79,6 +96,7 @@ def uint8_across() -> Fix:
     )
 
 
+@scoped(premises=("images",))
 def batched_transforms() -> Fix:
     """Fix (CPU device): augment whole uint8 batches with tensor ops, not per sample."""
     return Fix(
@@ -88,6 +106,7 @@ def batched_transforms() -> Fix:
     )
 
 
+@scoped(jobs=LOOPS, vendors=GPU)
 def device_prefetch() -> Fix:
     """Fix: copy the next batch while the current one computes."""
     return Fix(
@@ -96,6 +115,7 @@ def device_prefetch() -> Fix:
     )
 
 
+@scoped(vendors=GPU)
 def pinned_async_copy() -> Fix:
     """Fix: pinned host memory plus asynchronous copies."""
     return Fix(
@@ -104,6 +124,7 @@ def pinned_async_copy() -> Fix:
     )
 
 
+@scoped(jobs=TRAINING)
 def defer_host_reads() -> Fix:
     """Fix: keep per-step results on the device; read them back rarely."""
     return Fix(
@@ -113,6 +134,7 @@ def defer_host_reads() -> Fix:
     )
 
 
+@scoped(vendors=GPU)
 def find_syncs() -> Fix:
     """Fix: make PyTorch warn at each host-device synchronisation."""
     return Fix(
@@ -121,6 +143,7 @@ def find_syncs() -> Fix:
     )
 
 
+@scoped(jobs=TRAINING)
 def background_post() -> Fix:
     """Fix: move logging, metrics and checkpoint writes off the step."""
     return Fix(
@@ -129,6 +152,7 @@ def background_post() -> Fix:
     )
 
 
+@scoped(jobs=TRAINING)
 def bigger_batch(factor: int | None, peak_bytes: int | None, total_bytes: int | None) -> Fix:
     """Fix: a larger batch, up to what the measured memory headroom allows."""
     if factor and peak_bytes and total_bytes:
@@ -144,6 +168,7 @@ def bigger_batch(factor: int | None, peak_bytes: int | None, total_bytes: int | 
     )
 
 
+@scoped()
 def mixed_precision(compute_capability: str | None, cpu_bf16: bool) -> Fix | None:
     """Fix: mixed precision, only where the hardware runs it fast (None elsewhere).
 
@@ -175,6 +200,26 @@ def mixed_precision(compute_capability: str | None, cpu_bf16: bool) -> Fix | Non
     return None
 
 
+@scoped(premises=("layout_conversions",))
+def channels_last() -> Fix:
+    """Fix: keep activations channels_last when the trace converts layouts every layer."""
+    return Fix(
+        "Keep activations channels_last: the trace converts NCHW<->NHWC every layer",
+        "model = model.to(memory_format=torch.channels_last); "
+        "x = x.to(memory_format=torch.channels_last)",
+    )
+
+
+@scoped(jobs=TRAINING)
+def fused_optimizer() -> Fix:
+    """Fix: one multi-tensor optimizer kernel instead of one per parameter."""
+    return Fix(
+        "Launch fewer, larger kernels",
+        "torch.optim.AdamW(params, foreach=True) or fused=True; batch small ops together",
+    )
+
+
+@scoped(vendors=GPU, premises=("eager",))
 def fewer_launches() -> Fix:
     """Fix: fuse kernels and replay launches as CUDA graphs."""
     return Fix(
@@ -183,6 +228,7 @@ def fewer_launches() -> Fix:
     )
 
 
+@scoped(vendors=GPU)
 def release_idle_gpu() -> tuple[Fix, ...]:
     """Fixes for a GPU held by a job that mostly does not use it."""
     return (
@@ -200,12 +246,13 @@ def release_idle_gpu() -> tuple[Fix, ...]:
     )
 
 
-def cooling() -> tuple[Fix, ...]:
-    """Fixes for thermal clock throttling."""
+@scoped(vendors=GPU)
+def cooling(vendor: str | None = None) -> tuple[Fix, ...]:
+    """Fixes for thermal clock throttling, with the vendor's own tool."""
     return (
         Fix(
             "Check the GPU's cooling and airflow; clocks drop when it runs hot",
-            "nvidia-smi -q -d TEMPERATURE,PERFORMANCE",
+            SMI_CHECKS["amd" if vendor == "amd" else "nvidia"]["thermal"],
         ),
         Fix(
             "Watch temperature and throttle reasons while the job runs",
@@ -214,6 +261,57 @@ def cooling() -> tuple[Fix, ...]:
     )
 
 
+SMI_CHECKS = {
+    "nvidia": {
+        "thermal": "nvidia-smi -q -d TEMPERATURE,PERFORMANCE",
+        "topology": "nvidia-smi topo -m; NCCL_DEBUG=INFO shows the transport NCCL picked "
+        "(NET/IB vs NET/Socket, P2P/NVL vs SHM)",
+    },
+    "amd": {
+        "thermal": "amd-smi metric --temperature --power (older ROCm: rocm-smi --showtemp "
+        "--showpower)",
+        "topology": "amd-smi topology (older ROCm: rocm-smi --showtopo); NCCL_DEBUG=INFO shows "
+        "the transport RCCL picked (NET/IB vs NET/Socket, P2P/XGMI vs SHM)",
+    },
+}
+"""Each vendor's own command for a check (the trace's vendor picks one)."""
+
+
+@scoped(jobs=TRAINING)
+def overlap_collectives() -> Fix:
+    """Fix: asynchronous, fewer and larger collectives (all-to-all of embeddings, experts)."""
+    return Fix(
+        "Overlap collectives with compute: issue them asynchronously, fewer and larger",
+        "work = dist.all_to_all_single(out, inp, async_op=True); ...; work.wait()  "
+        "# batch small tensors into one collective",
+    )
+
+
+@scoped(jobs=TRAINING)
+def compress_gradients() -> Fix:
+    """Fix: compress gradients in the DDP communication hook."""
+    return Fix(
+        "Compress gradients before they cross the wire",
+        "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks; "
+        "ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)",
+    )
+
+
+@scoped(vendors=GPU)
+def check_interconnect(vendor: str | None = None) -> Fix:
+    """Fix: check the links between the devices, with the vendor's tool."""
+    if vendor == "amd":
+        return Fix(
+            "Check the interconnect: xGMI/Infinity Fabric or InfiniBand, not PCIe or TCP sockets",
+            SMI_CHECKS["amd"]["topology"],
+        )
+    return Fix(
+        "Check the interconnect: NVLink/InfiniBand, not PCIe or TCP sockets",
+        SMI_CHECKS["nvidia"]["topology"],
+    )
+
+
+@scoped(jobs=TRAINING)
 def ddp_comm_fixes(one_big_bucket: bool = False) -> tuple[Fix, ...]:
     """The DDP part of the ``comm_bound`` fixes, in order of payoff.
 
@@ -244,6 +342,7 @@ def ddp_comm_fixes(one_big_bucket: bool = False) -> tuple[Fix, ...]:
     return tuple(fixes)
 
 
+@scoped(jobs=TRAINING)
 def fsdp_comm_fixes() -> tuple[Fix, ...]:
     """The FSDP fixes for exposed all-gathers (parameters) and reduce-scatters (gradients)."""
     return (
@@ -266,13 +365,16 @@ def fsdp_comm_fixes() -> tuple[Fix, ...]:
     )
 
 
-def comm_fixes(one_big_bucket: bool = False, collective: str | None = None) -> tuple[Fix, ...]:
-    """The ``comm_bound`` fix catalog, shared by profiled DDP runs and analyzed traces.
+def comm_fixes(
+    one_big_bucket: bool = False, collective: str | None = None, vendor: str | None = None
+) -> tuple[Fix, ...]:
+    """The ``comm_bound`` fix catalog of training jobs, shared by profiled DDP runs and traces.
 
     Args:
         one_big_bucket: As for ``ddp_comm_fixes``.
         collective: The collective kind that dominates the exposed communication
             (``records.trace.COLLECTIVES``; None: not known, as for a profiled DDP run).
+        vendor: The devices' vendor, for the interconnect check's tool (None: NVIDIA's).
 
     Returns:
         The fixes for that kind first: for ``all_reduce`` (and when not known) the DDP
@@ -282,23 +384,8 @@ def comm_fixes(one_big_bucket: bool = False, collective: str | None = None) -> t
         check of the interconnect.
     """
     ddp = ddp_comm_fixes(one_big_bucket)
-    overlap = Fix(
-        "Overlap collectives with compute: issue them asynchronously, fewer and larger",
-        "work = dist.all_to_all_single(out, inp, async_op=True); ...; work.wait()  "
-        "# batch small tensors into one collective",
-    )
-    rest = (
-        Fix(
-            "Compress gradients before they cross the wire",
-            "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks; "
-            "ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)",
-        ),
-        Fix(
-            "Check the interconnect: NVLink/InfiniBand, not PCIe or TCP sockets",
-            "nvidia-smi topo -m; NCCL_DEBUG=INFO shows the transport NCCL picked (NET/IB vs "
-            "NET/Socket, P2P/NVL vs SHM)",
-        ),
-    )
+    overlap = overlap_collectives()
+    rest = (compress_gradients(), check_interconnect(vendor))
     if collective == "all_to_all":
         return (overlap, *ddp, *rest)
     if collective in ("all_gather", "reduce_scatter"):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwise.diagnose import fixes as fx
+from gpuwise.diagnose import trace_host as th
 from gpuwise.diagnose import trace_rules as tr
 from gpuwise.diagnose.context import Context
 from gpuwise.diagnose.step_rules import backward_heavy, optimizer_bound, small_batch
@@ -75,10 +76,13 @@ def diagnose(run: Run) -> list[Finding]:
         return [_nothing_measured(0, run.meta)]
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]
+    found.extend(th.host_blocking(ctx))
     kinds = {f.kind for f in found}
     found.extend(f for f in _distributed(run) if f.kind not in kinds)
+    found = tr.fit_to_job(found, ctx)
     found.sort(key=_payoff_key)
-    if not any(f.severity in ("critical", "warning") for f in found):
+    cpu_job = any(f.kind == "cpu_job" for f in found)  # the CPU is the device: it leads
+    if not cpu_job and not any(f.severity in ("critical", "warning") for f in found):
         stepless = not run.steps and run.source == "profile"
         nothing = _nothing_measured(len(run.samples), run.meta) if stepless else None
         found.insert(0, nothing or _healthy(ctx))
@@ -190,8 +194,11 @@ def postprocess(ctx: Context) -> Finding | None:
 
 
 def host_sync(ctx: Context) -> Finding | None:
-    """Explicit host-GPU synchronisations seen in a trace."""
-    if ctx.trace is None:
+    """Explicit host-GPU synchronisations seen in a trace (without device facts).
+
+    A trace with device facts has its blocking calls read by ``trace_host``.
+    """
+    if ctx.trace is None or tr.has_facts(ctx):
         return None
     sync, window_s = ctx.trace.sync, ctx.trace.window_s
     if not sync or not window_s:

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.diagnose import fixes as fx
+from gpuwise.diagnose import fixes_inference as fxi
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.trace_premises import (
+    Premises,
+    facts_of,
+    fit_to_job,
+    has_facts,
+    job_of,
+    premises,
+)
 from gpuwise.records import Finding, Fix
 from gpuwise.records.trace import LaunchStats, TraceFacts
 from gpuwise.records.trace_section import TraceSection
@@ -36,76 +45,53 @@ COMM_SIGNIFICANT = 0.2
 OVERLAPPED = 0.8
 """Communication 80 % hidden under compute is working as intended: a note, not a fix."""
 
+COMM_FLOOR = 0.02
+"""Communication exposed for under 2 % of the step (and under 2 % in all) is immaterial:
+no finding, no fixes."""
+
 COMM_EXPLAINS = 1 / 3
 """Exposed communication explains idle gaps when it is at least a third of the idle time."""
 
 TINY_WORK_EVENTS = 10
 IDLE_WARN = 0.3
-LOW_PRECISION_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class Premises:
-    """What the trace shows about the job, each fix's precondition."""
-
-    compiled: bool
-    images: bool
-    h2d_blocks_compute: bool
-    fp32_gemm: bool
-    layout_conversions: bool
-
-    @classmethod
-    def of(cls, f: TraceFacts) -> Premises:
-        """Read the premises from a trace's device facts."""
-        compiled, prec, h2d = f.compiled, f.gemm_precision_s, f.h2d
-        total = sum(prec.values())
-        names = [k.name for k in f.top_kernels]
-        return cls(
-            compiled=bool(compiled.get("regions") or compiled.get("triton_kernels")),
-            images=f.image_inputs is True,
-            h2d_blocks_compute=(h2d.get("on_compute_stream_s") or 0.0) > 0,
-            fp32_gemm=total > 0
-            and (prec.get("fp32", 0.0) + prec.get("tf32", 0.0)) / total >= LOW_PRECISION_SHARE,
-            layout_conversions=any("nchwToNhwc" in n or "nhwcToNchw" in n for n in names),
-        )
-
-
-def has_facts(ctx: Context) -> bool:
-    """True when the Run's trace section carries device facts."""
-    return _facts(ctx) is not None
-
-
-def _facts(ctx: Context) -> TraceFacts | None:
-    return ctx.trace.facts if ctx.trace is not None else None
-
-
-def premises(ctx: Context) -> Premises | None:
-    """The premises of a trace Run (None for Runs without device facts)."""
-    f = _facts(ctx)
-    return Premises.of(f) if f is not None else None
 
 
 def no_device_activity(ctx: Context) -> Finding | None:
-    """A trace without any kernel, copy or set: nothing to judge, never healthy.
+    """A trace without any kernel, copy or set: nothing to judge on a device, never healthy.
 
-    A CPU-only trace and one whose host launched device work the profiler did not record
-    (CUDA activity off, or CUPTI's range profiler recording counters instead of the
-    timeline) are told apart by the host's launch calls.
+    A CPU-only trace (no launch calls, no counter ranges) is a CPU job: the CPU is the
+    device, and the step and host findings read it as such. A trace whose host launched
+    device work the profiler did not record (CUDA activity off, or CUPTI's range profiler
+    recording counters instead of the timeline) is told apart by the host's launch calls.
     """
-    t, f = ctx.trace, _facts(ctx)
+    t, f = ctx.trace, facts_of(ctx)
     if t is None or f is None or f.device_events:
         return None
     launches, ranges = f.launch_calls, f.profiler_ranges
     cpu_only = (t.events or 0) > 0 and launches == 0 and ranges == 0
-    summary = "No device activity recorded: the trace has no kernel, memcpy or memset"
+    evidence = {
+        "trace_events": t.events,
+        "device_events": 0,
+        "cpu_only": cpu_only,
+        "launch_calls": launches,
+        "profiler_ranges": ranges,
+        "job_kind": f.job_kind,
+    }
     if cpu_only:
-        summary += f" ({t.events} events, all on the CPU: a CPU-only trace)"
-    elif ranges:
+        summary = (
+            f"A CPU job: the trace records {t.events} events, all on the CPU, and no device "
+            f"work was launched; the CPU is the device ({_article(f.job_kind)} {f.job_kind} "
+            f"job over {(t.window_s or 0.0) * 1e3:.1f} ms), so its steps and host calls are "
+            "what to read"
+        )
+        return Finding("cpu_job", "info", summary, evidence, None, ())
+    summary = "No device activity recorded: the trace has no kernel, memcpy or memset"
+    if ranges:
         summary += (
             f"; the host launched device work ({launches} launch calls) and CUPTI's range "
             f"profiler recorded {ranges} counter ranges instead of the device timeline"
         )
-    elif launches:
+    else:
         summary += (
             f", though the host made {launches} launch calls: the profiler did not record "
             "the device side"
@@ -116,44 +102,35 @@ def no_device_activity(ctx: Context) -> Finding | None:
             "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
         )
     ]
-    if cpu_only:
-        fixes.append(
-            Fix(
-                "Check that the model and batches are on the device",
-                "next(model.parameters()).device",
-            )
-        )
-    elif ranges:
+    if ranges:
         fixes.append(
             Fix(
                 "Profile the timeline without per-kernel counter collection",
                 "drop experimental_config=_ExperimentalConfig(profiler_metrics=...) for this run",
             )
         )
-    evidence = {
-        "trace_events": t.events,
-        "device_events": 0,
-        "cpu_only": cpu_only,
-        "launch_calls": launches,
-        "profiler_ranges": ranges,
-    }
     return Finding("no_device_activity", "critical", summary, evidence, None, tuple(fixes))
 
 
 def comm_bound(ctx: Context) -> Finding | None:
     """Communication kernels not hidden under compute (or, when hidden, a note)."""
-    t, f = ctx.trace, _facts(ctx)
+    t, f = ctx.trace, facts_of(ctx)
     if t is None or f is None or f.communication.total_s <= 0 or f.device_span_s <= 0:
         return None
     comm = f.communication
     total = comm.total_s
     exposed, basis = _exposed_share(f, comm.exposed_s / f.device_span_s)
     overlap = comm.overlap_fraction or 0.0
+    if exposed < COMM_FLOOR and total / f.device_span_s < COMM_FLOOR:
+        return None  # immaterial: a few collectives, not worth a finding or its fixes
     evidence = {**_comm_evidence(t, f, exposed), "basis": basis}
-    if overlap >= OVERLAPPED:
+    if overlap >= OVERLAPPED or exposed < COMM_FLOOR:
         summary = (
             f"Communication runs {total * 1e3:.1f} ms, {overlap:.0%} of it under compute: "
             "overlapped as intended"
+            if overlap >= OVERLAPPED
+            else f"Communication runs {total * 1e3:.1f} ms; its exposed part is {exposed:.1%} "
+            "of the step: too little to be worth changing"
         )
         return Finding("comm_overlapped", "info", summary, evidence, None, ())
     speedup = fx.amdahl(exposed)
@@ -163,7 +140,11 @@ def comm_bound(ctx: Context) -> Finding | None:
         f"Communication takes {share:.0%} of device kernel time and only {overlap:.0%} of it "
         f"overlaps compute; the exposed rest is {exposed:.1%} of the window"
     )
-    fixes = fx.comm_fixes(collective=comm.dominant_collective())
+    job, engine, vendor = job_of(ctx)
+    if job == "inference":
+        fixes: tuple[Fix, ...] = (fxi.fewer_tp_ranks(engine), fx.check_interconnect(vendor))
+    else:
+        fixes = fx.comm_fixes(collective=comm.dominant_collective(), vendor=vendor)
     return Finding("comm_bound", severity, summary, evidence, round(speedup, 3), fixes)
 
 
@@ -243,7 +224,7 @@ def _queued_share(f: TraceFacts) -> float:
 
 def device_idle(ctx: Context) -> Finding | None:
     """Why the device idles in the window: host behind (launch-bound or not), tiny work."""
-    t, f = ctx.trace, _facts(ctx)
+    t, f = ctx.trace, facts_of(ctx)
     if t is None or f is None or t.busy_fraction is None or not f.device_events:
         return None
     # Time waiting for the DataLoader is input_bound's; what is left is this rule's.
@@ -299,7 +280,7 @@ def _idle_verdict(
         return "launch_bound", summary, _launch_fixes(Premises.of(f), ctx), True
     if sig.behind:
         summary = f"The device idles {idle:.1%} of the window waiting for the host (nothing queued)"
-        return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
+        return "gpu_idle_between_phases", summary, (*_host_behind(ctx), *_look()), True
     if sig.host_wait >= HOST_WAIT_SHARE:
         # The queue is deep most of the time but runs dry before most gaps.
         summary = (
@@ -307,7 +288,7 @@ def _idle_verdict(
             "stream's gaps have nothing queued: the host falls behind at times (e.g. at step "
             "boundaries) though it is ahead most of the step"
         )
-        return "gpu_idle_between_phases", summary, (fx.defer_host_reads(), *_look()), True
+        return "gpu_idle_between_phases", summary, (*_host_behind(ctx), *_look()), True
     if sig.queued:
         summary = (
             f"The device idles {idle:.1%} of the window with work queued: it waits on other "
@@ -351,25 +332,31 @@ def _idle_evidence(t: TraceSection, f: TraceFacts, idle: float) -> dict[str, Any
 
 
 def _launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
+    job, engine, vendor = job_of(ctx)
     fixes: list[Fix] = []
-    if not p.compiled:
+    if job == "inference":
+        if p.ungraphed:
+            fixes.append(fxi.replay_graphs(engine, vendor))
+        fixes.append(fxi.serve_bigger_batches(engine))
+        fixes.append(fxi.kv_cache_room(engine))
+        return tuple(fixes)
+    if p.eager:
         fixes.append(fx.fewer_launches())
     if p.layout_conversions:
-        fixes.append(
-            Fix(
-                "Keep activations channels_last: the trace converts NCHW<->NHWC every layer",
-                "model = model.to(memory_format=torch.channels_last); "
-                "x = x.to(memory_format=torch.channels_last)",
-            )
-        )
-    fixes.append(
-        Fix(
-            "Launch fewer, larger kernels",
-            "torch.optim.AdamW(params, foreach=True) or fused=True; batch small ops together",
-        )
-    )
-    fixes.append(ctx.bigger_batch_fix())
+        fixes.append(fx.channels_last())
+    fixes.append(fx.fused_optimizer())
+    fixes.append(fxi.eval_without_grad() if job == "evaluation" else ctx.bigger_batch_fix())
     return tuple(fixes)
+
+
+def _host_behind(ctx: Context) -> tuple[Fix, ...]:
+    """What keeps a host that falls behind busy, in the job's own terms."""
+    job, engine, vendor = job_of(ctx)
+    if job == "inference":
+        return (fxi.replay_graphs(engine, vendor), fxi.serve_bigger_batches(engine))
+    if job == "evaluation":
+        return (fxi.eval_without_grad(),)
+    return (fx.defer_host_reads(),)
 
 
 def _find_dependency() -> Fix:
@@ -390,8 +377,14 @@ def _look() -> tuple[Fix, ...]:
     )
 
 
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def _r(v: Any, digits: int = 4) -> Any:
     return round(v, digits) if isinstance(v, float) else v
 
 
 TRACE_RULES = (no_device_activity, comm_bound, device_idle)
+
+__all__ = ["TRACE_RULES", "Premises", "fit_to_job", "has_facts", "job_of", "premises"]

@@ -19,11 +19,20 @@ KERNEL_CLASSES = ("compute", "communication", "memory", "other")
 """Kernel classes of device events (DESIGN.md vocabulary); ``other`` holds events of a
 category no reader rule placed, counted and named in ``unplaced_categories``."""
 
-COLLECTIVES = ("all_reduce", "all_to_all", "all_gather", "reduce_scatter", "other")
-"""Kinds of communication kernels, as their names tell: DDP's gradient ``all_reduce``;
-``all_to_all`` (NCCL runs it as SendRecv kernels: embedding exchanges, expert routing);
-FSDP's ``all_gather`` of parameters and ``reduce_scatter`` of gradients; ``other``
-(broadcast, point-to-point, unnamed)."""
+COLLECTIVES = (
+    "all_reduce",
+    "all_to_all",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "send_recv",
+    "other",
+)
+"""Kinds of communication kernels, by what they do: ``all_reduce`` (DDP's gradients,
+tensor-parallel layers' outputs); ``all_to_all`` (NCCL runs it as SendRecv kernels:
+embedding exchanges, expert routing); FSDP's ``all_gather`` of parameters and
+``reduce_scatter`` of gradients; ``broadcast``; ``send_recv`` (point-to-point, pipeline
+stages); ``other`` (a library kernel that names no operation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +46,17 @@ class Communication:
         exposed_by_collective_s: Exposed time of each collective kind (``COLLECTIVES``)
             whose kernels the trace names; kinds may overlap one another, so the values
             can add up to more than ``exposed_s``. Empty when not known (older documents).
+        by_parallelism_s: Communication time per parallelism (``data_parallel``,
+            ``tensor_parallel``, ``pipeline_parallel``, ``expert_parallel``,
+            ``context_parallel``, ``unknown``) its process groups serve, where the trace
+            names the groups (``Process Group Description``); empty otherwise.
     """
 
     total_s: float = 0.0
     overlapped_s: float = 0.0
     exposed_s: float = 0.0
     exposed_by_collective_s: dict[str, float] = field(default_factory=dict)
+    by_parallelism_s: dict[str, float] = field(default_factory=dict)
 
     def dominant_collective(self) -> str | None:
         """The collective kind with the most exposed time (None when none is known)."""
@@ -138,6 +152,9 @@ class StepFacts:
 
     The four parts partition the step: compute is the union of compute kernels,
     communication and memory count only where nothing of an earlier part runs.
+    ``device_s`` is how long the device took for the work the host launched in the step
+    (first start to last end of it; None when the step launched none): longer than
+    ``duration_s`` step after step, the device sets the pace and its queue grows.
     """
 
     index: int
@@ -148,6 +165,7 @@ class StepFacts:
     idle_s: float
     comm_total_s: float
     atypical: bool = False
+    device_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +208,18 @@ class TraceFacts:
         profiler_ranges: CUPTI range-profiler events (``cuda_profiler_range``): per-kernel
             counter ranges, recorded instead of the device timeline.
         distributed: ``backend``, ``rank``, ``world_size`` from ``distributedInfo``.
+        job: What kind of job the trace recorded: ``kind`` (``training``, ``inference``,
+            ``evaluation``, ``unknown``), ``engine`` (``vllm``, ``sglang``,
+            ``tensorrt_llm``, ``triton_server``, ``llm_serving`` or None), ``prefill_s``
+            and ``decode_s`` (kernel time naming each phase) and the ``evidence``.
+        vendor: ``"nvidia"`` or ``"amd"`` from the trace's devices or runtime calls (None:
+            not known).
+        graphs: ``launches`` of CUDA/HIP graphs and the ``device_share`` of device time
+            they replayed.
+        excerpt: ``trace_span_s``, the host ``prologue_s`` before the first device event
+            and ``epilogue_s`` after the last, and ``outside_wait_s``: a blocking host
+            call already waiting when the first device work began (it waited on work
+            queued before the trace started).
     """
 
     device_events: int
@@ -212,6 +242,15 @@ class TraceFacts:
     launch_calls: int = 0
     profiler_ranges: int = 0
     distributed: dict[str, Any] = field(default_factory=dict)
+    job: dict[str, Any] = field(default_factory=dict)
+    vendor: str | None = None
+    graphs: dict[str, Any] = field(default_factory=dict)
+    excerpt: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def job_kind(self) -> str:
+        """``training``, ``inference``, ``evaluation`` or ``unknown``."""
+        return str(self.job.get("kind") or "unknown")
 
     def share(self, seconds: float) -> float | None:
         """``seconds`` as a share of the device span (None for an empty span)."""
@@ -267,6 +306,10 @@ class TraceFacts:
             "launch_calls": self.launch_calls,
             "profiler_ranges": self.profiler_ranges,
             "distributed": dict(self.distributed),
+            "job": dict(self.job),
+            "vendor": self.vendor,
+            "graphs": dict(self.graphs),
+            "excerpt": dict(self.excerpt),
         }
 
     def compute_stream(self) -> StreamIdle | None:

@@ -46,7 +46,7 @@ class TraceSection:
         skipped: Events left out as malformed.
         truncated: The file ended before its JSON document did.
         window_s: Analysis window (see ``TraceRead.window_s``; None: not known).
-        window_source: ``"profiler_steps"`` or ``"whole_trace"``.
+        window_source: ``"profiler_steps"``, ``"device_span"`` or ``"whole_trace"``.
         profiler_steps: ProfilerSteps in the trace.
         step_mean_s: Mean ProfilerStep duration (None without steps).
         dataloader_s: Time inside DataLoader ``__next__`` within the window.
@@ -166,6 +166,7 @@ def facts_from_dict(d: Mapping[str, Any]) -> TraceFacts:
             overlapped_s=comm.get("overlapped_s", 0.0),
             exposed_s=comm.get("exposed_s", 0.0),
             exposed_by_collective_s=dict(comm.get("exposed_by_collective_s") or {}),
+            by_parallelism_s=dict(comm.get("by_parallelism_s") or {}),
         ),
         idle_by_stream=[
             StreamIdle(**{k: v for k, v in s.items() if k in _STREAM_KEYS})
@@ -183,6 +184,10 @@ def facts_from_dict(d: Mapping[str, Any]) -> TraceFacts:
         launch_calls=int(d.get("launch_calls", 0)),
         profiler_ranges=int(d.get("profiler_ranges", 0)),
         distributed=dict(d.get("distributed") or {}),
+        job=dict(d.get("job") or {}),
+        vendor=d.get("vendor"),
+        graphs=dict(d.get("graphs") or {}),
+        excerpt=dict(d.get("excerpt") or {}),
     )
 
 

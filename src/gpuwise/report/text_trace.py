@@ -27,6 +27,9 @@ from gpuwise.records.trace_section import TraceSection
 from gpuwise.report.units import format_fraction, format_seconds
 
 KERNEL_NAME_CHARS = 60
+DEVICE_PACE = 1.1
+"""The device sets the pace when each step's work takes it 10 % longer than the host's step."""
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "cpu": "the CPU"}
 
 
 def render_trace(t: TraceSection, console: Console) -> None:
@@ -36,7 +39,14 @@ def render_trace(t: TraceSection, console: Console) -> None:
         return
     console.print()
     if not f.device_events:
-        console.print(Text("device      no device activity recorded", style="bold"))
+        cpu = not f.launch_calls and not f.profiler_ranges
+        said = (
+            "the CPU: no device work was launched (a CPU job)"
+            if cpu
+            else ("no device activity recorded")
+        )
+        console.print(Text(f"device      {said}", style="bold"))
+        _line(console, "job", _job_line(f))
         _unplaced(f, console)
         return
     for label, text in trace_lines(t, f):
@@ -49,7 +59,11 @@ def render_trace(t: TraceSection, console: Console) -> None:
 
 def trace_lines(t: TraceSection, f: TraceFacts) -> list[tuple[str, str]]:
     """The trace facts as ``(label, sentence)`` rows (shared with the HTML report)."""
-    rows = [("device", _device_line(t, f)), ("kernels", _classes_line(f))]
+    rows = [("job", _job_line(f)), ("device", _device_line(t, f))]
+    outside = _outside_line(t, f)
+    if outside:
+        rows.append(("outside", outside))
+    rows.append(("kernels", _classes_line(f)))
     if f.communication.total_s:
         rows.append(("comm", _comm_line(f.communication, t.job)))
     if f.steps:
@@ -74,6 +88,53 @@ def _device_line(t: TraceSection, f: TraceFacts) -> str:
     )
 
 
+def _job_line(f: TraceFacts) -> str:
+    """The job kind and what it rests on (``TraceFacts.job``)."""
+    job = f.job
+    if not job:
+        return "not read (a document written before job kinds)"
+    ev = job.get("evidence") or {}
+    kind = str(job.get("kind"))
+    if kind == "training":
+        why = (
+            f"{ev.get('backward_spans', 0)} backward and {ev.get('optimizer_spans', 0)} "
+            "optimizer spans"
+        )
+    elif kind == "evaluation":
+        why = f"{ev.get('evaluation_spans', 0)} evaluation spans, no backward"
+    elif job.get("engine"):
+        why = f"engine {job['engine']}, no backward or optimizer"
+    else:
+        why = "forward only: no backward or optimizer events"
+    phases = ""
+    pre, dec = float(job.get("prefill_s") or 0.0), float(job.get("decode_s") or 0.0)
+    if pre or dec:
+        phases = f"; prefill kernels {format_seconds(pre)}, decode kernels {format_seconds(dec)}"
+    vendor = f" on {VENDOR_NAMES.get(f.vendor, f.vendor)}" if f.vendor else ""
+    return f"{kind}{vendor} ({why}){phases}"
+
+
+def _outside_line(t: TraceSection, f: TraceFacts) -> str:
+    """What lies outside the window of an excerpt: never counted as the job's idle."""
+    ex = f.excerpt
+    if t.window_source != "device_span" or not ex:
+        return ""
+    pro, epi = float(ex.get("prologue_s") or 0.0), float(ex.get("epilogue_s") or 0.0)
+    wait = float(ex.get("outside_wait_s") or 0.0)
+    if pro <= 0 and epi <= 0 and wait <= 0:
+        return ""
+    text = (
+        f"not counted as idle: host prologue {format_seconds(pro)} before the first device "
+        f"event, epilogue {format_seconds(epi)} after the last (the trace is an excerpt)"
+    )
+    if wait > 0:
+        text += (
+            f"; a blocking call had waited {format_seconds(wait)} for work queued before the "
+            "trace began"
+        )
+    return text
+
+
 def _classes_line(f: TraceFacts) -> str:
     classes = f.kernel_classes_s
     total = sum(classes.values()) or 1.0
@@ -88,10 +149,15 @@ def _comm_line(comm: Communication, dist: Mapping[str, Any]) -> str:
     who = ""
     if dist.get("world_size"):
         who = f" ({dist.get('backend') or '?'}, world size {dist['world_size']})"
+    groups = ""
+    if comm.by_parallelism_s:
+        groups = "; " + ", ".join(
+            f"{k.replace('_', ' ')} {format_seconds(v)}" for k, v in comm.by_parallelism_s.items()
+        )
     return (
         f"{format_seconds(comm.total_s)} of communication{who}: "
         f"{format_fraction(comm.overlap_fraction)} overlapped with compute, "
-        f"{format_seconds(comm.exposed_s)} exposed"
+        f"{format_seconds(comm.exposed_s)} exposed{groups}"
     )
 
 
@@ -103,6 +169,14 @@ def _steps_line(steps: Sequence[StepFacts]) -> str:
 
     odd = [str(s.index) for s in steps if s.atypical]
     odd_text = f"; atypical (left out): step {', '.join(odd)}" if odd else ""
+    device = [float(s.device_s) for s in typical if s.device_s is not None]
+    host = statistics.median(float(s.duration_s) for s in typical)
+    if device and statistics.median(device) > DEVICE_PACE * host:
+        odd_text += (
+            f"; the device takes {format_seconds(statistics.median(device))} for each step's "
+            f"work, the host {format_seconds(host)}: the device sets the pace and its queue "
+            "grows"
+        )
     return (
         f"median of {len(typical)}: {med('duration_s')} = compute {med('compute_s')} + exposed "
         f"comm {med('communication_s')} + memory {med('memory_s')} + idle {med('idle_s')}"

@@ -167,4 +167,12 @@ def gap_note(device: str, summary: Mapping[str, Any]) -> str | None:
         return None
     plural = "s" if gaps > 1 else ""
     lost = format_seconds(summary.get("gap_s"))
-    return f"{device}: {gaps} sampling gap{plural}, {lost} without readings"
+    note = f"{device}: {gaps} sampling gap{plural}, {lost} without readings"
+    if summary.get("energy_spans_gaps"):
+        note += "; energy is integrated over the readings only and leaves the gaps out"
+        power, gap_s = summary.get("mean_power_w"), summary.get("gap_s")
+        if isinstance(power, (int, float)) and isinstance(gap_s, (int, float)) and gap_s > 0:
+            note += (
+                f" (at the mean {power:.0f} W they would add about {format_energy(power * gap_s)})"
+            )
+    return note

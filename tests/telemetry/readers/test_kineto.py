@@ -90,7 +90,12 @@ def test_workers4_trace_reproduces_readme_facts():
 def test_alexnet_trace_new_names_pageable_copies_and_syncs():
     tr = read_trace(realdata(ALEX))
     assert tr.category_names == "new"
-    assert tr.window_source == "whole_trace"
+    # No ProfilerStep: the window is the device work's span (12.9 s), not the 43.4 s of
+    # host events around it (30.4 s of start-up before the first kernel).
+    assert tr.window_source == "device_span"
+    assert tr.window_s == pytest.approx(12.92, abs=0.01)
+    assert tr.facts is not None
+    assert tr.facts.excerpt["prologue_s"] == pytest.approx(30.43, abs=0.01)
     assert tr.steps == []
     pageable = tr.copies["h2d"]["pageable"]
     assert pageable["count"] == 16

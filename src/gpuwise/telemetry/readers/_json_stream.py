@@ -29,7 +29,26 @@ LOOKAHEAD_CHARS = 4 << 20
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NEXT_OBJECT = re.compile(r"\}\s*,\s*\{")
+_OPEN_OBJECT = re.compile(r"[ \t\n\r]*\{")
+
+BATCH_CHARS = 1 << 20
+"""Text decoded per ``json.loads`` call by ``JsonStream.batches`` (about 4000 events)."""
 _decoder = json.JSONDecoder()
+
+
+def _load_fast() -> Callable[[str], Any]:
+    """``orjson.loads`` when installed (about 1.5x faster on trace text), else ``json``'s."""
+    try:
+        import orjson
+    except ImportError:
+        return _decoder.decode
+    loads: Callable[[str], Any] = orjson.loads
+    return loads
+
+
+_decode_run = _load_fast()
+DECODER = "orjson" if _decode_run is not _decoder.decode else "json"
+"""Which decoder reads runs of elements (``JsonStream.batches``)."""
 
 
 class Readable(Protocol):
@@ -182,6 +201,77 @@ class JsonStream:
             index += 1
             if sep == "]":
                 return
+
+    def batches(self, corrupt: list[Corrupt] | None = None) -> Iterator[list[Any]]:
+        """Yield the elements of the array that starts here, many at a time.
+
+        Whole runs of elements that end at a ``}, {`` boundary in the buffered text are
+        decoded by one ``json.loads`` call (one C call instead of one Python step per
+        element); a run that does not decode (the cut fell inside a string or a nested
+        value, or an element is corrupt) is read element by element as ``elements`` does,
+        so offsets and ``corrupt`` records are the same either way.
+
+        Args:
+            corrupt: As for ``elements``.
+
+        Raises:
+            JsonStreamError: As for ``elements``.
+        """
+        self.expect("[")
+        if self.peek() == "]":
+            self._pos += 1
+            return
+        index = 0
+        slow_until = -1
+        while True:
+            if self.offset >= slow_until:
+                batch, cut = self._run_of_elements()
+                if batch is not None:
+                    index += len(batch)
+                    yield batch
+                    continue
+                slow_until = cut
+            start = self.offset
+            try:
+                item = self.value()
+                sep = self.peek()
+                if sep not in (",", "]"):
+                    raise JsonStreamError(f"expected ',' or ']' but found {sep!r}", self.offset)
+            except JsonStreamError as err:
+                if corrupt is None:
+                    raise
+                corrupt.append(Corrupt(index, err.offset, str(err)))
+                if not self._resync(start):
+                    return
+                index += 1
+                continue
+            self._pos += 1
+            index += 1
+            yield [item]
+            if sep == "]":
+                return
+
+    def _run_of_elements(self) -> tuple[list[Any] | None, int]:
+        """Decode the buffered elements up to the last ``}, {`` boundary in one call.
+
+        Returns:
+            ``(elements, -1)`` after consuming them and their separators, or
+            ``(None, offset)``: no run decoded; read element by element up to ``offset``.
+        """
+        if len(self._buf) - self._pos < BATCH_CHARS:
+            self._fill()
+        buf, pos = self._buf, self._pos
+        cut = buf.rfind("},", pos)
+        while cut > pos and _OPEN_OBJECT.match(buf, cut + 2) is None:
+            cut = buf.rfind("},", pos, cut)
+        if cut <= pos:
+            return None, -1
+        try:
+            batch = _decode_run("[" + buf[pos : cut + 1] + "]")
+        except ValueError:  # json.JSONDecodeError, orjson.JSONDecodeError
+            return None, self._base + cut + 2
+        self._pos = cut + 2
+        return batch, -1
 
     def _resync(self, start: int) -> bool:
         """Move to the ``{`` of the next object after ``start``; False at end of input."""

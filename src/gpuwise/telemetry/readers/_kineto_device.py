@@ -18,7 +18,18 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.telemetry.readers._kineto_collectives import (
+    collective_kind,
+    collective_tag,
+    is_communication,
+)
+from gpuwise.telemetry.readers._kineto_host import HostCalls
+
+__all__ = ["DeviceColumns", "DeviceEvents", "collective_kind", "kernel_class"]
+
 COMPUTE, COMMUNICATION, MEMORY, OTHER = 0, 1, 2, 3
+KIND_CODES = {"kernel": 0, "memcpy": 1, "memset": 2, "other": 3}
+"""Event kinds as the reader routes them (``other``: an unknown category naming a stream)."""
 CLASS_NAMES = ("compute", "communication", "memory", "other")
 
 DEVICE_CATEGORIES = {
@@ -55,7 +66,6 @@ HOST_CATEGORIES = frozenset(
 )
 """Categories that are host-side spans or markers, not device time."""
 
-_COMM = re.compile(r"nccl|rccl", re.IGNORECASE)
 _MEMORY_NAME = re.compile(r"^(Memcpy|Memset|dma)", re.IGNORECASE)
 _COMPILED = re.compile(r"^triton_|^triton__")
 
@@ -70,29 +80,9 @@ def kernel_class(name: str, kind: str, args: dict[str, Any]) -> int:
     """
     if kind in ("memcpy", "memset") or _MEMORY_NAME.match(name):
         return MEMORY
-    if _COMM.search(name) or "Collective name" in args or "collective_name" in args:
+    if is_communication(name, args):
         return COMMUNICATION
     return OTHER if kind == "other" else COMPUTE
-
-
-_COLLECTIVE_NAMES = (
-    ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
-    # NCCL runs all-to-all as grouped point-to-point kernels (ncclKernel_SendRecv_...).
-    ("all_to_all", re.compile(r"all_?to_?all|sendrecv", re.IGNORECASE)),
-    ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
-    ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
-)
-
-
-def collective_kind(name: str) -> str:
-    """Return the collective kind (``records.trace.COLLECTIVES``) a kernel name shows.
-
-    ``"other"`` when it names none (broadcast, plain send/recv, a generic kernel).
-    """
-    for kind, pattern in _COLLECTIVE_NAMES:
-        if pattern.search(name):
-            return kind
-    return "other"
 
 
 PRECISIONS = ("fp32", "tf32", "half", "unknown")
@@ -126,23 +116,32 @@ class DeviceEvents:
     """Columns of device events (times in microseconds from the trace's first event)."""
 
     def __init__(self) -> None:
-        self.starts, self.ends, self.launches = array("d"), array("d"), array("d")
+        self.starts, self.ends = array("d"), array("d")
         self.streams, self.classes, self.name_ids = array("q"), array("b"), array("l")
+        self.kinds = array("b")
         self.correlations = array("q")
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
-        self._class_of: dict[tuple[str, str], int] = {}
+        self._of: dict[str, dict[str, tuple[int, int]]] = {k: {} for k in KIND_CODES}
+        self.tags: dict[int, str] = {}
+        self.group_rows, self.group_ids = array("q"), array("l")
+        self.group_names: list[str] = []
+        self._group_of: dict[str, int] = {}
 
     def add(self, name: str, kind: str, start: float, end: float, args: dict[str, Any]) -> None:
-        """Append one device event."""
-        key = (name, kind)
-        cls = self._class_of.get(key)
-        if cls is None:
-            cls = self._class_of[key] = kernel_class(name, kind, args)
-        nid = self._ids.get(name)
-        if nid is None:
-            nid = self._ids[name] = len(self.names)
-            self.names.append(name)
+        """Append one device event (``kind``: a key of ``KIND_CODES``)."""
+        known = self._of[kind].get(name)
+        if known is None:
+            known = self._learn(name, kind, args)
+        cls, nid = known
+        if cls == COMMUNICATION:
+            if nid not in self.tags:
+                tag = collective_tag(args)
+                if tag is not None:
+                    self.tags[nid] = tag
+            group = args.get("Process Group Description") or args.get("Process Group Name")
+            if isinstance(group, str) and group:
+                self._group(group)
         stream = args.get("stream")
         corr = args.get("correlation")
         self.starts.append(start)
@@ -150,15 +149,42 @@ class DeviceEvents:
         self.streams.append(stream if type(stream) is int else -1)
         self.classes.append(cls)
         self.name_ids.append(nid)
+        self.kinds.append(KIND_CODES[kind])
         self.correlations.append(corr if type(corr) is int else -1)
+
+    def _group(self, group: str) -> None:
+        """Note the process group of the communication event being added."""
+        gid = self._group_of.get(group)
+        if gid is None:
+            gid = self._group_of[group] = len(self.group_names)
+            self.group_names.append(group)
+        self.group_rows.append(len(self.starts))
+        self.group_ids.append(gid)
+
+    def _learn(self, name: str, kind: str, args: dict[str, Any]) -> tuple[int, int]:
+        nid = self._ids.get(name)
+        if nid is None:
+            nid = self._ids[name] = len(self.names)
+            self.names.append(name)
+        known = self._of[kind][name] = (kernel_class(name, kind, args), nid)
+        return known
+
+    def of_kind(self, *kinds: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the (starts, ends) of the events of the given kinds (all columns)."""
+        codes = np.frombuffer(self.kinds, dtype=np.int8)
+        mask = np.isin(codes, [KIND_CODES[k] for k in kinds])
+        return (
+            np.frombuffer(self.starts, dtype=np.float64)[mask],
+            np.frombuffer(self.ends, dtype=np.float64)[mask],
+        )
 
     def __len__(self) -> int:
         return len(self.starts)
 
-    def columns(self, launch_of: dict[int, float]) -> DeviceColumns:
+    def columns(self, host: HostCalls) -> DeviceColumns:
         """Return numpy columns, with each event's host launch time (NaN when unlinked)."""
         corr = np.frombuffer(self.correlations, dtype=np.int64)
-        launch = np.array([launch_of.get(int(c), np.nan) for c in corr], dtype=np.float64)
+        launch = host.launch_times(corr)
         return DeviceColumns(
             starts=np.frombuffer(self.starts, dtype=np.float64),
             ends=np.frombuffer(self.ends, dtype=np.float64),
@@ -167,6 +193,7 @@ class DeviceEvents:
             name_ids=np.frombuffer(self.name_ids, dtype=np.int64),
             launches=launch,
             names=self.names,
+            graphed=host.from_graph(corr),
         )
 
 
@@ -183,10 +210,12 @@ class DeviceColumns:
         name_ids: np.ndarray[Any, Any],
         launches: np.ndarray[Any, Any],
         names: list[str],
+        graphed: np.ndarray[Any, Any] | None = None,
     ) -> None:
         self.starts, self.ends, self.streams = starts, ends, streams
         self.classes, self.name_ids, self.launches = classes, name_ids, launches
         self.names = names
+        self.graphed = np.zeros(starts.shape, dtype=bool) if graphed is None else graphed
 
     def pick(self, mask: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Return the (starts, ends) of the events selected by ``mask``."""
@@ -206,4 +235,5 @@ class DeviceColumns:
             name_ids=self.name_ids[mask],
             launches=self.launches[mask],
             names=self.names,
+            graphed=self.graphed[mask],
         )

@@ -8,8 +8,6 @@ millions of kernels costs 16 bytes per kernel, not a dict each.
 from __future__ import annotations
 
 import math
-import re
-from array import array
 from collections import Counter
 from typing import Any
 
@@ -20,8 +18,11 @@ from gpuwise.telemetry.readers._kineto_device import (
     HOST_CATEGORIES,
     DeviceEvents,
 )
+from gpuwise.telemetry.readers._kineto_host import HostCalls
+from gpuwise.telemetry.readers._kineto_intervals import US, Intervals, busy_before
+from gpuwise.telemetry.readers._kineto_job import COMPILED, CONV, LOADER, STEP, JobMarks
 
-US = 1e-6
+INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
 NEW_CATEGORIES = frozenset(
     {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"}
@@ -46,59 +47,7 @@ _KINDS = {
     "mtia_runtime": "runtime",
     "privateuse1_runtime": "runtime",
 }
-BLOCKING_SYNC_CALLS = frozenset(
-    {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"}
-)
-"""Runtime calls that block the host until the GPU catches up."""
-
-COMPILED_OPS = ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFxGraph")
-"""Host spans that torch.compile leaves around compiled regions."""
-
-CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::cudnn_convolution"})
-"""The first convolution's input shape tells whether the inputs are image batches."""
-
-_LAUNCH_CALL = re.compile(r"Launch|^(cuda|cu|hip)Memcpy|^(cuda|cu|hip)Memset")
-"""Runtime/driver calls that put work on the device (the rest query or configure it)."""
-
 _DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
-
-
-class Intervals:
-    """Two parallel columns of start and end times (microseconds)."""
-
-    def __init__(self) -> None:
-        self.starts = array("d")
-        self.ends = array("d")
-
-    def add(self, start: float, end: float) -> None:
-        """Append one interval."""
-        self.starts.append(start)
-        self.ends.append(end)
-
-    def arrays(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """Return the columns as numpy arrays (no copy)."""
-        return np.frombuffer(self.starts, dtype=np.float64), np.frombuffer(self.ends)
-
-
-def union_s(
-    iv: Intervals | tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]], lo: float, hi: float
-) -> float:
-    """Return the length of the union of intervals clipped to ``[lo, hi]``, in seconds."""
-    starts, ends = iv.arrays() if isinstance(iv, Intervals) else iv
-    s = np.maximum(starts, lo)
-    e = np.minimum(ends, hi)
-    keep = e > s
-    s, e = s[keep], e[keep]
-    if s.size == 0:
-        return 0.0
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], np.maximum.accumulate(e[order])
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > e[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return float((e[last] - s[first]).sum()) * US
 
 
 def _image_like(args: Any) -> bool:
@@ -131,10 +80,9 @@ class EventTally:
         self.invalid: list[tuple[int, str]] = []
         self.base_us: float | None = None
         self.span = [float("inf"), float("-inf")]
-        self.kernel, self.memcpy, self.memset = Intervals(), Intervals(), Intervals()
-        self.loader, self.sync_calls = Intervals(), Intervals()
+        self.loader, self.compiled = Intervals(), Intervals()
         self.steps: dict[str, tuple[float, float]] = {}
-        self.h2d: list[tuple[float, float, int, bool]] = []
+        self.h2d: list[tuple[float, float, int, bool, int]] = []
         self.copies: dict[tuple[str, str], list[float]] = {}
         self.sync_by_name: Counter[str] = Counter()
         self.categories: set[str] = set()
@@ -144,10 +92,9 @@ class EventTally:
         self._kind_of: dict[Any, str | None] = {}
         self._copy_of: dict[str, tuple[str, str]] = {}
         self.device = DeviceEvents()
-        self.launch_of: dict[int, float] = {}
+        self.host = HostCalls()
+        self.marks = JobMarks()
         self.unplaced: Counter[str] = Counter()
-        self.launch_calls = 0
-        self._launches: dict[str, bool] = {}
         self.profiler_ranges = 0
         self.nonfinite = 0
         self.compiled_regions = 0
@@ -167,29 +114,59 @@ class EventTally:
 
     def add(self, ev: Any) -> None:
         """Take one trace event."""
-        index = self.events
-        self.events += 1
+        self.add_batch([ev])
+
+    def add_batch(self, events: list[Any]) -> None:
+        """Take trace events, in file order (the hot loop: a few dict reads per event)."""
         self.saw_events = True
-        if not isinstance(ev, dict):
-            self.invalid.append((index, "event is not a JSON object"))
-            return
-        if ev.get("ph") != "X":
-            return
-        raw_ts, raw_dur = ev.get("ts"), ev.get("dur", 0)
-        if type(raw_ts) not in (int, float) or type(raw_dur) not in (int, float):
-            self.invalid.append(
-                (index, f"complete event without numeric ts/dur: {raw_ts!r}/{raw_dur!r}")
-            )
-            return
-        ts, dur = float(raw_ts), float(raw_dur)  # type: ignore[arg-type]  # checked numeric
-        if not (math.isfinite(ts) and math.isfinite(dur)) or dur < 0 or ts < 0:
-            self.nonfinite += 1
-            self.invalid.append((index, f"non-finite or negative ts/dur: {raw_ts!r}/{raw_dur!r}"))
-            return
-        if self.base_us is None:
-            self.base_us = ts
-        start = ts - self.base_us
-        self._route(ev, start, start + dur)
+        kind_of, span, host = self._kind_of, self.span, self.host
+        index = self.events - 1
+        for ev in events:
+            index += 1
+            if type(ev) is not dict:
+                self.invalid.append((index, "event is not a JSON object"))
+                continue
+            if ev.get("ph") != "X":
+                continue
+            ts: Any = ev.get("ts")
+            dur: Any = ev.get("dur", 0)
+            tt, td = type(ts), type(dur)
+            if (tt is not float and tt is not int) or (td is not float and td is not int):
+                self.invalid.append(
+                    (index, f"complete event without numeric ts/dur: {ts!r}/{dur!r}")
+                )
+                continue
+            if not (0 <= ts < INF and 0 <= dur < INF):
+                self.nonfinite += 1
+                self.invalid.append((index, f"non-finite or negative ts/dur: {ts!r}/{dur!r}"))
+                continue
+            if self.base_us is None:
+                self.base_us = float(ts)
+            start = ts - self.base_us
+            end = start + dur
+            cat = ev.get("cat")
+            kind = kind_of.get(cat, "?") if type(cat) is str else None
+            if kind == "?":
+                kind = self._kind(cat)
+            if kind == "trace":
+                continue
+            if start < span[0]:
+                span[0] = start
+            if end > span[1]:
+                span[1] = end
+            if kind == "cpu":
+                self._cpu(ev.get("name", ""), cat, start, end, ev)
+            elif kind == "runtime":
+                host.runtime(ev.get("name"), start, end, ev.get("args"))
+            elif kind == "kernel" or kind == "memcpy" or kind == "memset":
+                self._device_event(ev, kind, start, end)
+            elif kind == "sync":
+                self.sync_by_name[str(ev.get("name", ""))] += 1
+            elif kind == "range":
+                self.profiler_ranges += 1
+            elif kind is None:
+                self._unplaced(ev, cat, start, end)
+        self.events = index + 1
 
     def _kind(self, cat: Any) -> str | None:
         kind = self._kind_of.get(cat, "?")
@@ -200,50 +177,21 @@ class EventTally:
                 self.categories.add(cat)
         return kind
 
-    def _route(self, ev: dict[str, Any], start: float, end: float) -> None:
-        cat = ev.get("cat")
-        kind = self._kind(cat)
-        if kind == "trace":
-            return
-        self.span[0] = min(self.span[0], start)
-        self.span[1] = max(self.span[1], end)
-        if kind in ("kernel", "memcpy", "memset"):
-            self._device_event(ev, kind, start, end)
-        elif kind == "cpu":
-            self._cpu(str(ev.get("name", "")), start, end, ev)
-        elif kind == "runtime":
-            self._runtime(ev, start, end)
-        elif kind == "sync":
-            self.sync_by_name[str(ev.get("name", ""))] += 1
-        elif kind == "range":
-            self.profiler_ranges += 1
-        elif kind is None:
-            self._unplaced(ev, cat, start, end)
-
     def _device_event(self, ev: dict[str, Any], kind: str, start: float, end: float) -> None:
+        args = ev.get("args")
+        if type(args) is not dict:
+            args = {}
+        device = args.get("device")
+        if type(device) is not int:
+            device = ev.get("pid")
+        if type(device) is int and device not in self.gpu_ids:
+            self.gpu_ids.add(device)
+        name = ev.get("name", "")
+        if type(name) is not str:
+            name = str(name)
         if kind == "memcpy":
-            self._memcpy(ev, start, end)
-        else:
-            (self.kernel if kind == "kernel" else self.memset).add(start, end)
-            self._gpu(ev)
-        args = ev.get("args")
-        self.device.add(
-            str(ev.get("name", "")), kind, start, end, args if isinstance(args, dict) else {}
-        )
-
-    def _runtime(self, ev: dict[str, Any], start: float, end: float) -> None:
-        args = ev.get("args")
-        corr = args.get("correlation") if isinstance(args, dict) else None
-        if type(corr) is int:
-            self.launch_of[corr] = start
-        name = ev.get("name")
-        if name in BLOCKING_SYNC_CALLS:
-            self.sync_calls.add(start, end)
-        elif isinstance(name, str):
-            launches = self._launches.get(name)
-            if launches is None:
-                launches = self._launches[name] = bool(_LAUNCH_CALL.search(name))
-            self.launch_calls += launches
+            self._memcpy(name, args, start, end)
+        self.device.add(name, kind, start, end, args)
 
     def _unplaced(self, ev: dict[str, Any], cat: Any, start: float, end: float) -> None:
         """An event of a category this reader does not know: counted, named, never dropped."""
@@ -255,33 +203,28 @@ class EventTally:
         if isinstance(args, dict) and ("stream" in args or "device" in args):
             self.device.add(str(ev.get("name", "")), "other", start, end, args)
 
-    def _gpu(self, ev: dict[str, Any]) -> None:
-        args = ev.get("args")
-        device = args.get("device") if isinstance(args, dict) else None
-        if not isinstance(device, int):
-            device = ev.get("pid")
-        if isinstance(device, int):
-            self.gpu_ids.add(device)
-
-    def _cpu(self, name: str, start: float, end: float, ev: dict[str, Any]) -> None:
-        if name.startswith("ProfilerStep#"):
+    def _cpu(self, name: Any, cat: Any, start: float, end: float, ev: dict[str, Any]) -> None:
+        if type(name) is not str:
+            name = str(name)
+        if cat == "cpu_op" or cat == "Operator":
+            self.host.cpu_op(name, ev.get("args"))
+        mark = self.marks.host(name)
+        if not mark:
+            return
+        if mark & STEP and name.startswith("ProfilerStep#"):
             self.steps.setdefault(name, (start, end - start))
-        elif name.startswith("enumerate(DataLoader)") and name.endswith("__next__"):
+        elif mark & LOADER:
             self.loader.add(start, end)
-        elif name.startswith(COMPILED_OPS) or "torch-compiled region" in name.lower():
+        elif mark & COMPILED:
             self.compiled_regions += 1
-        elif name in CONV_OPS and self.image_inputs is not True:
+            self.compiled.add(start, end)
+        elif mark & CONV and self.image_inputs is not True:
             self.image_inputs = _image_like(ev.get("args"))
 
-    def _memcpy(self, ev: dict[str, Any], start: float, end: float) -> None:
-        self.memcpy.add(start, end)
-        self._gpu(ev)
-        name = str(ev.get("name", ""))
+    def _memcpy(self, name: str, args: dict[str, Any], start: float, end: float) -> None:
         kind = self._copy_of.get(name)
         if kind is None:
             kind = self._copy_of[name] = _copy_kind(name)
-        raw_args = ev.get("args")
-        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         nbytes = args.get("bytes")
         nbytes = nbytes if isinstance(nbytes, int) and nbytes >= 0 else 0
         stats = self.copies.setdefault(kind, [0, 0, 0.0, float("inf"), 0.0])
@@ -293,16 +236,37 @@ class EventTally:
             stats[3] = min(stats[3], float(bw))
             stats[4] = max(stats[4], float(bw))
         if kind[0] == "h2d":
-            self.h2d.append((start, end, nbytes, kind[1] == "pageable"))
+            stream = args.get("stream")
+            stream = stream if type(stream) is int else -1
+            self.h2d.append((start, end, nbytes, kind[1] == "pageable", stream))
 
     def window(self) -> tuple[float, float, str]:
-        """Return ``(start_us, end_us, source)`` of the analysis window."""
+        """Return ``(start_us, end_us, source)`` of the analysis window.
+
+        Profiler steps when there are any; else the span of the device work
+        (``device_span``): a trace is often an excerpt, and the host's prologue before the
+        first kernel and epilogue after the last are not the job's idle time; else, for a
+        trace without device work, the span of every timed event.
+        """
         if self.steps:
             spans = self.steps.values()
             return (min(s for s, _ in spans), max(s + d for s, d in spans), "profiler_steps")
+        starts, ends = self.gpu_all()
+        if starts.size:
+            return float(starts.min()), float(ends.max()), "device_span"
         if self.span[0] <= self.span[1]:
             return self.span[0], self.span[1], "whole_trace"
         return 0.0, 0.0, "empty"
+
+    def vendor(self) -> str | None:
+        """The device vendor: from ``deviceProperties`` names, else from the runtime calls."""
+        for p in self.device_props:
+            name = str(p.get("name") or "").lower()
+            if "amd" in name or "instinct" in name or "radeon" in name or "gcnArchName" in p:
+                return "amd"
+            if any(k in name for k in ("nvidia", "tesla", "geforce", "quadro", "rtx")):
+                return "nvidia"
+        return self.host.vendor()
 
     def naming(self) -> str:
         """Return which generation of category names the trace uses."""
@@ -311,8 +275,7 @@ class EventTally:
 
     def gpu_all(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Return the kernel, memcpy and memset intervals together."""
-        cols = [iv.arrays() for iv in (self.kernel, self.memcpy, self.memset)]
-        return np.concatenate([c[0] for c in cols]), np.concatenate([c[1] for c in cols])
+        return self.device.of_kind("kernel", "memcpy", "memset")
 
     def gpu_span_us(self) -> float | None:
         """Return first GPU event start to last GPU event end, or None without GPU events."""
@@ -321,7 +284,7 @@ class EventTally:
 
     def kernel_sum_in(self, lo: float, hi: float) -> float:
         """Return the summed kernel time (microseconds) of kernels clipped to the window."""
-        starts, ends = self.kernel.arrays()
+        starts, ends = self.device.of_kind("kernel")
         return float(np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None).sum())
 
     def copy_stats(self) -> dict[str, dict[str, dict[str, float | int | None]]]:
@@ -338,13 +301,20 @@ class EventTally:
         return out
 
     def sync_stats(self, lo: float, hi: float) -> dict[str, Any]:
-        """Return ``cuda_sync`` event counts and blocking runtime sync calls."""
-        starts, _ = self.sync_calls.arrays()
+        """Return ``cuda_sync`` event counts and the host calls that blocked in the window.
+
+        ``runtime_calls``/``runtime_s`` count the synchronize calls (CUDA and HIP);
+        ``blocking`` lists every blocking call by name: synchronisations, allocator calls
+        and synchronous copies, with their host time and call site.
+        """
+        blocking = self.host.blocking(lo, hi, busy_before(*self.gpu_all()))
+        syncs = [b for b in blocking if b["kind"] == "sync"]
         return {
             "events": int(sum(self.sync_by_name.values())),
             "by_name": dict(self.sync_by_name),
-            "runtime_calls": int(((starts >= lo) & (starts < hi)).sum()),
-            "runtime_s": union_s(self.sync_calls, lo, hi),
+            "runtime_calls": sum(int(b["calls"]) for b in syncs),
+            "runtime_s": sum(float(b["time_s"]) for b in syncs),
+            "blocking": blocking,
         }
 
     def device_dicts(self) -> list[dict[str, Any]]:

@@ -10,32 +10,31 @@ or without a host launch flow, and host ``cpu_op`` spans never count as device t
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 import numpy as np
 
-from gpuwise.records import Step
 from gpuwise.records.trace import (
     COLLECTIVES,
     KERNEL_CLASSES,
     Communication,
     LaunchStats,
-    StepFacts,
     StreamIdle,
     TopKernel,
     TraceFacts,
 )
+from gpuwise.telemetry.readers._kineto_collectives import collective_kind, parallelism
 from gpuwise.telemetry.readers._kineto_device import (
     COMMUNICATION,
     COMPUTE,
-    OTHER,
     DeviceColumns,
-    collective_kind,
     gemm_precision,
     is_compiled_kernel,
 )
-from gpuwise.telemetry.readers._kineto_events import US, EventTally, union_s
+from gpuwise.telemetry.readers._kineto_events import EventTally
+from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, union_s
+from gpuwise.telemetry.readers._kineto_job import job_kind
+from gpuwise.telemetry.readers._kineto_steps import Pair, both, step_facts
 
 KERNEL_WAIT_US = 30.0
 """Gaps under 30 µs with the next kernel already queued are launch latency (HTA's
@@ -45,18 +44,11 @@ SHORT_KERNEL_US = 10.0
 """Kernels under 10 µs do less work than launching them costs the host (~5-10 µs)."""
 
 TOP_KERNELS = 10
-ATYPICAL_FACTOR = 2.0
-"""A step twice as long as the median step is atypical..."""
-
-ATYPICAL_COMM_FACTOR = 1.5
-"""...and so is one whose communication takes 1.5x the median (a slow collective)."""
-
-Pair = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
 
 def trace_facts(t: EventTally) -> TraceFacts:
     """Compute the device facts of everything ``t`` has read."""
-    every = t.device.columns(t.launch_of)
+    every = t.device.columns(t.host)
     cols = _steady(every, sorted(t.steps.values()))
     n = len(cols.starts)
     lo = float(cols.starts.min()) if n else 0.0
@@ -64,6 +56,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
     comp = cols.of_class(COMPUTE)
     durations = cols.ends - cols.starts
     idle = _idle_by_stream(cols)
+    totals = _name_totals(every)
     return TraceFacts(
         device_events=len(every.starts),
         steady_events=n,
@@ -74,28 +67,92 @@ def trace_facts(t: EventTally) -> TraceFacts:
             name: float(durations[cols.classes == i].sum()) * US
             for i, name in enumerate(KERNEL_CLASSES)
         },
-        communication=_communication(cols, comp, lo, hi),
+        communication=_communication(
+            cols, comp, lo, hi, t.device.tags, _by_parallelism(t, every, lo, hi)
+        ),
         idle_by_stream=idle,
         h2d=_h2d(cols, durations, idle),
         launch=_launch(cols, len(t.steps)),
         top_kernels=_top_kernels(cols, durations),
-        steps=_steps(every, sorted(t.steps.values())),
+        steps=step_facts(every, sorted(t.steps.values())),
         gemm_precision_s=_precision(cols, durations),
-        compiled={
-            "regions": t.compiled_regions,
-            "triton_kernels": sum(
-                int((cols.name_ids == i).sum())
-                for i, name in enumerate(cols.names)
-                if is_compiled_kernel(name)
-            ),
-        },
+        compiled=_compiled(t, cols, durations),
         image_inputs=t.image_inputs,
         unplaced_categories=dict(t.unplaced.most_common()),
         nonfinite_events=t.nonfinite,
-        launch_calls=t.launch_calls,
+        launch_calls=t.host.launch_calls,
         profiler_ranges=t.profiler_ranges,
         distributed=dict(t.distributed),
+        job=job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()}),
+        vendor=t.vendor(),
+        graphs=_graphs(t, cols, durations),
+        excerpt=_excerpt(t, lo, hi) if n else {},
     )
+
+
+def _name_totals(cols: DeviceColumns) -> dict[int, float]:
+    """Device time (µs) of each kernel name id that ran."""
+    if not cols.names or not cols.starts.size:
+        return {}
+    totals = np.bincount(cols.name_ids, weights=cols.ends - cols.starts, minlength=len(cols.names))
+    return {int(i): float(totals[i]) for i in np.flatnonzero(totals)}
+
+
+def _compiled(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, Any]:
+    """Compiled regions, Triton kernels, and the share of device time they account for.
+
+    A device event counts as compiled when its launch falls inside a compiled region's
+    host span, or when it is an Inductor/Triton kernel; the share is of all device time.
+    """
+    triton = np.isin(
+        cols.name_ids, [i for i, name in enumerate(cols.names) if is_compiled_kernel(name)]
+    )
+    inside = _inside(t.compiled.arrays(), cols.launches)
+    total = float(durations.sum())
+    return {
+        "regions": t.compiled_regions,
+        "triton_kernels": int(triton.sum()),
+        "device_share": float(durations[inside | triton].sum()) / total if total > 0 else 0.0,
+    }
+
+
+def _inside(spans: Pair, times: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Mask of ``times`` that fall inside the union of ``spans`` (NaN never does)."""
+    starts, ends = spans
+    if not starts.size:
+        return np.zeros(times.shape, dtype=bool)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    k = np.searchsorted(s, np.nan_to_num(times, nan=-np.inf), side="right") - 1
+    ok = k >= 0
+    inside: np.ndarray[Any, Any] = ok & (np.where(ok, e[np.clip(k, 0, None)], -np.inf) >= times)
+    return inside
+
+
+def _graphs(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, Any]:
+    """Graph launches (CUDA/HIP graphs) and the share of device time they replayed."""
+    total = float(durations.sum())
+    return {
+        "launches": t.host.graph_launches,
+        "device_share": float(durations[cols.graphed].sum()) / total if total > 0 else 0.0,
+    }
+
+
+def _excerpt(t: EventTally, lo: float, hi: float) -> dict[str, Any]:
+    """What lies outside the device span: the host prologue/epilogue, outside waits.
+
+    ``outside_wait_s`` is a blocking host call (sync, synchronous copy, free) that was
+    already waiting when the first recorded device work began: it waited on work queued
+    before the trace started.
+    """
+    span0, span1 = t.span
+    wait = t.host.first_blocking_before(lo)
+    return {
+        "trace_span_s": max(0.0, span1 - span0) * US,
+        "prologue_s": max(0.0, lo - span0) * US,
+        "epilogue_s": max(0.0, span1 - hi) * US,
+        "outside_wait_s": 0.0 if wait is None else (lo - wait[0]) * US,
+    }
 
 
 def _steady(cols: DeviceColumns, spans: list[tuple[float, float]]) -> DeviceColumns:
@@ -112,70 +169,72 @@ def _steady(cols: DeviceColumns, spans: list[tuple[float, float]]) -> DeviceColu
     return cols.subset(when < cut)
 
 
-def _both(a: Pair, b: Pair) -> Pair:
-    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
+def _by_parallelism(t: EventTally, every: DeviceColumns, lo: float, hi: float) -> dict[str, float]:
+    """Communication time per parallelism its process groups serve (when the trace names them)."""
+    dev = t.device
+    if not dev.group_names:
+        return {}
+    rows = np.frombuffer(dev.group_rows, dtype=np.int64)
+    ids = np.frombuffer(dev.group_ids, dtype=np.int64)
+    labels = [parallelism(g) for g in dev.group_names]
+    out: dict[str, float] = {}
+    for label in sorted(set(labels)):
+        pick = rows[np.isin(ids, [i for i, x in enumerate(labels) if x == label])]
+        out[label] = union_s((every.starts[pick], every.ends[pick]), lo, hi)
+    return out
 
 
-def _communication(cols: DeviceColumns, comp: Pair, lo: float, hi: float) -> Communication:
+def _communication(
+    cols: DeviceColumns,
+    comp: Pair,
+    lo: float,
+    hi: float,
+    tags: dict[int, str],
+    by_parallelism: dict[str, float],
+) -> Communication:
     comm = cols.of_class(COMMUNICATION)
     total = union_s(comm, lo, hi)
     if total <= 0:
         return Communication()
     # overlap = |comm| + |compute| - |comm or compute| (inclusion-exclusion)
     compute = union_s(comp, lo, hi)
-    overlapped = total + compute - union_s(_both(comp, comm), lo, hi)
+    overlapped = total + compute - union_s(both(comp, comm), lo, hi)
     overlapped = min(total, max(0.0, overlapped))
-    by_kind = _exposed_by_collective(cols, comp, compute, lo, hi)
-    return Communication(total, overlapped, total - overlapped, by_kind)
+    by_kind = _exposed_by_collective(cols, comp, compute, lo, hi, tags)
+    return Communication(total, overlapped, total - overlapped, by_kind, by_parallelism)
 
 
 def _exposed_by_collective(
-    cols: DeviceColumns, comp: Pair, compute_s: float, lo: float, hi: float
+    cols: DeviceColumns, comp: Pair, compute_s: float, lo: float, hi: float, tags: dict[int, str]
 ) -> dict[str, float]:
     """Exposed seconds of each collective kind: |kind's kernels or compute| - |compute|."""
     is_comm = cols.classes == COMMUNICATION
     ids_of: dict[str, list[int]] = {}
     for nid in np.unique(cols.name_ids[is_comm]).tolist():
-        ids_of.setdefault(collective_kind(cols.names[nid]), []).append(nid)
+        ids_of.setdefault(collective_kind(cols.names[nid], tags.get(nid)), []).append(nid)
     out: dict[str, float] = {}
     for kind in (k for k in COLLECTIVES if k in ids_of):
         mask = is_comm & np.isin(cols.name_ids, ids_of[kind])
-        both = union_s(_both(comp, cols.pick(mask)), lo, hi)
-        out[kind] = max(0.0, both - compute_s)
+        joint = union_s(both(comp, cols.pick(mask)), lo, hi)
+        out[kind] = max(0.0, joint - compute_s)
     return out
 
 
-def _busy_before(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> Any:
-    """Return F(t): busy time (µs) of the union of intervals before each t."""
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    if s.size == 0:
-        return lambda x: np.zeros_like(x)
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = s[1:] > e[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    ms, me = s[first], e[last]
-    cum = np.concatenate([[0.0], np.cumsum(me - ms)])
-
-    def busy(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        k = np.searchsorted(ms, x, side="right") - 1
-        kk = np.clip(k, 0, None)
-        inside = np.clip(x - ms[kk], 0, me[kk] - ms[kk])
-        return np.where(k >= 0, cum[kk] + inside, 0.0)
-
-    return busy
-
-
 def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
-    busy_all = _busy_before(cols.starts, cols.ends)
+    """Each stream's gaps split by cause; one sort by (stream, start) for all streams."""
+    if not cols.starts.size:
+        return []
+    busy_all = busy_before(cols.starts, cols.ends)
+    order = np.lexsort((cols.starts, cols.streams))
+    streams = cols.streams[order]
+    s_all, e_all, l_all = cols.starts[order], cols.ends[order], cols.launches[order]
+    comp_all = cols.classes[order] == COMPUTE
+    ids, first = np.unique(streams, return_index=True)
+    bounds = [*first.tolist(), streams.size]
     out = []
-    for stream in np.unique(cols.streams):
-        mask = cols.streams == stream
-        s, e, launch = cols.starts[mask], cols.ends[mask], cols.launches[mask]
-        compute = cols.classes[mask] == COMPUTE
-        order = np.argsort(s, kind="stable")
-        s, e, launch = s[order], e[order], launch[order]
+    for j, stream in enumerate(ids.tolist()):
+        seg = slice(bounds[j], bounds[j + 1])
+        s, e, launch = s_all[seg], e_all[seg], l_all[seg]
         prev_end, start, nxt_launch = e[:-1], s[1:], launch[1:]
         gap = np.clip(start - prev_end, 0, None)
         host = nxt_launch > prev_end  # NaN (no launch flow) compares False
@@ -187,7 +246,7 @@ def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
             StreamIdle(
                 stream=int(stream),
                 busy_s=float((e - s).sum()) * US,
-                compute_s=float((e - s)[compute[order]].sum()) * US,
+                compute_s=float((e - s)[comp_all[seg]].sum()) * US,
                 host_wait_s=float(gap[host].sum()) * US,
                 kernel_wait_s=float(gap[short].sum()) * US,
                 cross_stream_wait_s=float(cross.sum()) * US,
@@ -205,9 +264,13 @@ def _h2d(cols: DeviceColumns, durations: Any, idle: list[StreamIdle]) -> dict[st
     with_compute = [s for s in idle if s.compute_s > 0]
     main = max(with_compute, key=lambda s: s.compute_s).stream if with_compute else None
     on_main = mask & (cols.streams == main) if main is not None else np.zeros_like(mask)
+    total = float(durations[mask].sum()) * US
+    on_compute = float(durations[on_main].sum()) * US
     return {
-        "total_s": float(durations[mask].sum()) * US,
-        "on_compute_stream_s": float(durations[on_main].sum()) * US,
+        "total_s": total,
+        "on_compute_stream_s": on_compute,
+        "side_stream_s": max(0.0, total - on_compute),
+        "compute_stream": -1.0 if main is None else float(main),
     }
 
 
@@ -263,74 +326,4 @@ def _precision(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> dict[str
         p = gemm_precision(name)
         if p is not None:
             out[p] = out.get(p, 0.0) + float(totals[i]) * US
-    return out
-
-
-def _steps(cols: DeviceColumns, spans: list[tuple[float, float]]) -> list[StepFacts]:
-    comp, comm = cols.of_class(COMPUTE), cols.of_class(COMMUNICATION)
-    comp_comm = _both(comp, comm)
-    known = cols.pick(cols.classes != OTHER)
-    rows = []
-    for i, (a, dur) in enumerate(spans):
-        b = a + dur
-        c = union_s(comp, a, b)
-        cc = union_s(comp_comm, a, b)
-        busy = union_s(known, a, b)
-        rows.append(
-            StepFacts(
-                index=i,
-                duration_s=dur * US,
-                compute_s=c,
-                communication_s=cc - c,
-                memory_s=max(0.0, busy - cc),
-                idle_s=max(0.0, dur * US - busy),
-                comm_total_s=union_s(comm, a, b),
-            )
-        )
-    return _flag_atypical(rows)
-
-
-def _flag_atypical(rows: list[StepFacts]) -> list[StepFacts]:
-    if len(rows) < 3:
-        return rows
-    med_comm = statistics.median(r.comm_total_s for r in rows)
-    med_dur = statistics.median(r.duration_s for r in rows)
-    out = []
-    for r in rows:
-        odd = r.duration_s > ATYPICAL_FACTOR * med_dur or (
-            med_comm > 0 and r.comm_total_s > ATYPICAL_COMM_FACTOR * med_comm
-        )
-        out.append(StepFacts(**{**_fields(r), "atypical": odd}))
-    return out
-
-
-def _fields(r: StepFacts) -> dict[str, Any]:
-    return {k: getattr(r, k) for k in r.__slots__}  # type: ignore[attr-defined]
-
-
-def step_records(t: EventTally, w0: float, rank: int) -> list[Step]:
-    """Turn ProfilerSteps into Steps: DataLoader wait, host-to-device copy, the rest compute."""
-    h2d = sorted(t.h2d)
-    h_starts = np.array([c[0] for c in h2d], dtype=np.float64)
-    h_ends = np.array([c[1] for c in h2d], dtype=np.float64)
-    out = []
-    for i, (a, dur) in enumerate(sorted(t.steps.values())):
-        b = a + dur
-        wait = union_s(t.loader, a, b)
-        mine = [c for c in h2d if a <= c[0] < b]
-        copy = min(union_s((h_starts, h_ends), a, b), max(0.0, dur * US - wait))
-        out.append(
-            Step(
-                index=i,
-                start_s=(a - w0) * US,
-                data_wait_s=wait,
-                h2d_s=copy,
-                compute_s=max(0.0, dur * US - wait - copy),
-                post_s=0.0,
-                rank=rank,
-                h2d_bytes=sum(c[2] for c in mine),
-                h2d_pageable_bytes=sum(c[2] for c in mine if c[3]),
-                h2d_count=len(mine),
-            )
-        )
     return out

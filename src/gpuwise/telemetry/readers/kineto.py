@@ -33,8 +33,10 @@ from gpuwise.telemetry.readers._json_stream import (
     JsonStreamError,
     TextSource,
 )
-from gpuwise.telemetry.readers._kineto_events import EventTally, union_s
-from gpuwise.telemetry.readers._kineto_facts import step_records, trace_facts
+from gpuwise.telemetry.readers._kineto_events import EventTally
+from gpuwise.telemetry.readers._kineto_facts import trace_facts
+from gpuwise.telemetry.readers._kineto_intervals import union_s
+from gpuwise.telemetry.readers._kineto_steps import step_records
 
 US = 1e-6
 """Chrome trace timestamps and durations are microseconds."""
@@ -69,9 +71,12 @@ class TraceRead:
         events: Trace events decoded.
         skipped: Events that were malformed or unusable, with the reason.
         truncated: True when the file ended before the JSON document did.
-        window_s: Analysis window: first ProfilerStep start to last ProfilerStep end, or
-            the span of all timed events when there is no ProfilerStep.
-        window_source: ``"profiler_steps"`` or ``"whole_trace"``.
+        window_s: Analysis window: first ProfilerStep start to last ProfilerStep end;
+            without ProfilerSteps the span of the device work (the host's prologue and
+            epilogue of an excerpt are not the job's idle); without device work the span
+            of all timed events.
+        window_source: ``"profiler_steps"``, ``"device_span"`` (no ProfilerStep: first
+            device event to last) or ``"whole_trace"`` (no device event either).
         step_durations_s: Duration of each ProfilerStep, in order.
         dataloader_s: Time inside DataLoader ``__next__`` within the window.
         gpu_busy_s: Union of kernel, memcpy and memset intervals within the window.
@@ -238,15 +243,15 @@ def _parse(path: str, tally: EventTally, skipped: list[SkippedEvent], strict: bo
 def _walk(stream: JsonStream, tally: EventTally, corrupt: list[Corrupt] | None) -> None:
     first = stream.peek()
     if first == "[":
-        for event in stream.elements(corrupt):
-            tally.add(event)
+        for batch in stream.batches(corrupt):
+            tally.add_batch(batch)
         return
     if first != "{":
         raise JsonStreamError("expected a JSON object or array (a Chrome trace)", 0)
     for key in stream.members():
         if key == "traceEvents":
-            for event in stream.elements(corrupt):
-                tally.add(event)
+            for batch in stream.batches(corrupt):
+                tally.add_batch(batch)
         else:
             tally.add_member(key, stream.value())
     if not tally.saw_events:
@@ -269,6 +274,8 @@ def _seconds(us: float | None) -> float | None:
 def _build(path: str, t: EventTally, skipped: list[SkippedEvent], truncated: bool) -> TraceRead:
     w0, w1, source = t.window()
     steps_us = sorted(t.steps.values())
+    facts = trace_facts(t)
+    main = facts.compute_stream()
     return TraceRead(
         path=path,
         category_names=t.naming(),
@@ -281,14 +288,14 @@ def _build(path: str, t: EventTally, skipped: list[SkippedEvent], truncated: boo
         dataloader_s=union_s(t.loader, w0, w1),
         gpu_busy_s=union_s(t.gpu_all(), w0, w1),
         kernel_s=t.kernel_sum_in(w0, w1) * US,
-        memcpy_s=union_s(t.memcpy, w0, w1),
-        memset_s=union_s(t.memset, w0, w1),
+        memcpy_s=union_s(t.device.of_kind("memcpy"), w0, w1),
+        memset_s=union_s(t.device.of_kind("memset"), w0, w1),
         gpu_active_span_s=_seconds(t.gpu_span_us()),
         copies=t.copy_stats(),
         sync=t.sync_stats(w0, w1),
         devices=t.device_dicts(),
         rank=t.rank,
-        steps=step_records(t, w0, rank=t.rank or 0),
-        facts=trace_facts(t),
+        steps=step_records(t, w0, rank=t.rank or 0, stream=None if main is None else main.stream),
+        facts=facts,
         start_us=t.base_us,
     )

@@ -1,0 +1,227 @@
+"""``gpuwise analyze`` on synthetic Kineto traces of growing size, beside ``json.load``.
+
+Budget (DESIGN.md): analyze a trace in no more time than the standard library's
+``json.load`` takes merely to parse the same file, at every size; time flat per million
+events from 1M to 16M events; peak memory <= 150 MB per million events.
+
+For each size a trace of a training loop (100 kernels a step, five events per kernel:
+``benchmarks/_synthetic_kineto.py``) is written to a temporary folder as plain JSON, then
+read in fresh Python processes, interleaved: ``gpuwise`` (``gpuwise.diagnose.analyze``:
+read, device facts, diagnosis), ``gpuwise-json`` (the same with ``orjson`` hidden, when it
+is installed: the standard library decodes the events) and ``json.load`` (the parse
+alone, no figures). Each
+prints its time and its peak RSS growth (``VmHWM`` after minus before). The median of the
+runs is reported per size, with the ratio gpuwise / json.load and the figures per million
+events.
+
+``json.load`` holds the whole document as Python objects (about 1.3 GB per million
+events); at a size where the machine's available memory would not hold that, it is
+skipped and the row says so.
+
+    python benchmarks/analyze_scale.py                 # 1M, 4M, 16M events, 5 runs each
+    python benchmarks/analyze_scale.py --quick         # 50k and 200k events, 3 runs
+    python benchmarks/analyze_scale.py --sizes 1000000 --runs 5 --json
+    python benchmarks/analyze_scale.py --baseline OTHER_CHECKOUT/src   # also time another tree
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _synthetic_kineto import write_trace
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+BUDGET_MB_PER_M = 150.0
+JSON_LOAD_MB_PER_M = 1400.0
+"""Peak RSS of ``json.load`` per million events of this trace (measured: ~1.3 GB)."""
+
+CHILD = r"""
+import json, sys, time
+mode, path = sys.argv[1], sys.argv[2]
+if mode == "gpuwise-json":
+    sys.modules["orjson"] = None  # the standard library decodes the runs too
+if mode.startswith("gpuwise"):
+    from gpuwise.diagnose.analyze import analyze
+
+def peak_kib():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+before = peak_kib()
+t0 = time.perf_counter()
+if mode.startswith("gpuwise"):
+    kinds = [f.kind for f in analyze([path]).findings]
+else:
+    with open(path) as fh:
+        doc = json.load(fh)
+    kinds = []
+elapsed = time.perf_counter() - t0
+print(json.dumps({"s": elapsed, "rss_mb": (peak_kib() - before) / 1024, "findings": kinds}))
+"""
+
+
+def measure(mode: str, path: Path, src: Path) -> dict[str, Any]:
+    """Run one read in a fresh process; return its time, RSS growth and findings."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
+        env=env,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def available_mb() -> float:
+    """Memory available to a new process (MemAvailable), in MB."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run_size(events: int, runs: int, folder: Path, modes: dict[str, Path]) -> dict[str, Any]:
+    """Write one trace and time every mode on it, interleaved."""
+    path = folder / f"synthetic_{events}.json"
+    written = write_trace(path, events)
+    millions = written / 1e6
+    plan = dict(modes)
+    skipped = None
+    need = JSON_LOAD_MB_PER_M * millions
+    if need > 0.7 * available_mb():
+        skipped = (
+            f"json.load skipped: needs ~{need / 1024:.0f} GB, {available_mb() / 1024:.0f} GB free"
+        )
+        plan.pop("json.load", None)
+    samples: dict[str, list[dict[str, Any]]] = {m: [] for m in plan}
+    for _ in range(runs):
+        for mode, src in plan.items():
+            kind = mode if mode in ("json.load", "gpuwise-json") else "gpuwise"
+            samples[mode].append(measure(kind, path, src))
+    size_mb = path.stat().st_size / 1e6
+    path.unlink()
+    med = {
+        m: {k: statistics.median(float(r[k]) for r in rows) for k in ("s", "rss_mb")}
+        for m, rows in samples.items()
+    }
+    row: dict[str, Any] = {
+        "events": written,
+        "file_mb": size_mb,
+        "runs": runs,
+        "median": med,
+        "findings": samples["gpuwise"][0]["findings"],
+        "s_per_m_events": med["gpuwise"]["s"] / millions,
+        "rss_mb_per_m_events": med["gpuwise"]["rss_mb"] / millions,
+        "json_load_skipped": skipped,
+    }
+    if "json.load" in med:
+        row["time_vs_json_load"] = med["gpuwise"]["s"] / med["json.load"]["s"]
+        row["json_load_s_per_m_events"] = med["json.load"]["s"] / millions
+    if "gpuwise-json" in med and "json.load" in med:
+        row["stdlib_time_vs_json_load"] = med["gpuwise-json"]["s"] / med["json.load"]["s"]
+    if "baseline" in med:
+        row["baseline_s_per_m_events"] = med["baseline"]["s"] / millions
+        row["speedup_vs_baseline"] = med["baseline"]["s"] / med["gpuwise"]["s"]
+    return row
+
+
+def _has_orjson() -> bool:
+    try:
+        import orjson  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", help="events per trace")
+    parser.add_argument("--runs", type=int, default=5, help="interleaved runs per mode")
+    parser.add_argument("--quick", action="store_true", help="50k and 200k events, 3 runs")
+    parser.add_argument("--baseline", type=Path, help="another gpuwise source tree to time too")
+    parser.add_argument(
+        "--reader-only", action="store_true", help="time only gpuwise (no json.load, no stdlib)"
+    )
+    parser.add_argument(
+        "--no-stdlib", action="store_true", help="skip the orjson-hidden gpuwise runs"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--tmp", type=Path, help="folder for the traces (default: system temp)")
+    args = parser.parse_args()
+    sizes = args.sizes or ([50_000, 200_000] if args.quick else [1_000_000, 4_000_000, 16_000_000])
+    runs = 3 if args.quick else args.runs
+    modes = {"gpuwise": SRC} if args.reader_only else {"gpuwise": SRC, "json.load": SRC}
+    if _has_orjson() and not (args.reader_only or args.no_stdlib):
+        modes["gpuwise-json"] = SRC  # the same reader without orjson: the floor everywhere
+    if args.baseline:
+        modes["baseline"] = args.baseline
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+        for events in sizes:
+            rows.append(run_size(events, runs, Path(tmp), modes))
+            if not args.json:
+                _print(rows[-1])
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    per_m = [r["s_per_m_events"] for r in rows]
+    print(
+        f"time per million events from {rows[0]['events']:,} to {rows[-1]['events']:,} events: "
+        f"x{max(per_m) / min(per_m):.2f} between the slowest and fastest size (flat = x1)"
+    )
+    return 0
+
+
+def _print(r: dict[str, Any]) -> None:
+    med = r["median"]
+    g = med["gpuwise"]
+    line = (
+        f"{r['events']:>11,} events ({r['file_mb']:7.0f} MB), median of {r['runs']}: "
+        f"gpuwise {g['s']:7.2f} s = {r['s_per_m_events']:5.2f} s/M events, "
+        f"peak RSS +{g['rss_mb']:6.0f} MB = {r['rss_mb_per_m_events']:5.0f} MB/M events "
+        f"(budget {BUDGET_MB_PER_M:.0f})"
+    )
+    print(line)
+    if "json.load" in med:
+        j = med["json.load"]
+        print(
+            f"{'':13}json.load {j['s']:7.2f} s, RSS +{j['rss_mb']:6.0f} MB; "
+            f"gpuwise / json.load time x{r['time_vs_json_load']:.2f} (budget <= x1.00)"
+        )
+    else:
+        print(f"{'':13}{r['json_load_skipped']}")
+    if "gpuwise-json" in med:
+        gj = med["gpuwise-json"]
+        ratio = r.get("stdlib_time_vs_json_load")
+        vs = f"; / json.load x{ratio:.2f}" if ratio is not None else ""
+        print(
+            f"{'':13}gpuwise without orjson (json module) {gj['s']:7.2f} s, "
+            f"RSS +{gj['rss_mb']:6.0f} MB{vs}"
+        )
+    if "baseline" in med:
+        print(
+            f"{'':13}baseline {med['baseline']['s']:7.2f} s = "
+            f"{r['baseline_s_per_m_events']:5.2f} s/M events; "
+            f"speedup x{r['speedup_vs_baseline']:.2f}"
+        )
+    print(f"{'':13}findings: {', '.join(r['findings'])}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

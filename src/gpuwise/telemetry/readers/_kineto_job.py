@@ -1,0 +1,190 @@
+"""What kind of job a Kineto trace recorded: training, inference (serving) or evaluation.
+
+Each distinct host span name (``cpu_op``, ``user_annotation``, ``python_function``) is
+classified once into marks (a bit set) and counted; kernel names are classified at the
+end, weighted by their device time. The marks:
+
+- training: autograd's backward (``autograd::engine::evaluate_function: MmBackward0``,
+  ``*Backward0`` ops, ``AccumulateGrad``) or the optimizer (``Optimizer.step#AdamW.step``,
+  ``aten::_fused_adam_``), and backward/optimizer kernels (``wgrad``/``dgrad`` GEMMs,
+  ``*_backward_*`` kernels, ``flash_bwd_*``, Adam functors);
+- inference engines: vLLM (``vllm`` in a Python frame, ``vllm::`` kernels), SGLang
+  (``sglang``, ``sgl_kernel``), TensorRT-LLM (``tensorrt_llm``), Triton Inference Server
+  (``tritonserver``), and LLM serving kernels (paged attention, KV-cache writes,
+  FlashInfer batch prefill/decode);
+- prefill and decode: kernel and span names that say which phase they serve;
+- evaluation: ``validation_step``/``test_step``/``evaluate`` spans.
+
+The reader's own span markers (ProfilerStep, DataLoader, compiled regions, convolutions)
+share the bit set so each host span name is looked up once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+STEP, LOADER, COMPILED, CONV = 1, 2, 4, 8
+BACKWARD, OPTIMIZER, EVAL, PREFILL, DECODE = 16, 32, 64, 128, 256
+VLLM, SGLANG, TRTLLM, TRITON_SERVER, LLM_SERVING = 512, 1024, 2048, 4096, 8192
+JOB_BITS = BACKWARD | OPTIMIZER | EVAL | PREFILL | DECODE
+ENGINES = {
+    VLLM: "vllm",
+    SGLANG: "sglang",
+    TRTLLM: "tensorrt_llm",
+    TRITON_SERVER: "triton_server",
+    LLM_SERVING: "llm_serving",
+}
+"""Engine marks, most specific first (``llm_serving``: serving kernels, engine unnamed)."""
+ENGINE_BITS = sum(ENGINES)
+COUNTED = JOB_BITS | ENGINE_BITS
+
+COMPILED_OPS = ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFxGraph")
+"""Host spans that torch.compile leaves around compiled regions."""
+
+CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::cudnn_convolution"})
+"""The first convolution's input shape tells whether the inputs are image batches."""
+
+_HOST_MARKS = (
+    (BACKWARD, re.compile(r"autograd::engine::evaluate_function|Backward\d*$|AccumulateGrad")),
+    (
+        OPTIMIZER,
+        re.compile(r"^Optimizer\.(step|zero_grad)#|_fused_(adam|adamw|sgd)|optimizer_step"),
+    ),
+    (
+        EVAL,
+        re.compile(
+            r"validation_step|test_step|predict_step|eval_step|(^|[^a-z_])evaluate([^a-z_]|$)"
+        ),
+    ),
+    (VLLM, re.compile(r"vllm", re.IGNORECASE)),
+    (SGLANG, re.compile(r"sglang|sgl_kernel", re.IGNORECASE)),
+    (TRTLLM, re.compile(r"tensorrt_llm|trtllm", re.IGNORECASE)),
+    (TRITON_SERVER, re.compile(r"tritonserver|triton_server", re.IGNORECASE)),
+    (PREFILL, re.compile(r"prefill|context_attention|extend_attention", re.IGNORECASE)),
+    (DECODE, re.compile(r"decode|paged_attention|splitkv", re.IGNORECASE)),
+)
+_KERNEL_MARKS = (
+    (
+        BACKWARD,
+        re.compile(r"backward|wgrad|dgrad|bprop|_bwd|grad_input|grad_weight", re.IGNORECASE),
+    ),
+    (OPTIMIZER, re.compile(r"adam|FusedSgd|sgd_kernel|lamb_", re.IGNORECASE)),
+    (VLLM, re.compile(r"vllm", re.IGNORECASE)),
+    (SGLANG, re.compile(r"sglang|sgl_kernel|sgl::", re.IGNORECASE)),
+    (TRTLLM, re.compile(r"tensorrt_llm", re.IGNORECASE)),
+    (
+        LLM_SERVING,
+        re.compile(
+            r"paged_attention|reshape_and_cache|BatchPrefillWithPagedKVCache|"
+            r"BatchDecodeWithPagedKVCache|flash_fwd_splitkv|cross_device_reduce",
+            re.IGNORECASE,
+        ),
+    ),
+    (PREFILL, re.compile(r"prefill|context_attention|extend_attention", re.IGNORECASE)),
+    (DECODE, re.compile(r"decode|paged_attention|splitkv", re.IGNORECASE)),
+)
+
+
+def host_marks(name: str) -> int:
+    """Return the marks of one host span name."""
+    mark = 0
+    if name.startswith("ProfilerStep#"):
+        mark |= STEP
+    elif name.startswith("enumerate(DataLoader)") and name.endswith("__next__"):
+        mark |= LOADER
+    elif name.startswith(COMPILED_OPS) or "torch-compiled region" in name.lower():
+        mark |= COMPILED
+    elif name in CONV_OPS:
+        mark |= CONV
+    for bit, pattern in _HOST_MARKS:
+        if pattern.search(name):
+            mark |= bit
+    return mark
+
+
+def kernel_marks(name: str) -> int:
+    """Return the marks of one kernel name."""
+    mark = 0
+    for bit, pattern in _KERNEL_MARKS:
+        if pattern.search(name):
+            mark |= bit
+    return mark
+
+
+class JobMarks:
+    """Counts of host spans by their marks (see module docstring)."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, int] = {}
+        self.counts: dict[int, int] = {}
+        self.spans = 0
+
+    def host(self, name: str) -> int:
+        """Return (and count) the marks of one host span."""
+        self.spans += 1
+        mark = self._of.get(name)
+        if mark is None:
+            mark = self._of[name] = host_marks(name)
+        if mark & COUNTED:
+            self.counts[mark] = self.counts.get(mark, 0) + 1
+        return mark
+
+    def host_count(self, bit: int) -> int:
+        """Host spans carrying ``bit``."""
+        return sum(n for mark, n in self.counts.items() if mark & bit)
+
+
+def job_kind(marks: JobMarks, kernel_time_s: dict[str, float]) -> dict[str, Any]:
+    """Decide the job kind from host span marks and kernel time per kernel name.
+
+    Args:
+        marks: The host span marks counted while reading.
+        kernel_time_s: Device time of each kernel name.
+
+    Returns:
+        ``kind`` (``training``, ``inference``, ``evaluation`` or ``unknown``), ``engine``
+        (``vllm``, ``sglang``, ``tensorrt_llm``, ``triton_server``, ``llm_serving`` or
+        None), ``prefill_s``/``decode_s`` (device time of kernels that name the phase),
+        and ``evidence``: the counts the decision rests on.
+    """
+    k_time: dict[int, float] = {}
+    for name, seconds in kernel_time_s.items():
+        mark = kernel_marks(name)
+        for bit in (BACKWARD, OPTIMIZER, PREFILL, DECODE, *ENGINES):
+            if mark & bit:
+                k_time[bit] = k_time.get(bit, 0.0) + seconds
+    evidence = {
+        "backward_spans": marks.host_count(BACKWARD),
+        "optimizer_spans": marks.host_count(OPTIMIZER),
+        "evaluation_spans": marks.host_count(EVAL),
+        "backward_kernel_s": k_time.get(BACKWARD, 0.0),
+        "optimizer_kernel_s": k_time.get(OPTIMIZER, 0.0),
+    }
+    engine = None
+    for bit, name in ENGINES.items():
+        seen = marks.host_count(bit) + (1 if k_time.get(bit) else 0)
+        if seen:
+            evidence[f"{name}_marks"] = seen
+            engine = engine or name
+    trained = evidence["backward_spans"] or evidence["optimizer_spans"]
+    # Backward-looking kernels decide only when no host span was recorded: cuDNN runs a
+    # transposed convolution's forward as a dgrad kernel, so an inference trace can hold one.
+    kernels_only = not marks.spans and engine is None and evidence["backward_kernel_s"] > 0
+    if trained or kernels_only:
+        kind = "training"
+    elif engine is not None:
+        kind = "inference"
+    elif evidence["evaluation_spans"]:
+        kind = "evaluation"
+    elif marks.spans:
+        kind = "inference"  # host ops recorded, none of them backward or optimizer
+    else:
+        kind = "unknown"  # device events alone: nothing tells a forward pass from training
+    return {
+        "kind": kind,
+        "engine": engine if kind == "inference" else None,
+        "prefill_s": k_time.get(PREFILL, 0.0),
+        "decode_s": k_time.get(DECODE, 0.0),
+        "evidence": evidence,
+    }
