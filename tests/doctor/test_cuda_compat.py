@@ -52,8 +52,32 @@ def test_suggest_container_for_each_driver() -> None:
     assert old["pip_command"] is None
     assert old["reason"] == "driver 470.82.01 predates every listed image; upgrade the driver"
     cpu = cc.suggest_container(0, None, None, "2.13.0+cpu")
+    assert cpu["pip_command"] == (
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    )
     assert cpu["kind"] == "cpu"
     assert cpu["pip_index_url"] == "https://download.pytorch.org/whl/cpu"
+
+
+def test_the_suggested_wheel_is_one_published_for_the_installed_release() -> None:
+    # torch 2.13 has no cu128 or cu129 build: a driver that runs CUDA 12.9 gets cu126
+    r550 = cc.suggest_container(1, "575.51.03", "12.9", "2.13.0+cu126")
+    assert r550["torch_cuda"] == "12.6"
+    assert r550["pip_command"] == (
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
+    )
+    # torch 2.8 had cu129 (and no cu130): the same driver gets cu129
+    assert cc.suggest_container(1, "575.51.03", "12.9", "2.8.0")["torch_cuda"] == "12.9"
+    # a release the table does not list: the newest listed release, with its own variants
+    new = cc.suggest_container(1, "595.1", "13.2", "2.99.0+cu140")
+    assert new["pip_command"] == (
+        "pip install torch=='2.13.*' --index-url https://download.pytorch.org/whl/cu132"
+    )
+    unknown = cc.suggest_container(1, "595.1", "13.2", None)
+    assert unknown["pip_command"] == new["pip_command"]
+    # every row only names variants: each variant is a CUDA release the driver table knows
+    for variants in cc.TORCH_WHEEL_CUDA.values():
+        assert all(cc.toolkit_driver(cuda) for cuda in variants)
 
 
 def test_cudnn_version_encodings() -> None:

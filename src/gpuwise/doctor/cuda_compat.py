@@ -75,16 +75,49 @@ NGC_PYTORCH: tuple[NgcImage, ...] = (
     NgcImage("22.12", "11.8.0", "1.14.0a0"),
 )
 
-# CUDA variants of the PyTorch wheels on download.pytorch.org (index "whl/cuXYZ").
-WHEEL_CUDA: tuple[tuple[int, int], ...] = (
-    (13, 0),
-    (12, 9),
-    (12, 8),
-    (12, 6),
-    (12, 4),
-    (12, 1),
-    (11, 8),
+# CUDA variants published for each PyTorch release on download.pytorch.org (index
+# "whl/cuXYZ"), newest first. A variant missing from a release's row does not exist for it:
+# `pip install torch==2.13.0 --index-url .../cu128` finds nothing. Sources: PyTorch's
+# "Previous PyTorch Versions" page (2.4-2.9) and the per-release wheel listings (2.10-2.13).
+TORCH_WHEEL_CUDA: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {
+    (2, 13): ((13, 2), (13, 0), (12, 6)),
+    (2, 12): ((13, 2), (13, 0), (12, 6)),
+    (2, 11): ((13, 0), (12, 8), (12, 6)),
+    (2, 10): ((13, 0), (12, 8), (12, 6)),
+    (2, 9): ((13, 0), (12, 8), (12, 6)),
+    (2, 8): ((12, 9), (12, 8), (12, 6)),
+    (2, 7): ((12, 8), (12, 6), (11, 8)),
+    (2, 6): ((12, 6), (12, 4), (11, 8)),
+    (2, 5): ((12, 4), (12, 1), (11, 8)),
+    (2, 4): ((12, 4), (12, 1), (11, 8)),
+}
+NEWEST_TORCH = max(TORCH_WHEEL_CUDA)
+# Every variant any listed release has, newest first (a release unknown to the table).
+WHEEL_CUDA: tuple[tuple[int, int], ...] = tuple(
+    sorted({c for row in TORCH_WHEEL_CUDA.values() for c in row}, reverse=True)
 )
+
+
+def wheel_cuda_variants(torch_version: str | None) -> tuple[tuple[int, int], ...]:
+    """The CUDA variants published for a PyTorch release, newest first.
+
+    A release newer than the table gets the newest listed release's variants (the pip
+    command then names that release, see ``suggest_container``); an unknown version gets
+    the newest release's too.
+
+    Example:
+        >>> wheel_cuda_variants("2.13.0+cpu")
+        ((13, 2), (13, 0), (12, 6))
+    """
+    return TORCH_WHEEL_CUDA[_listed_release(torch_version)]
+
+
+def _listed_release(torch_version: str | None) -> tuple[int, int]:
+    v = parse_version(torch_version)
+    release = (v[0], v[1] if len(v) > 1 else 0) if v else NEWEST_TORCH
+    return release if release in TORCH_WHEEL_CUDA else NEWEST_TORCH
+
+
 WHEEL_INDEX = "https://download.pytorch.org/whl/"
 
 
@@ -207,19 +240,24 @@ def suggest_container(
             reason="no NVIDIA GPU: the CPU-only PyTorch build leaves out the CUDA libraries",
         )
     else:
-        out.update(_cuda_suggestion(driver, cuda_driver))
+        out.update(_cuda_suggestion(driver, cuda_driver, torch_version))
     url = out["pip_index_url"]
+    if _listed_release(torch_version) != cuda_of(base):  # a release the table does not list
+        base = "'" + ".".join(map(str, NEWEST_TORCH)) + ".*'"  # quoted for the shell
     out["pip_command"] = None if url is None else f"pip install torch=={base} --index-url {url}"
     out["reason"] = out.pop("reason")
     return out
 
 
-def _cuda_suggestion(driver: str | None, cuda_driver: str | None) -> dict[str, str | None]:
+def _cuda_suggestion(
+    driver: str | None, cuda_driver: str | None, torch_version: str | None
+) -> dict[str, str | None]:
     limit = driver_max_cuda(driver, cuda_driver)
     image = next(
         (i for i in NGC_PYTORCH if limit is None or (cuda_of(i.cuda) or (0, 0)) <= limit), None
     )
-    wheel = next((w for w in WHEEL_CUDA if limit is None or w <= limit), None)
+    variants = wheel_cuda_variants(torch_version)
+    wheel = next((w for w in variants if limit is None or w <= limit), None)
     return {
         "kind": "cuda",
         "driver_max_cuda": None if limit is None else f"{limit[0]}.{limit[1]}",
