@@ -27,7 +27,7 @@ BATCH = 32
 
 def main() -> None:
     torch.set_num_threads(1)  # the same trace shape whatever the machine's core count
-    device, model, optimizer = training_setup("cpu")
+    _device, model, optimizer = training_setup("cpu")
     loader = iter(DataLoader(GeneratedImages(), batch_size=BATCH, shuffle=False))
     train_step(model, optimizer, *next(loader))  # warm-up, outside the trace
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=STEPS, repeat=1)

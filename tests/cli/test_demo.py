@@ -40,6 +40,8 @@ def test_demo_prints_the_shipped_trace_and_analyze_reads_it(
     assert doc["findings"][0]["kind"] == "input_bound"
 
 
-def test_demo_refuses_a_folder_for_the_html(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_demo_refuses_a_folder_for_the_html(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     assert main(["demo", "--steps", "2", "--html", str(tmp_path)]) == 1
     assert "cannot write the HTML report" in capfd.readouterr().err

@@ -21,9 +21,7 @@ def _callback_base() -> type:
     try:
         from transformers import TrainerCallback
     except ImportError as err:
-        raise MissingExtraError(
-            "transformers", "hf", "The Hugging Face Trainer callback"
-        ) from err
+        raise MissingExtraError("transformers", "hf", "The Hugging Face Trainer callback") from err
     return TrainerCallback  # type: ignore[no-any-return]
 
 
