@@ -10,13 +10,14 @@
    (skipped, with a message, when no Chromium is installed).
 
 Run from the repository root:
-    python tools/make_pictures.py [--steps 30] [--chromium /usr/bin/chromium]
+    python tools/make_pictures.py [--steps 24] [--chromium /usr/bin/chromium]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,7 @@ WIDTH = PIPE_WIDTH  # the width the CLI gives a pipe or a file
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=30, help="steps of the demo (default 30)")
+    parser.add_argument("--steps", type=int, default=24, help="steps of the demo (default 24)")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--out", type=Path, default=ASSETS, help="folder for the pictures")
     return parser.parse_args()
@@ -73,6 +74,9 @@ def html_screenshot(chromium: str, html: Path, path: Path) -> None:
 
 def main() -> None:
     args = parse_args()
+    # one compute thread for the example: on a shared machine, threads fighting other jobs
+    # for the cores would distort the split the picture is meant to show
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         run_json, html = Path(tmp) / "run.json", Path(tmp) / "report.html"
