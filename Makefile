@@ -16,9 +16,11 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 # The demo needs only the runtime set: torch and gpuwise's core dependencies (no test tools).
+# --no-compile: byte-compiling all of torch's files took 3x the install itself; Python
+# compiles the modules it imports on first use instead.
 $(DEMO_STAMP): requirements-demo.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -r requirements-demo.txt
+	$(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r requirements-demo.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(DEMO_STAMP)
 
