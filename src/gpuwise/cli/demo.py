@@ -22,7 +22,7 @@ The example trains a small CNN on generated images with a per-sample Python inpu
 pipeline, so gpuwise should name it input-bound; see examples/train_fixed.py for the fix."""
 
 DEFAULT_HTML = "gpuwise-demo.html"
-DEFAULT_STEPS = 40
+DEFAULT_STEPS = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
