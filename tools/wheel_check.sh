@@ -83,7 +83,7 @@ grep -qi "<!doctype html" demo.html || fail "the demo's HTML report is missing"
 step "gpuwise profile -- <another interpreter> tiny_script.py"
 # Another interpreter with torch but without gpuwise: a second venv that sees the first
 # one's packages, all but gpuwise, through a .pth file.
-python3 -m venv --without-pip "$WORK/other" 2>/dev/null || "$PYTHON" -m venv --without-pip "$WORK/other"
+"$PYTHON" -m venv --without-pip "$WORK/other"  # the same Python version as the packages
 SITE="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 OTHER_SITE="$("$WORK/other/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 mkdir -p "$WORK/torch-only"
