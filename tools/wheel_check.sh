@@ -21,6 +21,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [ -z "${PYTHON:-}" ]; then
     if [ -x "$ROOT/.venv/bin/python" ]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python3; fi
 fi
+case "$PYTHON" in /*) ;; */*) PYTHON="$PWD/$PYTHON" ;; *) PYTHON="$(command -v "$PYTHON")" ;; esac
 TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
 MAX_ADDED="${MAX_ADDED:-12}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpuwise-wheel-check.XXXXXX")"
