@@ -3,8 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
+DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: demo test lint bench clean gpu-check
+.PHONY: demo test lint bench clean gpu-check wheel-check docs docs-serve pictures
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -13,8 +15,33 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/gpuwise profile
+# The demo needs only the runtime set: torch and gpuwise's core dependencies (no test tools).
+# --no-compile: byte-compiling all of torch's files took 3x the install itself; Python
+# compiles the modules it imports on first use instead.
+$(DEMO_STAMP): requirements-demo.txt pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --no-compile --disable-pip-version-check -r requirements-demo.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)  # profile the built-in naive example; the HTML report lands in gpuwise-demo.html
+	$(BIN)/gpuwise demo
+
+$(DOCS_STAMP): requirements-docs.txt $(STAMP)
+	$(BIN)/python -m pip install -q -r requirements-docs.txt
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)  # the docs site into site/, warnings are errors
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(DOCS_STAMP)
+	$(BIN)/mkdocs serve
+
+pictures: $(STAMP)  # the README's terminal capture (SVG) and HTML screenshot (PNG), regenerated
+	$(BIN)/python tools/make_pictures.py
+
+wheel-check: $(STAMP)  # build sdist + wheel, install into a new venv outside the tree, run it there
+	PYTHON=$(BIN)/python bash tools/wheel_check.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples tools
@@ -31,7 +58,7 @@ gpu-check: $(STAMP)  # every GPU-only check, one JSON of figures; says so and ex
 	$(BIN)/python tools/gpu_check.py --out gpu-check.json
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 .PHONY: faults
 faults: $(STAMP)  # the fault-injection suite: signals, closed stdout, full disk, hostile inputs

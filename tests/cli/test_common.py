@@ -15,6 +15,7 @@ from gpuwise.cli.main import COMMANDS, build_parser, main
 from gpuwise.errors import GpuwiseError
 
 SCHEMAS = {
+    "demo": "gpuwise.run/1",
     "monitor": "gpuwise.samples/1",
     "profile": "gpuwise.run/1",
     "analyze": "gpuwise.run/1",

@@ -52,8 +52,47 @@ def test_suggest_container_for_each_driver() -> None:
     assert old["pip_command"] is None
     assert old["reason"] == "driver 470.82.01 predates every listed image; upgrade the driver"
     cpu = cc.suggest_container(0, None, None, "2.13.0+cpu")
+    assert cpu["pip_command"] == (
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    )
     assert cpu["kind"] == "cpu"
     assert cpu["pip_index_url"] == "https://download.pytorch.org/whl/cpu"
+
+
+def test_the_suggested_wheel_is_one_published_for_the_installed_release() -> None:
+    # torch 2.13 has no cu128 or cu129 build: a driver that runs CUDA 12.9 gets cu126
+    r575 = cc.suggest_container(1, "575.51.03", "12.9", "2.13.0+cu126")
+    assert r575["torch_cuda"] == "12.6"
+    assert r575["pip_command"] == (
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
+    )
+    # torch 2.8 had cu129 (and no cu130): the same driver gets cu129
+    assert cc.suggest_container(1, "575.51.03", "12.9", "2.8.0")["torch_cuda"] == "12.9"
+    # a release the table does not list: the newest listed release, with its own variants
+    new = cc.suggest_container(1, "595.1", "13.2", "2.99.0+cu140")
+    assert new["pip_command"] == (
+        "pip install torch=='2.13.*' --index-url https://download.pytorch.org/whl/cu132"
+    )
+    unknown = cc.suggest_container(1, "595.1", "13.2", None)
+    assert unknown["pip_command"] == new["pip_command"]
+    # no 2.13 wheel runs on a CUDA 12.4 driver: the newest release that has one, not a 404
+    r550 = cc.suggest_container(2, "550.54.15", "12.4", "2.13.0+cpu")
+    assert r550["pip_command"] == (
+        "pip install torch=='2.6.*' --index-url https://download.pytorch.org/whl/cu124"
+    )
+    # a driver older than every listed variant: upgrade it, no pip command
+    old = cc.suggest_container(1, "450.80.02", "11.0", "2.13.0")
+    assert old["pip_command"] is None
+    # a Blackwell GPU (sm_120) needs CUDA >= 12.8: torch 2.13's cu126 cannot run on it
+    blackwell = cc.suggest_container(1, "575.51.03", "12.9", "2.13.0", ("12.0",))
+    assert blackwell["pip_command"] == (
+        "pip install torch=='2.8.*' --index-url https://download.pytorch.org/whl/cu129"
+    )
+    assert cc.min_cuda_for("9.0") == (11, 8)
+    assert cc.min_cuda_for("7.0") == (0, 0)
+    # every row only names variants: each variant is a CUDA release the driver table knows
+    for variants in cc.TORCH_WHEEL_CUDA.values():
+        assert all(cc.toolkit_driver(cuda) for cuda in variants)
 
 
 def test_cudnn_version_encodings() -> None:

@@ -75,11 +75,12 @@ def test_gpus_with_cpu_only_torch(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         "2 GPU(s) found (2 x NVIDIA H100 80GB HBM3), but PyTorch 2.13.0+cpu is a CPU-only "
         "build: every tensor stays on the CPU."
     )
-    # The fake driver is 550.54.15 / CUDA 12.4: the cu124 wheel and the 24.04 image fit.
+    # The fake driver is 550.54.15 / CUDA 12.4: torch 2.13 has no wheel for it (cu126 is
+    # its oldest), so the newest release with a cu124 wheel, and the 24.04 image, fit.
     assert finding.fixes == (
         Fix(
             "Install the CUDA build of PyTorch",
-            "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu124",
+            "pip install torch=='2.6.*' --index-url https://download.pytorch.org/whl/cu124",
         ),
         Fix(
             "Or run the job in a matching NGC PyTorch container",
@@ -101,7 +102,7 @@ def test_driver_too_old_for_the_build(monkeypatch: pytest.MonkeyPatch, tmp_path:
         "toolkit_driver_version": "550.54.14",
     }
     assert [f.how for f in finding.fixes[1:]] == [
-        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu118",
+        "pip install torch=='2.7.*' --index-url https://download.pytorch.org/whl/cu118",
         "docker run --gpus all nvcr.io/nvidia/pytorch:22.12-py3",
     ]
     assert finding.fixes[0].action == "Upgrade the NVIDIA driver to 550.54.14 or newer"

@@ -11,8 +11,8 @@ import torch
 
 from gpuwise.errors import MissingExtraError
 
-transformers = pytest.importorskip("transformers", reason="gpuwise[transformers] is missing")
-pytest.importorskip("accelerate", reason="the Trainer needs accelerate (gpuwise[transformers])")
+transformers = pytest.importorskip("transformers", reason="gpuwise[hf] is missing")
+pytest.importorskip("accelerate", reason="the Trainer needs accelerate (gpuwise[hf])")
 
 WAIT_S = 0.01
 BATCH = 4
@@ -109,5 +109,5 @@ def test_without_transformers_the_error_names_the_extra(monkeypatch: pytest.Monk
 
     monkeypatch.delattr(module, "GpuwiseCallback", raising=False)
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(MissingExtraError, match=r"gpuwise\[transformers\]"):
+    with pytest.raises(MissingExtraError, match=r"gpuwise\[hf\]"):
         module.GpuwiseCallback  # noqa: B018  (building the class needs transformers)

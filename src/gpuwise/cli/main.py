@@ -18,6 +18,7 @@ from gpuwise._version import __version__
 from gpuwise.errors import GpuwiseError
 
 COMMANDS = (
+    ("demo", "gpuwise.cli.demo"),
     ("doctor", "gpuwise.cli.doctor"),
     ("monitor", "gpuwise.cli.monitor"),
     ("profile", "gpuwise.cli.profile"),
@@ -34,6 +35,7 @@ COMMANDS = (
 DESCRIPTION = """\
 Keep deep-learning jobs' GPUs busy, and prove it.
 
+  try it     gpuwise demo
   measure    gpuwise doctor · gpuwise monitor
   diagnose   gpuwise profile -- python train.py · gpuwise analyze trace.json.gz
   verify     gpuwise compare before.json after.json --max-regression 5

@@ -43,8 +43,7 @@ def check_pixels(data: bytes | memoryview | np.ndarray) -> None:
         ValueError: The image claims too many pixels (the message gives its size).
     """
     if is_jpeg(data):
-        import simplejpeg
-
+        simplejpeg = _simplejpeg()
         try:
             h, w, _, _ = simplejpeg.decode_jpeg_header(data)
         except ValueError:
@@ -61,8 +60,7 @@ def check_pixels(data: bytes | memoryview | np.ndarray) -> None:
 def _pillow_size(data: bytes | memoryview | np.ndarray) -> tuple[int, int]:
     import warnings
 
-    from PIL import Image
-
+    Image = _pillow()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -72,6 +70,23 @@ def _pillow_size(data: bytes | memoryview | np.ndarray) -> tuple[int, int]:
         raise ValueError(f"decompression bomb: {err}") from err
     except Exception:  # not an image Pillow can identify: the strict decode says why
         return 0, 0
+
+
+def _simplejpeg() -> Any:
+    try:
+        import simplejpeg
+    except ImportError as err:
+        raise MissingExtraError("simplejpeg", "jpeg", "Decoding JPEG images") from err
+    return simplejpeg
+
+
+def _pillow() -> Any:
+    """``PIL.Image``, or the error naming the extra that installs Pillow."""
+    try:
+        from PIL import Image
+    except ImportError as err:
+        raise MissingExtraError("pillow", "jpeg", "Decoding images") from err
+    return Image
 
 
 def _cv2() -> Any:
@@ -99,21 +114,19 @@ def decode_rgb(data: bytes | memoryview | np.ndarray) -> np.ndarray:
     """
     jpeg_error = None
     if is_jpeg(data):
-        import simplejpeg
-
+        simplejpeg = _simplejpeg()
         try:
             return np.asarray(simplejpeg.decode_jpeg(data, colorspace="rgb", strict=True))
         except ValueError as err:  # CMYK and other rare JPEGs: let Pillow try
             jpeg_error = err
-    from PIL import Image, UnidentifiedImageError
-
+    Image = _pillow()
     check_pixels(data)
     try:
         with Image.open(io.BytesIO(bytes(data))) as im:
             if im.mode in SIXTEEN_BIT_MODES:
                 return _grey16_to_rgb(np.asarray(im))
             return np.asarray(im.convert("RGB"))
-    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as err:
+    except (OSError, Image.UnidentifiedImageError, SyntaxError, ValueError) as err:
         reason = jpeg_error or ("not a known image format" if "identify" in str(err) else err)
         raise ValueError(f"cannot decode image: {reason}") from err
 
@@ -122,8 +135,7 @@ def is_sixteen_bit(data: bytes | memoryview | np.ndarray) -> bool:
     """True for a 16-bit grey image (decoded scaled to 8 bits: worth a note)."""
     if is_jpeg(data):
         return False
-    from PIL import Image
-
+    Image = _pillow()
     try:
         with Image.open(io.BytesIO(bytes(data))) as im:
             return im.mode in SIXTEEN_BIT_MODES
@@ -147,8 +159,7 @@ def encode_jpeg(img: np.ndarray, quality: int = 95) -> bytes:
     Returns:
         The encoded bytes.
     """
-    import simplejpeg
-
+    simplejpeg = _simplejpeg()
     img = np.ascontiguousarray(img)
     space = "gray" if img.shape[-1] == 1 else "rgb"
     return bytes(simplejpeg.encode_jpeg(img, quality=quality, colorspace=space))

@@ -75,16 +75,49 @@ NGC_PYTORCH: tuple[NgcImage, ...] = (
     NgcImage("22.12", "11.8.0", "1.14.0a0"),
 )
 
-# CUDA variants of the PyTorch wheels on download.pytorch.org (index "whl/cuXYZ").
-WHEEL_CUDA: tuple[tuple[int, int], ...] = (
-    (13, 0),
-    (12, 9),
-    (12, 8),
-    (12, 6),
-    (12, 4),
-    (12, 1),
-    (11, 8),
+# CUDA variants published for each PyTorch release on download.pytorch.org (index
+# "whl/cuXYZ"), newest first. A variant missing from a release's row does not exist for it:
+# `pip install torch==2.13.0 --index-url .../cu128` finds nothing. Sources: PyTorch's
+# "Previous PyTorch Versions" page (2.4-2.9) and the per-release wheel listings (2.10-2.13).
+TORCH_WHEEL_CUDA: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {
+    (2, 13): ((13, 2), (13, 0), (12, 6)),
+    (2, 12): ((13, 2), (13, 0), (12, 6)),
+    (2, 11): ((13, 0), (12, 8), (12, 6)),
+    (2, 10): ((13, 0), (12, 8), (12, 6)),
+    (2, 9): ((13, 0), (12, 8), (12, 6)),
+    (2, 8): ((12, 9), (12, 8), (12, 6)),
+    (2, 7): ((12, 8), (12, 6), (11, 8)),
+    (2, 6): ((12, 6), (12, 4), (11, 8)),
+    (2, 5): ((12, 4), (12, 1), (11, 8)),
+    (2, 4): ((12, 4), (12, 1), (11, 8)),
+}
+NEWEST_TORCH = max(TORCH_WHEEL_CUDA)
+# Every variant any listed release has, newest first (a release unknown to the table).
+WHEEL_CUDA: tuple[tuple[int, int], ...] = tuple(
+    sorted({c for row in TORCH_WHEEL_CUDA.values() for c in row}, reverse=True)
 )
+
+
+def wheel_cuda_variants(torch_version: str | None) -> tuple[tuple[int, int], ...]:
+    """The CUDA variants published for a PyTorch release, newest first.
+
+    A release newer than the table gets the newest listed release's variants (the pip
+    command then names that release, see ``suggest_container``); an unknown version gets
+    the newest release's too.
+
+    Example:
+        >>> wheel_cuda_variants("2.13.0+cpu")
+        ((13, 2), (13, 0), (12, 6))
+    """
+    return TORCH_WHEEL_CUDA[_listed_release(torch_version)]
+
+
+def _listed_release(torch_version: str | None) -> tuple[int, int]:
+    v = parse_version(torch_version)
+    release = (v[0], v[1] if len(v) > 1 else 0) if v else NEWEST_TORCH
+    return release if release in TORCH_WHEEL_CUDA else NEWEST_TORCH
+
+
 WHEEL_INDEX = "https://download.pytorch.org/whl/"
 
 
@@ -171,7 +204,11 @@ def driver_max_cuda(driver: str | None, cuda_driver: str | None) -> tuple[int, i
 
 
 def suggest_container(
-    gpu_count: int, driver: str | None, cuda_driver: str | None, torch_version: str | None
+    gpu_count: int,
+    driver: str | None,
+    cuda_driver: str | None,
+    torch_version: str | None,
+    capabilities: tuple[str, ...] = (),
 ) -> dict[str, str | None]:
     """Suggest a container base and a PyTorch wheel that run on this machine's driver.
 
@@ -183,12 +220,12 @@ def suggest_container(
         driver: The NVIDIA driver version, if known.
         cuda_driver: The newest CUDA the driver supports as NVML reports it, if known.
         torch_version: The installed PyTorch version, used in the pip command.
+        capabilities: The GPUs' compute capabilities; the wheel must compile for each.
 
     Returns:
         ``{"kind", "driver_max_cuda", "ngc_image", "ngc_cuda", "ngc_torch", "torch_cuda",
         "pip_index_url", "pip_command", "reason"}``; entries that do not apply are ``None``.
     """
-    base = torch_base_version(torch_version) or "<version>"
     out: dict[str, str | None] = dict.fromkeys(
         (
             "kind",
@@ -200,6 +237,7 @@ def suggest_container(
             "pip_index_url",
         )
     )
+    release = _listed_release(torch_version)
     if gpu_count == 0:
         out.update(
             kind="cpu",
@@ -207,27 +245,88 @@ def suggest_container(
             reason="no NVIDIA GPU: the CPU-only PyTorch build leaves out the CUDA libraries",
         )
     else:
-        out.update(_cuda_suggestion(driver, cuda_driver))
+        limit = driver_max_cuda(driver, cuda_driver)
+        out.update(_cuda_suggestion(driver, limit))
+        wheel = pick_wheel(torch_version, limit, capabilities)
+        if wheel is not None:
+            release, cuda = wheel
+            index = f"{WHEEL_INDEX}cu{cuda[0]}{cuda[1]}"
+            out.update(torch_cuda=f"{cuda[0]}.{cuda[1]}", pip_index_url=index)
     url = out["pip_index_url"]
+    base = torch_base_version(torch_version)
+    if base is None or cuda_of(base) != release:  # another release than the installed one
+        base = "'" + ".".join(map(str, release)) + ".*'"  # quoted for the shell
     out["pip_command"] = None if url is None else f"pip install torch=={base} --index-url {url}"
     out["reason"] = out.pop("reason")
     return out
 
 
-def _cuda_suggestion(driver: str | None, cuda_driver: str | None) -> dict[str, str | None]:
-    limit = driver_max_cuda(driver, cuda_driver)
+def pick_wheel(
+    torch_version: str | None,
+    limit: tuple[int, int] | None,
+    capabilities: tuple[str, ...] = (),
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The PyTorch release and CUDA variant to suggest for this driver and these GPUs.
+
+    A variant fits when the driver runs it (CUDA <= ``limit``) and it compiles for every
+    GPU (``MIN_CUDA_FOR_ARCH``). The installed release's newest fitting variant comes first;
+    when it has none, the newest fitting variant of any listed release, from the newest
+    release that publishes it: an older PyTorch rather than a wheel that does not exist.
+
+    Args:
+        torch_version: The installed PyTorch version (``None``: not installed).
+        limit: The newest CUDA the driver runs (``None``: unknown, no limit).
+        capabilities: The GPUs' compute capabilities (``"12.0"``).
+
+    Returns:
+        ``((major, minor) of PyTorch, (major, minor) of CUDA)``, or ``None`` when no listed
+        wheel fits (upgrade the driver).
+    """
+    floor = max((min_cuda_for(c) for c in capabilities), default=(0, 0))
+
+    def fits(cuda: tuple[int, int]) -> bool:
+        return floor <= cuda and (limit is None or cuda <= limit)
+
+    installed = _listed_release(torch_version)
+    own = [c for c in TORCH_WHEEL_CUDA[installed] if fits(c)]
+    if own:
+        return installed, own[0]
+    cuda = next((c for c in WHEEL_CUDA if fits(c)), None)
+    if cuda is None:
+        return None
+    return max(r for r, row in TORCH_WHEEL_CUDA.items() if cuda in row), cuda
+
+
+# The first CUDA release that compiles for a GPU generation (NVIDIA CUDA Toolkit Release
+# Notes: Ampere sm_80 in 11.0, sm_86 in 11.1, Ada sm_89 and Hopper sm_90 in 11.8,
+# Blackwell sm_100 and sm_120 in 12.8). Older generations: any listed CUDA.
+MIN_CUDA_FOR_ARCH: dict[tuple[int, int], tuple[int, int]] = {
+    (8, 0): (11, 0),
+    (8, 6): (11, 1),
+    (8, 9): (11, 8),
+    (9, 0): (11, 8),
+    (10, 0): (12, 8),
+    (12, 0): (12, 8),
+}
+
+
+def min_cuda_for(capability: str) -> tuple[int, int]:
+    """The first CUDA that compiles for a compute capability (``(0, 0)``: any)."""
+    gpu = cuda_of(capability)
+    known = [arch for arch in MIN_CUDA_FOR_ARCH if gpu is not None and arch <= gpu]
+    return MIN_CUDA_FOR_ARCH[max(known)] if known else (0, 0)
+
+
+def _cuda_suggestion(driver: str | None, limit: tuple[int, int] | None) -> dict[str, str | None]:
     image = next(
         (i for i in NGC_PYTORCH if limit is None or (cuda_of(i.cuda) or (0, 0)) <= limit), None
     )
-    wheel = next((w for w in WHEEL_CUDA if limit is None or w <= limit), None)
     return {
         "kind": "cuda",
         "driver_max_cuda": None if limit is None else f"{limit[0]}.{limit[1]}",
         "ngc_image": None if image is None else image.image,
         "ngc_cuda": None if image is None else image.cuda,
         "ngc_torch": None if image is None else image.torch,
-        "torch_cuda": None if wheel is None else f"{wheel[0]}.{wheel[1]}",
-        "pip_index_url": None if wheel is None else f"{WHEEL_INDEX}cu{wheel[0]}{wheel[1]}",
         "reason": _container_reason(driver, limit, image),
     }
 

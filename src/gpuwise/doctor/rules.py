@@ -25,6 +25,9 @@ def container(facts: EnvFacts) -> dict[str, str | None]:
         facts.gpus.driver_version,
         facts.gpus.cuda_driver_version,
         facts.torch.version,
+        tuple(
+            str(d["compute_capability"]) for d in facts.gpus.devices if d.get("compute_capability")
+        ),
     )
 
 

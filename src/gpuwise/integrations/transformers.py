@@ -1,6 +1,6 @@
 """gpuwise inside the Hugging Face ``Trainer``: ``callbacks=[GpuwiseCallback()]``.
 
-Needs ``gpuwise[transformers]``. The Trainer's ``on_step_begin`` (the step's batches have
+Needs ``gpuwise[hf]``. The Trainer's ``on_step_begin`` (the step's batches have
 been fetched) and ``on_step_end`` (the optimizer stepped) mark each optimizer step; the
 time between one step's end and the next one's begin is the data wait, and includes the
 Trainer's own logging, saving and evaluation between steps. Samples per step are
@@ -21,9 +21,7 @@ def _callback_base() -> type:
     try:
         from transformers import TrainerCallback
     except ImportError as err:
-        raise MissingExtraError(
-            "transformers", "transformers", "The Hugging Face Trainer callback"
-        ) from err
+        raise MissingExtraError("transformers", "hf", "The Hugging Face Trainer callback") from err
     return TrainerCallback  # type: ignore[no-any-return]
 
 
@@ -76,7 +74,7 @@ Attributes:
     run: The diagnosed Run, after training.
 
 Raises:
-    MissingExtraError: transformers is not installed (``pip install 'gpuwise[transformers]'``).
+    MissingExtraError: transformers is not installed (``pip install 'gpuwise[hf]'``).
 
 Example:
     >>> from gpuwise.integrations.transformers import GpuwiseCallback

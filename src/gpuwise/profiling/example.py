@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,6 +30,11 @@ DATASET_SIZE = 4096
 BLUR_PASSES = 80
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+EXAMPLE_TRACE = Path(__file__).parent / "example_data" / "naive_cpu.pt.trace.json.gz"
+"""A PyTorch profiler trace of this example on the CPU (6 steps), shipped in the package.
+
+Written by ``tools/make_example_trace.py``; ``gpuwise demo --example-trace`` prints its path.
+"""
 
 
 class GeneratedImages(Dataset[tuple[torch.Tensor, int]]):

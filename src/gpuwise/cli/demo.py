@@ -1,0 +1,84 @@
+"""``gpuwise demo``: profile the built-in naive example and write its HTML report.
+
+The example ships inside the package (``gpuwise.profiling.example``), so the demo needs no
+clone of the repository, no data and no network: it is ``gpuwise profile --html FILE`` on
+a small CNN whose input pipeline is written the slow way on purpose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpuwise.cli._args import add_interval, add_json, add_out, option, positive_int
+
+HELP = "profile the built-in naive training example; print the report and write it as HTML"
+EXAMPLES = """\
+  gpuwise demo                          report in the terminal, HTML in ./gpuwise-demo.html
+  gpuwise demo --steps 20 --html /tmp/demo.html
+  gpuwise demo --json                   the gpuwise.run/1 object on stdout
+  gpuwise analyze "$(gpuwise demo --example-trace)"   diagnose the shipped example trace
+The example trains a small CNN on generated images with a per-sample Python input
+pipeline, so gpuwise should name it input-bound; see examples/train_fixed.py for the fix."""
+
+DEFAULT_HTML = "gpuwise-demo.html"
+DEFAULT_STEPS = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags of ``gpuwise demo``."""
+    option(
+        parser,
+        "--steps",
+        type=positive_int("step count"),
+        default=DEFAULT_STEPS,
+        metavar="N",
+        help="optimizer steps of the example",
+    )
+    option(
+        parser,
+        "--html",
+        type=str,
+        default=DEFAULT_HTML,
+        metavar="FILE",
+        help="where to write the HTML report",
+    )
+    add_out(parser)
+    parser.add_argument(
+        "--example-trace",
+        action="store_true",
+        help="print the path of the shipped PyTorch profiler trace of the example, and exit",
+    )
+    add_interval(parser, "device samples")
+    add_json(parser, "gpuwise.run/1")
+
+
+def profile_argv(args: argparse.Namespace) -> list[str]:
+    """The ``gpuwise profile`` arguments the demo stands for."""
+    argv = ["--interval", str(args.interval), "--html", args.html]
+    if args.out:
+        argv += ["--out", args.out]
+    if args.json:
+        argv.append("--json")
+    example = [sys.executable, "-m", "gpuwise.profiling.example", "--steps", str(args.steps)]
+    return [*argv, "--", *example]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gpuwise profile`` on the built-in example with the demo's files."""
+    from gpuwise.cli import profile
+
+    if args.example_trace:
+        from gpuwise.profiling.example import EXAMPLE_TRACE
+
+        print(EXAMPLE_TRACE)
+        return 0
+    parser = argparse.ArgumentParser(prog="gpuwise demo")
+    profile.add_arguments(parser)
+    profile_args = parser.parse_args(profile_argv(args))
+    profile_args.command = args.command
+    profile_args.verbose = getattr(args, "verbose", False)
+    code = profile.run(profile_args)
+    if not args.json:
+        print(f"gpuwise demo: open {args.html} in a browser for the HTML report", file=sys.stderr)
+    return code

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuwise.cli.main import main
+
+
+def test_demo_profiles_the_example_and_writes_the_html(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--steps", "6", "--json", "--out", "run.json"]) == 0
+    out, err = capfd.readouterr()
+    doc = json.loads(out)
+    assert doc["schema"] == "gpuwise.run/1"
+    assert doc["command"][-4:] == ["-m", "gpuwise.profiling.example", "--steps", "6"]
+    assert doc["steps"]["count"] == 6
+    # the example is written slow on purpose: per-sample Python augmentation, no workers
+    assert doc["findings"][0]["kind"] == "input_bound"
+    html = (tmp_path / "gpuwise-demo.html").read_text()  # the default, next to the caller
+    assert html.startswith("<!DOCTYPE html>") or html.lower().startswith("<!doctype html>")
+    assert "input_bound" in html
+    assert json.loads((tmp_path / "run.json").read_text())["steps"]["count"] == 6
+    assert "wrote gpuwise-demo.html" in err
+
+
+def test_demo_prints_the_shipped_trace_and_analyze_reads_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--example-trace"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path.name == "naive_cpu.pt.trace.json.gz"
+    assert path.is_file()
+    assert main(["analyze", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["steps"]["count"] == 6  # tools/make_example_trace.py records six steps
+    assert doc["findings"][0]["kind"] == "input_bound"
+
+
+def test_demo_refuses_a_folder_for_the_html(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--steps", "2", "--html", str(tmp_path)]) == 1
+    assert "cannot write the HTML report" in capfd.readouterr().err
