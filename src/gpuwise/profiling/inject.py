@@ -162,8 +162,8 @@ def _wrap_optimizer(cls: type, target: str | None, flags: dict[str, Any]) -> Non
     only the outermost wrapped call (per thread) acts, with ``type(self)`` the class the
     user built.
     """
-    original = cls.__init__
-    signature = inspect.signature(original)  # type: ignore[misc]
+    original = vars(cls)["__init__"]
+    signature = inspect.signature(original)
 
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -181,9 +181,7 @@ def _wrap_optimizer(cls: type, target: str | None, flags: dict[str, Any]) -> Non
     cls.__init__ = __init__  # type: ignore[misc]
 
 
-def _unset_flags(
-    signature: inspect.Signature, flags: dict[str, Any], *call: Any
-) -> dict[str, Any]:
+def _unset_flags(signature: inspect.Signature, flags: dict[str, Any], *call: Any) -> dict[str, Any]:
     """The flags this class accepts that the user's call left unset (``None``)."""
     self, args, kwargs = call
     try:
@@ -205,7 +203,7 @@ def _patch_backward(count: int) -> None:
         if setup is not None and len(setup.doc["losses"]) < count and self.numel() == 1:
             setup.loss_seen(float(self.detach().float()))  # a host read, inside the warm-up
             setup.write()
-        return original(self, *args, **kwargs)
+        return original(self, *args, **kwargs)  # type: ignore[no-untyped-call]
 
     torch.Tensor.backward = backward  # type: ignore[method-assign]
 

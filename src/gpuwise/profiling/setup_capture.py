@@ -93,7 +93,9 @@ def optimizer_offers(cls: type, device_type: str) -> list[str]:
     The flag must be a parameter of the nearest ``torch.optim`` class in ``cls``'s MRO (a
     subclass may hide it), and ``fused`` needs a device with fused kernels.
     """
-    from torch.optim.optimizer import Optimizer, _get_fused_kernels_supported_devices
+    from torch.optim import optimizer as torch_optimizer
+
+    Optimizer = torch_optimizer.Optimizer
 
     base = next(
         (c for c in cls.__mro__ if c.__module__.startswith("torch.optim") and c is not Optimizer),
@@ -103,7 +105,8 @@ def optimizer_offers(cls: type, device_type: str) -> list[str]:
         return []
     params = inspect.signature(base.__init__).parameters  # type: ignore[misc]
     offers = [flag for flag in OPTIMIZER_FLAGS if flag in params]
-    if "fused" in offers and device_type not in _get_fused_kernels_supported_devices():
+    fused_devices = getattr(torch_optimizer, "_get_fused_kernels_supported_devices")()  # noqa: B009 - private, not re-exported
+    if "fused" in offers and device_type not in fused_devices:
         offers.remove("fused")
     return offers
 
