@@ -56,8 +56,14 @@ def _first(setup: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     return dict(items[0]) if items else None
 
 
-def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any]) -> str:
-    """The loader arguments ``kwargs`` written where the user's framework takes them."""
+def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: bool = True) -> str:
+    """The loader arguments ``kwargs`` written where the user's framework takes them.
+
+    Args:
+        kwargs: DataLoader arguments.
+        setup: The Run's ``setup`` section.
+        at: End with a comment naming the file:line that built the loader.
+    """
     framework = setup.get("framework", "plain")
     loader = _first(setup, "loaders")
     if framework == "hf_trainer":
@@ -66,10 +72,10 @@ def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any]) -> str:
     text = f"DataLoader(..., {_args(kwargs)})"
     if framework == "lightning":
         text = f"LightningDataModule.train_dataloader(): {text}"
-    return text + _at(loader)
+    return text + (_at(loader) if at else "")
 
 
-def optimizer_setting(flag: str, setup: Mapping[str, Any]) -> str:
+def optimizer_setting(flag: str, setup: Mapping[str, Any], *, at: bool = True) -> str:
     """The optimizer flag on the user's own class, in their framework's terms."""
     opt = _first(setup, "optimizers") or {}
     cls = str(opt.get("class") or "AdamW")
@@ -82,7 +88,7 @@ def optimizer_setting(flag: str, setup: Mapping[str, Any]) -> str:
     text = f"torch.optim.{cls}(..., {flag}=True)"
     if framework == "lightning":
         text = f"configure_optimizers(): {text}"
-    return text + _at(opt)
+    return text + (_at(opt) if at else "")
 
 
 def framework_setting(name: str, spec: Mapping[str, Any], setup: Mapping[str, Any]) -> str:
@@ -90,12 +96,12 @@ def framework_setting(name: str, spec: Mapping[str, Any], setup: Mapping[str, An
     framework = str(setup.get("framework", "plain"))
     parts = []
     if "loader" in spec:
-        parts.append(loader_setting(spec["loader"], setup))
+        parts.append(loader_setting(spec["loader"], setup, at=False))
     if spec.get("torch_threads"):
         parts.append(f"torch.set_num_threads({spec['torch_threads']})")
     for flag, on in (spec.get("optimizer") or {}).items():
         if on:
-            parts.append(optimizer_setting(flag, setup))
+            parts.append(optimizer_setting(flag, setup, at=False))
     if spec.get("cudnn_benchmark"):
         lightning = framework == "lightning"
         parts.append(

@@ -80,6 +80,9 @@ def render_try(doc: Mapping[str, Any], console: Console) -> None:
     if rows(doc):
         console.print()
         console.print(_table(doc))
+    for row in rows(doc):
+        if row.get("note"):
+            console.print(f"{row['name']}: {row['note']}", markup=False, highlight=False)
     for skip in doc.get("skipped") or []:
         console.print(f"not tried: {skip['fix']}: {skip['reason']}", markup=False)
     console.print()
@@ -97,7 +100,10 @@ def _table(doc: Mapping[str, Any]) -> Table:
             row["name"],
             format_speedup(row.get("promised")),
             measured(row),
-            Text(row["verdict"], style=VERDICT_STYLES.get(row["verdict"], "")),
+            Text(
+                row["verdict"] + (" (suspect)" if row.get("suspect") else ""),
+                style=VERDICT_STYLES.get(row["verdict"], ""),
+            ),
             results,
         )
     return table

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuwise.diagnose.compare_stats import ratio_interval
+from gpuwise.diagnose.compare_stats import beyond_bound, ratio_interval
 
 DELIVERED_SHARE = 0.7
 """A fix delivers when it gains at least 70 % of the gain its finding promised."""
@@ -46,6 +46,9 @@ class TrialOutcome:
         loss_drift: Largest relative difference of its first losses from the baseline's.
         numerics: ``unchanged``, ``changed`` or ``not checked`` (with ``note``).
         note: Why a verdict or a check is what it is, when that needs saying.
+        suspect: The gain beats the promised bound beyond the noise
+            (``compare_stats.beyond_bound``): the bound understated the stage, or the fix
+            changed more than that stage.
     """
 
     name: str
@@ -61,6 +64,7 @@ class TrialOutcome:
     loss_drift: float | None = None
     numerics: str = "not checked"
     note: str = ""
+    suspect: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -81,11 +85,14 @@ def verdict_of(speedup: float, low: float, high: float, promised: float | None) 
 def speedup_interval(
     baseline_s: Sequence[float], trial_s: Sequence[float]
 ) -> tuple[float, float, float] | None:
-    """Speedup of the trial over the baseline, with its 95 % block-bootstrap interval."""
+    """Speedup of the trial over the baseline, with its 95 % block-bootstrap interval.
+
+    Trimmed means (``compare_stats.trimmed_mean``): the runs share a machine, and the few
+    steps another process stalls would otherwise decide the verdict.
+    """
     if len(baseline_s) < 2 or len(trial_s) < 2:
         return None
-    r = ratio_interval(baseline_s, trial_s)
-    return 1 / r.ratio, 1 / r.high, 1 / r.low
+    return ratio_interval(baseline_s, trial_s, trimmed=True).speedup
 
 
 def loss_drift(baseline: Sequence[float], other: Sequence[float]) -> float | None:
@@ -135,7 +142,14 @@ def outcome(
     verdict = verdict_of(s, low, high, trial.promised)
     if trial.changes_results and numerics == "changed":
         note = "changes results (allowed with --allow numerics): " + note
+    suspect = beyond_bound(low, trial.promised)
+    if suspect:
+        note = (note + "; " if note else "") + (
+            f"suspect: beats the {trial.promised:.2f}x bound beyond the noise (the bound "
+            "understated the stage, or the fix changed more, e.g. fewer compute threads on a "
+            "busy machine)"
+        )
     return TrialOutcome(
         trial.name, trial.action, trial.finding, trial.promised, s, low, high, verdict,
-        len(trial_s), trial.changes_results, drift[0], numerics, note,
+        len(trial_s), trial.changes_results, drift[0], numerics, note, suspect,
     )  # fmt: skip
