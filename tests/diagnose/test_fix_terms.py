@@ -40,8 +40,7 @@ def test_an_sgd_user_gets_sgd_with_the_flag_pytorch_offers_and_the_line():
     opt, loader = _hows(in_user_terms(_findings(), _setup()))
     assert opt == ["torch.optim.SGD(..., fused=True)  # at train.py:20"]
     assert loader == [
-        "DataLoader(..., num_workers=4, persistent_workers=True, pin_memory=True)"
-        "  # at train.py:12"
+        "DataLoader(..., num_workers=4, persistent_workers=True, pin_memory=True)  # at train.py:12"
     ]
 
 

@@ -68,7 +68,8 @@ def test_outcome_of_a_measured_trial_and_a_failed_one():
     fast = [0.0075, 0.008, 0.0075, 0.0078] * 5
     done = outcome(trial, base, fast, (0.0, 0.0))
     assert done.verdict == "delivered"
-    assert done.low is not None and done.low > 1.2
+    assert done.low is not None
+    assert done.low > 1.2
     assert done.numerics == "unchanged"
     failed = outcome(trial, base, [], (None, 0.0), error="the job exited 1")
     assert failed.verdict == "failed"

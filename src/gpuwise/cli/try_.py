@@ -7,8 +7,14 @@ import sys
 from typing import Any
 
 from gpuwise.cli._args import add_command, add_html, add_json, positive_int
-from gpuwise.cli._common import check_writable, command_argv, guard, make_console, print_json
-from gpuwise.errors import UsageError
+from gpuwise.cli._common import (
+    check_writable,
+    command_argv,
+    guard,
+    make_console,
+    print_json,
+    usage_error,
+)
 
 HELP = "try each fix on the unmodified job, measure the speedup, and print the change to make"
 EXAMPLES = """\
@@ -60,11 +66,9 @@ def run(args: argparse.Namespace) -> int:
 
     cmd = command_argv(args.cmd)
     if not cmd:
-        raise UsageError(
-            "no command to try; give one after --, e.g. gpuwise try -- python train.py"
-        )
+        return usage_error(args, "no command to try; give one after --: gpuwise try -- python x.py")
     if args.warmup < 0:
-        raise UsageError(f"--warmup {args.warmup}: give 0 or more steps")
+        return usage_error(args, f"--warmup {args.warmup}: give 0 or more steps")
     check_writable(args.html, "HTML report")
     check_writable(args.patch, "patch")
     config = TryConfig(
