@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.records import Finding, Run
-from gpuwise.trials.plan import plan_trials
+from gpuwise.trials.plan import loader_workers, plan_trials
 from gpuwise.trials.session import combine
 
 
@@ -84,3 +84,11 @@ def test_combined_bound_adds_the_stages():
     assert both.promised == round(1 / 0.6, 3)
     assert both.spec["loader"]["num_workers"] == 2
     assert both.spec["optimizer"] == {"fused": True}
+
+
+def test_loader_workers_hide_the_wait_within_the_cores():
+    assert loader_workers(8, 0.2, cuda=True) == 8  # a GPU job: every core loads
+    assert loader_workers(8, 0.2, cuda=False) == 4  # half the cores, the rest compute
+    assert loader_workers(2, 0.82, cuda=False) == 2  # 4.6 workers to hide it: every core
+    assert loader_workers(8, 0.9, cuda=False) == 8
+    assert loader_workers(1, 0.5, cuda=False) == 1

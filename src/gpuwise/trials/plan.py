@@ -7,6 +7,7 @@ are planned unless numerics are allowed; the others are listed as skipped, with 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,21 @@ def _first(setup: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     return dict(items[0]) if items else None
 
 
+def loader_workers(cores: int, wait_fraction: float, cuda: bool) -> int:
+    """Worker processes for a rank with ``cores`` cores whose steps wait ``wait_fraction``.
+
+    A GPU job gives every core to the loader. On a CPU device the workers share the cores
+    with the compute threads: half of them, or as many as it takes to hide the wait when
+    batches take longer to arrive than to compute (``f / (1 - f)`` workers, each making one
+    batch in the time the wait took), up to every core.
+    """
+    cores = max(1, cores)
+    if cuda:
+        return cores
+    f = min(max(wait_fraction, 0.0), 0.95)
+    return min(cores, max(cores // 2, math.ceil(f / (1 - f))))
+
+
 def _loader_trial(
     setup: Mapping[str, Any], found: Mapping[str, Finding], skipped: list[dict[str, str]]
 ) -> Trial | None:
@@ -110,8 +126,9 @@ def _loader_trial(
     cores = int(setup.get("cpu_count") or 1)
     ranks = max(1, int(setup.get("processes") or 1))
     cuda = job_device(setup) == "cuda"
-    # on a CPU device the workers take cores from the compute threads: split them
-    workers = max(1, cores // ranks) if cuda else max(1, cores // (2 * ranks))
+    workers = loader_workers(
+        cores // ranks, float(finding.evidence.get("data_wait_fraction") or 0), cuda
+    )
     if int(loader.get("num_workers") or 0) >= workers:
         reason = f"already {loader.get('num_workers')} workers for {cores} cores"
         skipped.append({"fix": "loader_workers", "reason": reason})
@@ -125,7 +142,7 @@ def _loader_trial(
     if cuda:
         overrides["pin_memory"] = True
     else:
-        spec["torch_threads"] = max(1, cores // ranks - workers)
+        spec["torch_threads"] = max(1, cores // ranks - workers)  # the cores the workers leave
     action = f"load batches in {workers} worker process{'es' if workers > 1 else ''}"
     if not cuda:
         action += f" and compute on {spec['torch_threads']} thread(s)"
