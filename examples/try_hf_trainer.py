@@ -35,7 +35,7 @@ class SlowRows(torch.utils.data.Dataset):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--read-ms", type=float, default=2.0, help="wait per sample")
+    parser.add_argument("--read-ms", type=float, default=8.0, help="wait per sample")
     parser.add_argument("--samples", type=int, default=2048)
     args = parser.parse_args()
     torch.manual_seed(0)

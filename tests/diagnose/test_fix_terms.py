@@ -67,3 +67,22 @@ def test_lightning_user_gets_datamodule_and_configure_optimizers():
     opt, loader = _hows(in_user_terms(_findings(), _setup("lightning")))
     assert opt == ["configure_optimizers(): torch.optim.SGD(..., fused=True)  # at train.py:20"]
     assert loader[0].startswith("LightningDataModule.train_dataloader(): DataLoader(..., ")
+
+
+def test_diagnose_writes_the_optimizer_fix_for_the_captured_class():
+    from gpuwise.diagnose.rules import diagnose
+    from gpuwise.records import Run, Step
+
+    steps = [
+        Step(i, i * 0.01, 0.0, 0.0, 0.01, 0.0, batch_size=64, forward_s=0.002,
+             backward_s=0.003, optimizer_s=0.005, backward_calls=1, optimizer_calls=1)
+        for i in range(20)
+    ]  # fmt: skip
+    run = Run("profile", steps=steps, extra={"setup": _setup(cls="SGD")})
+    found = {f.kind: f for f in diagnose(run)}
+    hows = [fix.how for fix in found["optimizer_bound"].fixes]
+    assert hows[0] == "torch.optim.SGD(..., fused=True)  # at train.py:20"
+    assert not any("AdamW" in how for how in hows)
+    run.extra["setup"] = _setup(cls="AdamW", fused=True)
+    hows = [fix.how for fix in diagnose(run)[0].fixes]
+    assert not any("fused=True" in how for how in hows)

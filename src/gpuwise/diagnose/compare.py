@@ -44,6 +44,9 @@ from gpuwise.records.trace import TraceFacts
 
 COMPARE_SCHEMA = "gpuwise.compare/1"
 
+CREDITED = frozenset({"fixed", "moved", "partly"})
+"""Verdicts that credit the finding with (part of) the gain."""
+
 KERNEL_CLASSES = ("compute", "communication", "memory", "other")
 COMMUNICATION_KEYS = ("total_s", "overlapped_s", "exposed_s")
 
@@ -341,7 +344,8 @@ def _outcome(
         verdict=verdict,
         attribution=change,
         grew=grew,
-        suspect=beyond_bound(low, finding.max_speedup),
+        # only a finding credited with the gain can be suspected of over-delivering
+        suspect=verdict in CREDITED and beyond_bound(low, finding.max_speedup),
     )
 
 
