@@ -28,14 +28,16 @@ def _setup(cls: str = "Adam", offers=("foreach", "fused"), **opt: Any) -> dict[s
 
 def test_input_and_optimizer_findings_give_two_trials_best_bound_first():
     plan = plan_trials(_run({"input_bound": 1.3, "optimizer_bound": 1.6}, _setup()))
-    assert [t.name for t in plan.trials] == ["optimizer_fused", "loader_workers"]
-    opt, loader = plan.trials
+    names = [t.name for t in plan.trials]
+    assert names == ["optimizer_fused", "loader_workers", "intra_op_threads"]
+    opt, loader, threads = plan.trials
     assert opt.spec == {"optimizer_class": "Adam", "optimizer": {"fused": True}}
     assert opt.promised == 1.6
-    # a CPU device: half the cores load, the other half compute
+    # a CPU device: half the cores load, the other half compute (tried on its own)
     assert loader.spec["loader"]["num_workers"] == 2
-    assert loader.spec["torch_threads"] == 2
     assert "pin_memory" not in loader.spec["loader"]
+    assert "torch_threads" not in loader.spec
+    assert (threads.spec, threads.promised) == ({"torch_threads": 2}, None)
 
 
 def test_optimizer_without_fused_gets_foreach_and_a_fused_one_nothing():

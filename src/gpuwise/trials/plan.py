@@ -71,10 +71,12 @@ def plan_trials(run: Run, *, allow_numerics: bool = False) -> Plan:
     setup = run.extra.get("setup") or {}
     found = {f.kind: f for f in run.findings}
     skipped: list[dict[str, str]] = []
+    loader = _loader_trial(setup, found, skipped)
     trials = [
         t
         for t in (
-            _loader_trial(setup, found, skipped),
+            loader,
+            _threads_trial(setup, loader),
             _pin_trial(setup, found),
             _optimizer_trial(setup, found, skipped),
             _cudnn_trial(setup),
@@ -138,15 +140,28 @@ def _loader_trial(
         "persistent_workers": True,
         "prefetch_factor": PREFETCH_FACTOR,
     }
-    spec: dict[str, Any] = {"loader": overrides}
     if cuda:
         overrides["pin_memory"] = True
-    else:
-        spec["torch_threads"] = max(1, cores // ranks - workers)  # the cores the workers leave
     action = f"load batches in {workers} worker process{'es' if workers > 1 else ''}"
-    if not cuda:
-        action += f" and compute on {spec['torch_threads']} thread(s)"
-    return Trial("loader_workers", action, finding.kind, finding.max_speedup, spec)
+    return Trial("loader_workers", action, finding.kind, finding.max_speedup, {"loader": overrides})
+
+
+def _threads_trial(setup: Mapping[str, Any], loader: Trial | None) -> Trial | None:
+    """On a CPU device: leave the loader workers their cores (fewer intra-op threads).
+
+    Tried on its own, so that a gain of the loader trial is not credited to threads that
+    stopped fighting the workers (or the machine's other load) for the cores; the winners'
+    combination measures them together. No finding promises a bound for it.
+    """
+    if loader is None or job_device(setup) == "cuda":
+        return None
+    cores = int(setup.get("cpu_count") or 1) // max(1, int(setup.get("processes") or 1))
+    threads = max(1, cores - int(loader.spec["loader"]["num_workers"]))
+    opt = _first(setup, "optimizers") or {}
+    if int(opt.get("torch_threads") or cores) <= threads:
+        return None
+    action = f"compute on {threads} intra-op thread(s), leaving the loader workers their cores"
+    return Trial("intra_op_threads", action, None, None, {"torch_threads": threads})
 
 
 def _pin_trial(setup: Mapping[str, Any], found: Mapping[str, Finding]) -> Trial | None:
