@@ -133,15 +133,19 @@ def judge(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def rule(doc: dict[str, Any], best: dict[str, Any] | None) -> str:
-    """``met``, ``n/a (...)`` or ``not met: why``."""
-    if best is None:
+    """``met``, ``n/a: why`` or ``not met: why`` for the main finding's promised bound."""
+    main = doc["baseline"]["findings"][0]
+    tried = {t["finding"] for t in doc["trials"]}
+    if main["kind"] not in tried and (main["max_speedup"] or 0) >= BOUND_RULE:
         why = "; ".join(f"{s['fix']}: {s['reason']}" for s in doc["skipped"])
-        return f"n/a: no fix applies ({why or 'no finding with a fix to inject'})"
+        return f"n/a for {main['kind']}: not tried ({why or 'no fix gpuwise injects applies'})"
+    if best is None:
+        return f"n/a: {main['kind']}, no fix applies"
     promised = best.get("promised")
     if promised is None or promised < BOUND_RULE:
         return f"n/a: promised bound {_x(promised)} under {BOUND_RULE}x"
-    if best.get("speedup") is None:
-        return f"not met: {best.get('note') or 'not measured'}"
+    if best["verdict"] not in ("delivered", "partly"):
+        return f"not met: {best['name']} measured {best['verdict']} ({_interval(best)})"
     share = (best["speedup"] - 1) / (promised - 1)
     if share >= DELIVERED_SHARE and best.get("suspect"):
         return (
@@ -150,10 +154,7 @@ def rule(doc: dict[str, Any], best: dict[str, Any] | None) -> str:
         )
     if share >= DELIVERED_SHARE:
         return f"met ({share:.0%} of the promised gain)"
-    why = f"{best['name']} measured {best['verdict']}"
-    if best.get("suspect") or any(t.get("suspect") for t in doc["trials"]):
-        why += "; a trial beat its bound (suspect)"
-    return f"not met ({share:.0%} of the promised gain): {why}"
+    return f"not met ({share:.0%} of the promised gain): {best['name']} measured {best['verdict']}"
 
 
 def _x(value: float | None) -> str:
@@ -187,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="run only these jobs")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--save", metavar="DIR", help="keep each job's gpuwise.try/1 document")
+    parser.add_argument("--load", metavar="DIR", help="judge documents kept with --save again")
     args = parser.parse_args(argv)
     steps = args.steps or (8 if args.quick else 40)
     warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
@@ -196,8 +198,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with tempfile.TemporaryDirectory(prefix="gpuwise-try-bench-") as tmp:
             work = Path(tmp)
-            missing = prepare(job, work)
-            doc = {"error": missing} if missing else try_job(job_argv, work, steps, warmup)
+            kept = Path(args.load or work) / f"{name}.json"
+            missing = None if args.load else prepare(job, work)
+            if args.load:
+                doc = json.loads(kept.read_text()) if kept.exists() else {"error": "not kept"}
+            else:
+                doc = {"error": missing} if missing else try_job(job_argv, work, steps, warmup)
         if args.save:
             Path(args.save).mkdir(parents=True, exist_ok=True)
             (Path(args.save) / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
@@ -207,8 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"steps": steps, "warmup": warmup, "load": load, "rows": rows}))
     else:
+        where = f"documents kept in {args.load}" if args.load else f"load average {load:.1f}"
         print(f"gpuwise try, {steps} steps after {warmup} warm-up per run; "
-              f"{os.cpu_count()} cores, load average {load:.1f}")  # fmt: skip
+              f"{os.cpu_count()} cores, {where}")  # fmt: skip
         print(markdown(rows))
     budget_broken = [r["job"] for r in rows if r.get("budget_ok") is False]
     if budget_broken:
