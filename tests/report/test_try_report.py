@@ -44,7 +44,10 @@ def test_text_report_has_the_table_the_change_and_the_reasons():
     assert "not tried: compile: changes results; pass --allow numerics" in out
     assert "change for optimizer_fused (/x/train.py:20):" in out
     assert "+b" in out
-    assert headline(_doc()).startswith("the winning fixes together: 1.31x [1.22x, 1.40x]")
+    assert (
+        headline(_doc())
+        == "the winning fixes together: 1.31x [1.22x, 1.40x] (promised up to 1.40x)"
+    )
 
 
 def test_html_report_escapes_the_command():

@@ -5,11 +5,11 @@ Renders the ``gpuwise.try/1`` document onto a ``rich`` console the caller owns.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
@@ -50,10 +50,9 @@ def headline(doc: Mapping[str, Any]) -> str:
     """One sentence: what the combined winners gained, or why nothing did."""
     combined = doc.get("combined")
     if combined and combined.get("speedup") is not None:
-        return (
-            f"the winning fixes together: {measured(combined)} "
-            f"(promised at most {format_speedup(combined.get('promised'))})"
-        )
+        promised = combined.get("promised")
+        bound = "no bound promised" if promised is None else f"promised {format_speedup(promised)}"
+        return f"the winning fixes together: {measured(combined)} ({bound})"
     if not doc.get("trials"):
         return "no fix applies to this job's findings: nothing to try"
     return "no fix gained beyond the noise: keep the job as it is"
@@ -109,13 +108,18 @@ def _table(doc: Mapping[str, Any]) -> Table:
     return table
 
 
+def short_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
 def _render_changes(doc: Mapping[str, Any], console: Console) -> None:
     for change in doc.get("changes") or []:
         console.print()
-        where = f" ({change['file']}:{change['line']})" if change.get("file") else ""
+        where = f" ({short_path(change['file'])}:{change['line']})" if change.get("file") else ""
         console.print(f"change for {change['trial']}{where}:", markup=False, highlight=False)
-        console.print(f"  {change['text']}", markup=False, highlight=False)
-        if change.get("diff"):
-            console.print(
-                Syntax(change["diff"], "diff", theme="ansi_dark", background_color="default")
-            )
+        console.print(f"  {change['text']}", markup=False, highlight=False, soft_wrap=True)
+        for line in (change.get("diff") or "").splitlines():
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
+            console.print(Text(line, style=style), soft_wrap=True)  # never cropped
