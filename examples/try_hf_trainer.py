@@ -1,4 +1,4 @@
-"""A Hugging Face Trainer job whose batches arrive slowly: `gpuwise try -- python try_hf_trainer.py`.
+"""A Hugging Face Trainer job whose batches arrive slowly: `gpuwise try -- python THIS`.
 
 A small random-init BERT classifier (built from a config, nothing downloaded). Each sample
 takes ``--read-ms`` milliseconds to arrive (``time.sleep``, as a read from network storage
@@ -60,9 +60,8 @@ def main() -> None:
             use_cpu=True,
             disable_tqdm=True,
         )
-        trainer = Trainer(
-            model=model, args=training_args, train_dataset=SlowRows(args.samples, args.read_ms / 1000)
-        )
+        rows = SlowRows(args.samples, args.read_ms / 1000)
+        trainer = Trainer(model=model, args=training_args, train_dataset=rows)
         trainer.train()
 
 

@@ -32,27 +32,27 @@ class SlowReads(Dataset):
         return self.x[i], self.y[i]
 
 
-class Data(pl.LightningDataModule):
+class Data(pl.LightningDataModule):  # noqa: D101 - the module docstring says what it is
     def __init__(self, read_s: float) -> None:
         super().__init__()
         self.read_s = read_s
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> DataLoader:  # noqa: D102 - Lightning's hook
         return DataLoader(SlowReads(4096, self.read_s), batch_size=16, shuffle=True)
 
 
-class Regressor(pl.LightningModule):
+class Regressor(pl.LightningModule):  # noqa: D101 - the module docstring says what it is
     def __init__(self) -> None:
         super().__init__()
         self.net = torch.nn.Sequential(
             torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)
         )
 
-    def training_step(self, batch, batch_idx):
+    def training_step(self, batch, batch_idx):  # noqa: D102 - Lightning's hook
         x, y = batch
         return torch.nn.functional.mse_loss(self.net(x), y)
 
-    def configure_optimizers(self):
+    def configure_optimizers(self):  # noqa: D102 - Lightning's hook
         return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
 
 
