@@ -48,10 +48,11 @@ def test_try_measures_the_loader_fix_and_hands_over_the_diff(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "gpuwise.try/1"
     assert doc["baseline"]["findings"][0]["kind"] == "input_bound"
-    trial, threads = doc["trials"]
+    trial, *others = doc["trials"]
     assert trial["name"] == "loader_workers"
-    # the job computes on every core: fewer threads for the workers is tried on its own
-    assert (threads["name"], threads["promised"]) == ("intra_op_threads", None)
+    # when the job computes on the cores the workers need (OMP_NUM_THREADS unset), fewer
+    # intra-op threads is tried on its own, with no bound promised
+    assert [(t["name"], t["promised"]) for t in others] in ([], [("intra_op_threads", None)])
     assert trial["steps"] == 12  # two runs of 6 measured steps
     assert trial["low"] <= trial["speedup"] <= trial["high"]
     assert trial["verdict"] in {"delivered", "partly", "no gain", "slower"}
@@ -59,12 +60,12 @@ def test_try_measures_the_loader_fix_and_hands_over_the_diff(tmp_path, capsys):
     assert trial["numerics"] == "unchanged"
     assert doc["baseline"]["loss_drift"] == 0.0
     budget = doc["budget"]
-    assert budget["max_runs"] == 7
+    k = len(doc["trials"])
+    assert budget["max_runs"] == 2 * k + 3
     assert budget["runs"] <= budget["max_runs"]
-    assert doc["runs"][:6] == [
-        "baseline", "loader_workers#1", "intra_op_threads#1",
-        "baseline#2", "intra_op_threads#2", "loader_workers#2",
-    ]  # fmt: skip
+    names = [t["name"] for t in doc["trials"]]
+    rounds = [f"{n}#1" for n in names] + ["baseline#2"] + [f"{n}#2" for n in reversed(names)]
+    assert doc["runs"][: 2 * k + 2] == ["baseline", *rounds]
     won = {t["name"] for t in doc["trials"] if t["verdict"] in {"delivered", "partly"}}
     assert (doc["combined"] is not None) == bool(won)
     if "loader_workers" in won:
@@ -72,10 +73,8 @@ def test_try_measures_the_loader_fix_and_hands_over_the_diff(tmp_path, capsys):
         assert change["line"] == 17
         assert change["code"] == "loader = DataLoader(Slow(), batch_size=4, shuffle=True)"
         assert patch.read_text() == doc["patch"]
-        assert (
-            "+loader = DataLoader(Slow(), batch_size=4, shuffle=True, num_workers=1"
-            in (doc["patch"])
-        )
+        added = "+loader = DataLoader(Slow(), batch_size=4, shuffle=True, num_workers="
+        assert added in doc["patch"]  # as many workers as this machine's cores allow
     page = html.read_text()
     assert "&lt;train&gt;.py" in page
     assert "<train>" not in page
