@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gpuwise.profiling.inject import loader_kwargs, parse_spec
+from gpuwise.trials.outcome import LOSS_RTOL, loss_drift
 
 SCRIPT = """\
 import torch
@@ -130,3 +131,14 @@ def test_hf_trainer_is_seen_and_its_fused_adamw_recorded(tmp_path):
     opt = setup["optimizers"][0]
     assert (opt["class"], opt["fused"]) == ("AdamW", True)  # the Trainer's default here
     assert opt["code"] == "trainer.train()"
+
+
+def test_numerics_overrides_change_what_is_computed(tmp_path):
+    script = write(tmp_path)
+    base = profiled(script, {"stop_after_steps": 4})["setup"]["losses"]
+    bf16 = profiled(script, {"autocast": "bfloat16", "stop_after_steps": 4})["setup"]["losses"]
+    assert len(base) == len(bf16) == 4
+    # bf16 keeps 8 bits of mantissa (inputs and weights rounded by up to 2**-9, the same
+    # rounding on every CPU): the losses move beyond the 1e-4 within which a trial counts
+    # as computing the same thing (8.5e-4 measured)
+    assert loss_drift(base, bf16) > LOSS_RTOL
