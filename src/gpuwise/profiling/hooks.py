@@ -17,6 +17,8 @@ Hook protocol:
   compute; on a CUDA build, ``Tensor.to``/``Tensor.cuda`` to a CUDA device count the copy
   and record CUDA events around it, read later (``CopyResolver``). No patch synchronizes.
 * Forked children (fork-started DataLoader workers) drop the tracker at fork.
+* Once recording, ``inject.arm`` records where the job builds its loaders and optimizers
+  (``setup-<pid>.json``) and applies the trial in ``GPUWISE_TRIAL`` (``gpuwise try``).
 """
 
 from __future__ import annotations
