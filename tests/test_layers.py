@@ -41,6 +41,8 @@ LAYERS: dict[str, int] = {
     # on top, like the command line: the explicit API with its diagnosis, engines
     "session": 6,
     "integrations": 6,
+    # `gpuwise try` runs the profiler per fix and renders with the report layer
+    "trials": 6,
     "cli": 7,
     "__main__": 8,
     "__init__": 8,

@@ -39,10 +39,14 @@ def test_real_dataloader_fix_is_judged_fixed_with_its_measured_speedup() -> None
     assert c.differences == []
 
 
-def _steps(times_s: list[float], batch_size: int = 32, rank: int = 0) -> list[Step]:
+def _steps(
+    times_s: list[float], batch_size: int = 32, rank: int = 0, wait: float = 0.2
+) -> list[Step]:
     start, out = 0.0, []
     for i, t in enumerate(times_s):
-        out.append(Step(i, start, 0.2 * t, 0.0, 0.8 * t, 0.0, rank=rank, batch_size=batch_size))
+        out.append(
+            Step(i, start, wait * t, 0.0, (1 - wait) * t, 0.0, rank=rank, batch_size=batch_size)
+        )
         start += t
     return out
 
@@ -88,7 +92,7 @@ def test_verdicts_fixed_partly_not_fixed() -> None:
     a.findings = [bound, Finding("healthy", "info", "ok")]
     same.findings = [bound]
     partly.findings = [Finding("input_bound", "warning", "waits less", max_speedup=1.3)]
-    fixed = _run(_noisy(4))
+    fixed = _run(_noisy(4, mean_s=0.08), wait=0.0)  # the wait is gone, compute unchanged
     assert [o.verdict for o in compare_runs(a, fixed).outcomes] == ["fixed"]
     assert [o.verdict for o in compare_runs(a, same).outcomes] == ["not fixed"]
     outcome = compare_runs(a, partly).outcomes[0]
@@ -99,6 +103,41 @@ def test_verdicts_fixed_partly_not_fixed() -> None:
     unbounded = Finding("host_sync", "warning", "syncs")
     a.findings, faster.findings = [unbounded], [unbounded]
     assert compare_runs(a, faster).outcomes[0].verdict == "partly"
+
+
+def test_a_finding_that_merely_vanished_or_moved_is_not_fixed() -> None:
+    bound = Finding("input_bound", "critical", "waits", max_speedup=1.25)
+    a = _run(_noisy(1))
+    a.findings = [bound]
+    vanished = _run(_noisy(2))  # the finding is gone, the wait is as long as before
+    outcome = compare_runs(a, vanished).outcomes[0]
+    assert outcome.verdict == "vanished"
+    assert outcome.attribution is not None
+    assert outcome.attribution["part"] == "data_wait"
+    assert outcome.attribution["low"] < 1.0 < outcome.attribution["high"]
+    # more workers on a CPU device: the wait shrank, the compute they share cores with grew
+    moved = _run([t * 1.1 for t in _noisy(3)], wait=0.05)
+    outcome = compare_runs(a, moved).outcomes[0]
+    assert outcome.verdict == "moved"
+    assert outcome.grew[0].startswith("compute +")
+    assert outcome.attribution is not None
+    assert outcome.attribution["high"] < 1.0
+
+
+def test_achieved_far_beyond_the_promise_is_suspect_and_the_pair_confounded() -> None:
+    a = _run(_noisy(1))
+    a.findings = [Finding("input_bound", "warning", "waits", max_speedup=1.19)]
+    b = _run([t / 2.15 for t in _noisy(2)], wait=0.05)  # everything got faster, not the wait
+    c = compare_runs(a, b)
+    outcome = c.outcomes[0]
+    assert outcome.suspect
+    assert outcome.achieved_speedup == pytest.approx(2.15, rel=0.03)
+    assert len(c.flags) == 1
+    assert "compute moved -" in c.flags[0]
+    honest = _run([t * 0.9 for t in _noisy(3)], wait=0.1)  # only the wait shrank
+    c = compare_runs(a, honest)
+    assert not c.outcomes[0].suspect
+    assert c.flags == []
 
 
 def test_workload_differences_are_named() -> None:

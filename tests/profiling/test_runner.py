@@ -69,8 +69,10 @@ def test_profile_script_with_spawned_workers(
     assert all(s.batch_size == 3 for s in run.steps)
     seen = json.loads(report.read_text())
     assert seen == {"workers_hooked": [0.0] * 4, "main_hooked": True}
-    files = list(steps_dir.iterdir())
+    files = [p for p in steps_dir.iterdir() if not p.name.startswith("setup-")]
     assert [p.name.split("-")[1] for p in files] == ["0"]  # one file: the main process
+    setups = [p.name for p in steps_dir.glob("setup-*.json")]
+    assert setups == [f"setup-{files[0].stem.split('-')[2]}.json"]  # what the main one built
     main_pid = int(files[0].stem.split("-")[2])
     assert [p["pid"] for p in run.meta["processes"]] == [main_pid]
     marks = [int(pid) for pid in (tmp_path / "mark.txt").read_text().split()]

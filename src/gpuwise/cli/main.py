@@ -24,6 +24,7 @@ COMMANDS = (
     ("profile", "gpuwise.cli.profile"),
     ("analyze", "gpuwise.cli.analyze"),
     ("compare", "gpuwise.cli.compare"),
+    ("try", "gpuwise.cli.try_"),
     ("pack", "gpuwise.cli.pack"),
     ("store", "gpuwise.cli.store"),
     ("estimate", "gpuwise.cli.estimate"),
@@ -39,6 +40,7 @@ Keep deep-learning jobs' GPUs busy, and prove it.
   measure    gpuwise doctor · gpuwise monitor
   diagnose   gpuwise profile -- python train.py · gpuwise analyze trace.json.gz
   verify     gpuwise compare before.json after.json --max-regression 5
+  try        gpuwise try -- python train.py (each fix measured on your job, and the change)
   fix        gpuwise pack images/ store/ · gpuwise store info store/
   size       gpuwise estimate resnet50 · gpuwise tune resnet18 · gpuwise advise resnet50
   serve      gpuwise serve-bench --slo-p99-ms 100

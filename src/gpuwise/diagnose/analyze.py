@@ -58,7 +58,12 @@ def analyze(paths: Sequence[str | os.PathLike[str]], *, strict: bool = False) ->
         raise UsageError("no input files; pass a trace or log, e.g. gpuwise analyze trace.json")
     pieces = [read_piece(name, strict=strict) for name in names]
     run = build_run(names, pieces)
-    run.findings = diagnose(run)
+    if run.serving is not None and not run.steps:  # a serve-bench run: requests, not steps
+        from gpuwise.diagnose.serving import diagnose_serving
+
+        run.findings = diagnose_serving(run.serving)
+    else:
+        run.findings = diagnose(run)
     return run
 
 

@@ -7,11 +7,21 @@ with a ``trace`` section, the energy and MFU change when both have them, whether
 workload is the same, and for each finding of BEFORE the speedup it promised (its Amdahl
 bound) against the speedup AFTER achieved, with a verdict:
 
-- ``fixed``: the finding is gone from AFTER;
+- ``fixed``: the finding is gone from AFTER, the part of the step it is about shrank
+  beyond the noise, and no other part grew (``compare_attrib``); without per-step
+  measurements of that part, gone is enough;
+- ``moved``: gone and its part shrank, but another part grew beyond the noise (the
+  bottleneck moved rather than went away);
+- ``vanished``: gone from the diagnosis, but its part did not shrink beyond the noise;
 - ``partly``: it is still there with a smaller bound (or, for a finding without a bound,
   AFTER is faster beyond the noise);
 - ``not fixed``: it is still there with the same or a larger bound (or, without a bound,
   AFTER is not faster beyond the noise).
+
+Each outcome carries its part's own change with an interval (``attribution``) and is
+marked ``suspect`` when the achieved speedup beats the promised bound far beyond the noise;
+the pair is flagged (``flags``) when it is confounded. Two serve-bench runs are compared
+on throughput, p50/p99 latency and stage shares (``serving``).
 """
 
 from __future__ import annotations
@@ -21,12 +31,21 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuwise.diagnose.compare_stats import RatioInterval, is_regression, ratio_interval
+from gpuwise.diagnose import compare_attrib as attrib
+from gpuwise.diagnose.compare_stats import (
+    RatioInterval,
+    beyond_bound,
+    is_regression,
+    ratio_interval,
+)
 from gpuwise.diagnose.compare_workload import workload_differences
 from gpuwise.records import PHASES, Finding, Run, steady_steps
 from gpuwise.records.trace import TraceFacts
 
 COMPARE_SCHEMA = "gpuwise.compare/1"
+
+CREDITED = frozenset({"fixed", "moved", "partly"})
+"""Verdicts that credit the finding with (part of) the gain."""
 
 KERNEL_CLASSES = ("compute", "communication", "memory", "other")
 COMMUNICATION_KEYS = ("total_s", "overlapped_s", "exposed_s")
@@ -43,7 +62,11 @@ class FindingOutcome:
         achieved_speedup: BEFORE's mean step time over AFTER's (``None`` without steps).
         still_present: AFTER reports the same kind.
         remaining_speedup: AFTER's bound for the same kind, when still present.
-        verdict: ``"fixed"``, ``"partly"`` or ``"not fixed"``.
+        verdict: ``"fixed"``, ``"moved"``, ``"vanished"``, ``"partly"`` or ``"not fixed"``.
+        attribution: The finding's own part of the step, before and after, with the ratio's
+            interval (``compare_attrib.part_change``); ``None`` where not measured.
+        grew: Other parts that grew beyond the noise meanwhile.
+        suspect: The achieved speedup beats the promised bound far beyond the noise.
     """
 
     kind: str
@@ -53,6 +76,9 @@ class FindingOutcome:
     still_present: bool
     remaining_speedup: float | None
     verdict: str
+    attribution: dict[str, Any] | None = None
+    grew: list[str] = field(default_factory=list)
+    suspect: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +98,8 @@ class Comparison:
         outcomes: One per finding of BEFORE that is not ``healthy``.
         max_regression_pct: The allowed slowdown, when a guard was asked for.
         regressed: AFTER is slower beyond the allowance and the noise (guard only).
+        flags: Why the speedup may not be the fix's doing (confounded pairs).
+        serving: Throughput, p50/p99 and stage shares of two serve-bench runs, or ``None``.
     """
 
     before: dict[str, Any]
@@ -86,6 +114,8 @@ class Comparison:
     outcomes: list[FindingOutcome] = field(default_factory=list)
     max_regression_pct: float | None = None
     regressed: bool = False
+    flags: list[str] = field(default_factory=list)
+    serving: dict[str, Any] | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -118,6 +148,8 @@ class Comparison:
             "findings": [asdict(o) for o in self.outcomes],
             "max_regression_pct": self.max_regression_pct,
             "regressed": self.regressed,
+            "flags": self.flags,
+            "serving": self.serving,
         }
 
 
@@ -195,6 +227,8 @@ def compare_runs(
         and max_regression_pct is not None
         and is_regression(interval, max_regression_pct)
     )
+    differences = workload_differences(before, after)
+    serving = attrib.serving_change(before, after)
     return Comparison(
         before=_side(before, names[0]),
         after=_side(after, names[1]),
@@ -204,10 +238,12 @@ def compare_runs(
         communication=_trace_deltas(before, after, "communication", COMMUNICATION_KEYS),
         energy=_paired(before, after, "energy", ("per_step_j", "per_sample_j")),
         mfu=_paired(before, after, "mfu", ("achieved_tflops_s", "mfu", "hfu")),
-        differences=workload_differences(before, after),
-        outcomes=_outcomes(before, after, interval),
+        differences=differences,
+        outcomes=_outcomes(before, after, interval, serving),
         max_regression_pct=max_regression_pct,
         regressed=regressed,
+        flags=attrib.confounded(before, after, differences),
+        serving=serving,
     )
 
 
@@ -273,23 +309,39 @@ def _paired(before: Run, after: Run, key: str, fields: tuple[str, ...]) -> dict[
     return out
 
 
-def _outcomes(before: Run, after: Run, interval: RatioInterval | None) -> list[FindingOutcome]:
+def _outcomes(
+    before: Run, after: Run, interval: RatioInterval | None, serving: dict[str, Any] | None
+) -> list[FindingOutcome]:
     remaining = {f.kind: f for f in after.findings}
-    return [
-        _outcome(f, remaining.get(f.kind), interval) for f in before.findings if f.kind != "healthy"
+    outcomes = [
+        _outcome(f, remaining.get(f.kind), interval, before, after)
+        for f in before.findings
+        if f.kind != "healthy"
     ]
+    ratio = (serving or {}).get("throughput_per_s", {}).get("ratio")
+    if interval is None and ratio is not None:  # serving: the throughput is what was achieved
+        outcomes = [dataclasses.replace(o, achieved_speedup=ratio) for o in outcomes]
+    return outcomes
 
 
 def _outcome(
-    finding: Finding, still: Finding | None, interval: RatioInterval | None
+    finding: Finding,
+    still: Finding | None,
+    interval: RatioInterval | None,
+    before: Run,
+    after: Run,
 ) -> FindingOutcome:
+    part = attrib.FINDING_PART.get(finding.kind)
+    change = None if part is None else attrib.part_change(before, after, part)
+    grew = [] if change is None or part is None else attrib.grown_parts(before, after, part)
     if still is None:
-        verdict = "fixed"
+        verdict = _gone_verdict(change, grew)
     elif still.max_speedup is not None and finding.max_speedup is not None:
         verdict = "partly" if still.max_speedup < finding.max_speedup else "not fixed"
     else:  # no bounds to compare: faster beyond the noise counts as partly
         faster = interval is not None and interval.high < 1.0
         verdict = "partly" if faster else "not fixed"
+    low = None if interval is None else interval.speedup[1]
     return FindingOutcome(
         kind=finding.kind,
         summary=finding.summary,
@@ -298,4 +350,17 @@ def _outcome(
         still_present=still is not None,
         remaining_speedup=None if still is None else still.max_speedup,
         verdict=verdict,
+        attribution=change,
+        grew=grew,
+        # only a finding credited with the gain can be suspected of over-delivering
+        suspect=verdict in CREDITED and beyond_bound(low, finding.max_speedup),
     )
+
+
+def _gone_verdict(change: dict[str, Any] | None, grew: list[str]) -> str:
+    """``fixed``, ``moved`` or ``vanished`` for a finding AFTER no longer reports."""
+    if change is None:
+        return "fixed"  # its part is not measured per step: gone is all there is to see
+    if change["high"] >= 1.0:
+        return "vanished"
+    return "moved" if grew else "fixed"

@@ -42,6 +42,11 @@ class RatioInterval:
     after_n: int
     method: str = "block-bootstrap"
 
+    @property
+    def speedup(self) -> tuple[float, float, float]:
+        """BEFORE's time over AFTER's, with the interval's ends: ``(speedup, low, high)``."""
+        return 1 / self.ratio, 1 / self.high, 1 / self.low
+
 
 def block_length(n: int) -> int:
     """Block length for ``n`` steps: the cube root of ``n``, at least 1."""
@@ -49,14 +54,33 @@ def block_length(n: int) -> int:
     return max(1, round(root))
 
 
-def _block_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Means of ``resamples`` moving-block bootstrap resamples of ``x``."""
+TRIM = 0.1
+"""The trimmed mean leaves out this share of the steps at each end."""
+
+
+def trimmed_mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Mean of ``x`` along ``axis`` without its lowest and highest ``TRIM`` share.
+
+    On a shared machine a step that lost its core to another process takes several times
+    its usual time; a few such steps move a plain mean more than the change measured.
+    """
+    ordered = np.sort(x, axis=axis)
+    n = ordered.shape[axis]
+    cut = int(n * TRIM)
+    return ordered.take(range(cut, n - cut), axis=axis).mean(axis=axis)  # type: ignore[no-any-return]
+
+
+def _block_means(
+    x: np.ndarray, resamples: int, rng: np.random.Generator, trimmed: bool = False
+) -> np.ndarray:
+    """Means (or trimmed means) of ``resamples`` moving-block bootstrap resamples of ``x``."""
     n = len(x)
     length = block_length(n)
     blocks = -(-n // length)  # ceil: enough blocks to cover n steps
     starts = rng.integers(0, n - length + 1, size=(resamples, blocks))
     index = (starts[:, :, None] + np.arange(length)[None, None, :]).reshape(resamples, -1)
-    return x[index[:, :n]].mean(axis=1)  # type: ignore[no-any-return]
+    sample = x[index[:, :n]]
+    return trimmed_mean(sample, axis=1) if trimmed else sample.mean(axis=1)  # type: ignore[no-any-return]
 
 
 def ratio_interval(
@@ -66,6 +90,7 @@ def ratio_interval(
     confidence: float = 0.95,
     resamples: int = RESAMPLES,
     seed: int = 0,
+    trimmed: bool = False,
 ) -> RatioInterval:
     """Confidence interval of ``mean(after_s) / mean(before_s)`` by block bootstrap.
 
@@ -75,6 +100,8 @@ def ratio_interval(
         confidence: Coverage of the two-sided interval (default 0.95).
         resamples: Bootstrap resamples (default ``RESAMPLES``).
         seed: Random seed, so that one pair of inputs always gives one answer.
+        trimmed: Compare trimmed means (``trimmed_mean``) instead of means: robust to the
+            few steps a shared machine stalls (``gpuwise try`` uses it).
 
     Returns:
         The ratio and its interval.
@@ -97,11 +124,12 @@ def ratio_interval(
     if a.mean() <= 0 or b.mean() <= 0:
         raise UsageError("step times must be positive to compare them; check the inputs")
     rng = np.random.default_rng(seed)
-    ratios = _block_means(b, resamples, rng) / _block_means(a, resamples, rng)
+    ratios = _block_means(b, resamples, rng, trimmed) / _block_means(a, resamples, rng, trimmed)
     tail = (1 - confidence) / 2
     low, high = np.quantile(ratios, [tail, 1 - tail])
+    center = trimmed_mean if trimmed else np.mean
     return RatioInterval(
-        ratio=float(b.mean() / a.mean()),
+        ratio=float(center(b) / center(a)),
         low=float(low),
         high=float(high),
         confidence=confidence,
@@ -122,3 +150,24 @@ def is_regression(interval: RatioInterval, max_regression_pct: float) -> bool:
     """
     slower_pct = (interval.ratio - 1) * 100
     return slower_pct > max_regression_pct and interval.low > 1.0
+
+
+SUSPECT_GAIN = 1.5
+"""An achieved gain half again above the promised one, beyond the noise, is suspect."""
+
+
+def beyond_bound(low: float | None, promised: float | None) -> bool:
+    """True when a speedup beats its promised bound by far more than the noise allows.
+
+    The bound is an Amdahl limit: removing a stage entirely cannot gain more. An interval
+    whose lower end lies above the bound, with a gain over ``SUSPECT_GAIN`` times the
+    promised gain (2.15x measured against 1.19x promised), means the bound understated
+    the stage or the change moved something else too (another stage, the workload).
+
+    Args:
+        low: Lower end of the achieved speedup's interval.
+        promised: The promised bound.
+    """
+    if low is None or promised is None or promised <= 1.0:
+        return False
+    return low > promised and (low - 1) > SUSPECT_GAIN * (promised - 1)

@@ -21,6 +21,7 @@ from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import trace_host as th
 from gpuwise.diagnose import trace_rules as tr
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.fix_terms import in_user_terms
 from gpuwise.diagnose.step_rules import backward_heavy, optimizer_bound, small_batch
 from gpuwise.records import Finding, Fix, Run
 
@@ -86,7 +87,7 @@ def diagnose(run: Run) -> list[Finding]:
         stepless = not run.steps and run.source == "profile"
         nothing = _nothing_measured(len(run.samples), run.meta) if stepless else None
         found.insert(0, nothing or _healthy(ctx))
-    return found
+    return in_user_terms(found, run.extra.get("setup"))  # the user's optimizer and framework
 
 
 FAILURE_KINDS = frozenset({"rank_failed"})

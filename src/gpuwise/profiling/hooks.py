@@ -17,6 +17,8 @@ Hook protocol:
   compute; on a CUDA build, ``Tensor.to``/``Tensor.cuda`` to a CUDA device count the copy
   and record CUDA events around it, read later (``CopyResolver``). No patch synchronizes.
 * Forked children (fork-started DataLoader workers) drop the tracker at fork.
+* Once recording, ``inject.arm`` records where the job builds its loaders and optimizers
+  (``setup-<pid>.json``) and applies the trial in ``GPUWISE_TRIAL`` (``gpuwise try``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ ENV_DIR = "GPUWISE_PROFILE_DIR"
 ENV_T0 = "GPUWISE_PROFILE_T0"
 ENV_WORKER = "GPUWISE_PROFILE_WORKER"
 ENV_PKG = "GPUWISE_PROFILE_PKG"
+ENV_TRIAL = "GPUWISE_TRIAL"
+"""One trial's overrides and step limit, a JSON object (``profiling/inject.py``)."""
 
 
 def child_env(base: Mapping[str, str], profile_dir: str, t0_wall_s: float) -> dict[str, str]:
@@ -132,6 +136,9 @@ def _start_recording(env: Mapping[str, str]) -> None:
 
     t0_wall_s = float(env.get(ENV_T0) or time.time())
     recording = file_recording(env[ENV_DIR], t0_wall_s).start()
+    from gpuwise.profiling.inject import arm  # construction capture and trial overrides
+
+    arm(env[ENV_DIR], env.get(ENV_TRIAL))
     import atexit
 
     atexit.register(recording.stop)

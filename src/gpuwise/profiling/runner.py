@@ -24,6 +24,7 @@ from gpuwise.childproc import exit_code
 from gpuwise.errors import UsageError
 from gpuwise.profiling.hooks import child_env
 from gpuwise.profiling.recording import run_from_directory, run_meta
+from gpuwise.profiling.setup_capture import read_setup
 from gpuwise.profiling.step_files import read_site_notes
 from gpuwise.records import Run, Sample
 
@@ -45,12 +46,15 @@ class ProfileConfig:
         sample: Run the telemetry sampler alongside (default True).
         stdout_to_stderr: Send the command's standard output to standard error, so that
             gpuwise's own output (``--json``) stays clean.
+        env: More environment variables for the command (``gpuwise try`` passes its
+            trial handshake here).
     """
 
     interval_s: float = 0.5
     steps_dir: str | None = None
     sample: bool = True
     stdout_to_stderr: bool = False
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def profile_command(
@@ -109,7 +113,7 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     code, received = childproc.run(
         argv,
         started=sampler.watch if sampler is not None else None,
-        env=child_env(os.environ, directory, t0_wall_s),
+        env={**child_env(os.environ, directory, t0_wall_s), **dict(config.env)},
         stdout_to_stderr=config.stdout_to_stderr,
     )
     samples: list[Sample] = sampler.stop() if sampler is not None else []
@@ -123,7 +127,11 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
     if notes:
         meta["interpreters"] = notes
     code = _scripts_code(code, directory, meta)
-    return run_from_directory(directory, argv, code, devices, samples, meta)
+    run = run_from_directory(directory, argv, code, devices, samples, meta)
+    setup = read_setup(directory)  # where the loaders and optimizers were built
+    if setup is not None:
+        run.extra["setup"] = setup
+    return run
 
 
 def _scripts_code(code: int, directory: str, meta: dict[str, Any]) -> int:

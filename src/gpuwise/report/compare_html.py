@@ -15,7 +15,7 @@ from typing import Any
 from gpuwise._version import __version__
 from gpuwise.errors import UsageError
 from gpuwise.records import PHASES, Run
-from gpuwise.report.compare_text import headline
+from gpuwise.report.compare_text import headline, part_text
 from gpuwise.report.svg import WIDTH
 from gpuwise.report.timeline import build_timeline, time_range
 from gpuwise.report.units import NA, PHASE_COLORS, format_seconds, format_speedup
@@ -53,7 +53,7 @@ def render_compare_html(doc: Mapping[str, Any], runs: tuple[Run, Run] | None = N
     warnings = "".join(
         f'<p class="note">not the same workload: {escape(d)}</p>'
         for d in doc.get("differences") or []
-    )
+    ) + "".join(f'<p class="note">confounded: {escape(f)}</p>' for f in doc.get("flags") or [])
     body = [
         "<header><h1>gpuwise compare</h1>",
         f"<p><b>{escape(headline(doc))}</b></p>{warnings}</header>",
@@ -130,10 +130,12 @@ def _findings_table(doc: Mapping[str, Any]) -> str:
         return ""
     rows = "".join(
         f"<tr><td>{escape(o['kind'])}</td><td>{escape(format_speedup(o['promised_speedup']))}"
-        f"</td><td>{_times(o['achieved_speedup'])}</td><td>{escape(o['verdict'])}</td></tr>"
+        f"</td><td>{_times(o['achieved_speedup'])}</td>"
+        f"<td>{escape(part_text(o.get('attribution')))}</td>"
+        f"<td>{escape(o['verdict'] + (' (suspect)' if o.get('suspect') else ''))}</td></tr>"
         for o in outcomes
     )
     return (
         "<h2>Findings of BEFORE</h2><table><tr><th>finding</th><th>promised</th>"
-        f"<th>achieved</th><th>verdict</th></tr>{rows}</table>"
+        f"<th>achieved</th><th>its part (95 % interval)</th><th>verdict</th></tr>{rows}</table>"
     )

@@ -15,7 +15,13 @@ from rich.text import Text
 
 from gpuwise.report.units import NA, format_seconds, format_speedup
 
-VERDICT_STYLES = {"fixed": "green", "partly": "yellow", "not fixed": "red"}
+VERDICT_STYLES = {
+    "fixed": "green",
+    "partly": "yellow",
+    "moved": "yellow",
+    "vanished": "yellow",
+    "not fixed": "red",
+}
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -25,6 +31,8 @@ def _num(value: float | None, fmt: str) -> str:
 def headline(doc: Mapping[str, Any]) -> str:
     """One sentence: faster or slower by how much, with the interval, or why there is none."""
     st = doc.get("step_time")
+    if not st and doc.get("serving"):
+        return serving_headline(doc["serving"])
     if not st:
         return "no step times on both sides: no speedup to measure"
     change = (st["ratio"] - 1) * 100
@@ -36,6 +44,15 @@ def headline(doc: Mapping[str, Any]) -> str:
         f"{st['confidence'] * 100:.0f} % interval {low:+.1f} % to {high:+.1f} %"
         + (" — within the noise" if noise else "")
     )
+
+
+def serving_headline(serving: Mapping[str, Any]) -> str:
+    """Throughput and p99 of two serve-bench runs in one sentence."""
+    tput, p99 = serving["throughput_per_s"], serving["p99_s"]
+    ratio = tput.get("ratio")
+    text = f"AFTER serves {_num(ratio, '{:.2f}')}x the throughput"
+    text += f" ({_num(tput['before'], '{:.1f}')} → {_num(tput['after'], '{:.1f}')} req/s)"
+    return text + f"; p99 {format_seconds(p99['before'])} → {format_seconds(p99['after'])}"
 
 
 def render_comparison(doc: Mapping[str, Any], console: Console) -> None:
@@ -60,9 +77,13 @@ def render_comparison(doc: Mapping[str, Any], console: Console) -> None:
         )
     for line in doc.get("differences") or []:
         console.print(Text(f"warning: not the same workload: {line}", style="yellow"))
+    for line in doc.get("flags") or []:
+        console.print(Text(f"warning: confounded: {line}", style="yellow"))
     console.print()
     console.print(Text(headline(doc), style="bold"))
-    _render_phases(doc, console)
+    if doc.get("step_time") or not doc.get("serving"):
+        _render_phases(doc, console)
+    _render_serving(doc, console)
     _render_trace(doc, console)
     _render_extras(doc, console)
     _render_findings(doc, console)
@@ -139,12 +160,57 @@ def _render_findings(doc: Mapping[str, Any], console: Console) -> None:
         return
     console.print()
     table = Table(title="findings of BEFORE", title_justify="left", box=None, pad_edge=False)
-    for name in ("finding", "promised", "achieved", "verdict"):
-        table.add_column(name, justify="left" if name in ("finding", "verdict") else "right")
+    for name in ("finding", "promised", "achieved", "its part (95 % interval)", "verdict"):
+        table.add_column(name, justify="right" if name in ("promised", "achieved") else "left")
     for o in outcomes:
-        verdict = Text(o["verdict"], style=VERDICT_STYLES.get(o["verdict"], ""))
+        label = o["verdict"] + (" (suspect)" if o.get("suspect") else "")
+        verdict = Text(label, style=VERDICT_STYLES.get(o["verdict"], ""))
         achieved = _num(o["achieved_speedup"], "{:.2f}x")
-        table.add_row(o["kind"], format_speedup(o["promised_speedup"]), achieved, verdict)
+        part = part_text(o.get("attribution"))
+        table.add_row(o["kind"], format_speedup(o["promised_speedup"]), achieved, part, verdict)
+    console.print(table)
+    for o in outcomes:
+        for grown in o.get("grew") or []:
+            console.print(f"{o['kind']}: meanwhile {grown}", markup=False, highlight=False)
+        if o.get("suspect"):
+            console.print(
+                f"{o['kind']}: achieved far beyond the promised bound; the bound understated "
+                "the stage, or something else changed too",
+                markup=False,
+                highlight=False,
+            )
+
+
+def part_text(change: Mapping[str, Any] | None) -> str:
+    """``data_wait x0.02 [0.00, 0.03]``: the finding's part, AFTER over BEFORE."""
+    if not change:
+        return NA
+    return f"{change['part']} x{change['ratio']:.2f} [{change['low']:.2f}, {change['high']:.2f}]"
+
+
+def _render_serving(doc: Mapping[str, Any], console: Console) -> None:
+    serving = doc.get("serving")
+    if not serving:
+        return
+    console.print()
+    table = Table(title="serving", title_justify="left", box=None, pad_edge=False)
+    for name in ("", "before", "after", "after/before"):
+        table.add_column(name, justify="left" if not name else "right")
+    tput = serving["throughput_per_s"]
+    table.add_row(
+        "throughput", _num(tput["before"], "{:.1f}/s"), _num(tput["after"], "{:.1f}/s"),
+        _num(tput["ratio"], "{:.2f}x"),
+    )  # fmt: skip
+    for q in ("p50_s", "p99_s"):
+        row = serving[q]
+        table.add_row(
+            q[:3], format_seconds(row["before"]), format_seconds(row["after"]),
+            _num(row["ratio"], "{:.2f}x"),
+        )  # fmt: skip
+    for stage, row in serving["stage_shares"].items():
+        table.add_row(
+            f"{stage} share", _num(row["before"], "{:.0%}"), _num(row["after"], "{:.0%}"), "",
+        )  # fmt: skip
     console.print(table)
 
 

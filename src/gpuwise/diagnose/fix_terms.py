@@ -1,0 +1,191 @@
+"""Fixes in the user's own terms: their optimizer class, their framework's arguments.
+
+The fix catalog (``fixes.py``) writes plain PyTorch. When the Run knows what the job built
+(its ``setup`` section, recorded at construction time by the profiler), this module
+rewrites the fixes that touch those objects: the optimizer fix names the user's own class
+with the flag PyTorch offers for it on that device (and is dropped when it is already
+set); loader fixes become ``TrainingArguments`` arguments for the Hugging Face Trainer and
+``DataModule`` loader arguments for Lightning; mixed precision becomes the framework's
+precision setting. Each points at the file:line that built the object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuwise.records import Finding, Fix
+
+HF_LOADER_ARGS = {
+    "num_workers": "dataloader_num_workers",
+    "pin_memory": "dataloader_pin_memory",
+    "persistent_workers": "dataloader_persistent_workers",
+    "prefetch_factor": "dataloader_prefetch_factor",
+}
+"""DataLoader arguments and the ``TrainingArguments`` fields the HF Trainer builds them from."""
+
+PRECISION = {
+    "lightning": 'Trainer(precision="bf16-mixed")',
+    "hf_trainer": "TrainingArguments(bf16=True)",
+    "accelerate": 'Accelerator(mixed_precision="bf16")',
+}
+
+COMPILE = {
+    "lightning": "model = torch.compile(model)  # before trainer.fit(model)",
+    "hf_trainer": "TrainingArguments(torch_compile=True)",
+}
+
+
+def _args(kwargs: Mapping[str, Any]) -> str:
+    return ", ".join(
+        f"{k}={v!r}" if not isinstance(v, str) else f'{k}="{v}"' for k, v in kwargs.items()
+    )
+
+
+def _at(record: Mapping[str, Any] | None) -> str:
+    if not record or not record.get("file"):
+        return ""
+    return f"  # at {Path(str(record['file'])).name}:{record.get('line')}"
+
+
+def _first(setup: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    items = setup.get(key) or []
+    return dict(items[0]) if items else None
+
+
+def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: bool = True) -> str:
+    """The loader arguments ``kwargs`` written where the user's framework takes them.
+
+    Args:
+        kwargs: DataLoader arguments.
+        setup: The Run's ``setup`` section.
+        at: End with a comment naming the file:line that built the loader.
+    """
+    framework = setup.get("framework", "plain")
+    loader = _first(setup, "loaders")
+    if framework == "hf_trainer":
+        hf = {HF_LOADER_ARGS[k]: v for k, v in kwargs.items() if k in HF_LOADER_ARGS}
+        return f"TrainingArguments({_args(hf)})"
+    text = f"DataLoader(..., {_args(kwargs)})"
+    if framework == "lightning":
+        text = f"LightningDataModule.train_dataloader(): {text}"
+    return text + (_at(loader) if at else "")
+
+
+def optimizer_setting(flag: str, setup: Mapping[str, Any], *, at: bool = True) -> str:
+    """The optimizer flag on the user's own class, in their framework's terms."""
+    opt = _first(setup, "optimizers") or {}
+    cls = str(opt.get("class") or "AdamW")
+    framework = setup.get("framework", "plain")
+    if framework == "hf_trainer":
+        if cls == "AdamW" and flag == "fused":
+            return 'TrainingArguments(optim="adamw_torch_fused")'
+        own = f"torch.optim.{cls}(model.parameters(), ..., {flag}=True)"
+        return f"Trainer(..., optimizers=({own}, None))"
+    text = f"torch.optim.{cls}(..., {flag}=True)"
+    if framework == "lightning":
+        text = f"configure_optimizers(): {text}"
+    return text + (_at(opt) if at else "")
+
+
+def framework_setting(name: str, spec: Mapping[str, Any], setup: Mapping[str, Any]) -> str:
+    """The one-line setting a trial's overrides stand for, in the job's framework."""
+    framework = str(setup.get("framework", "plain"))
+    parts = []
+    if "loader" in spec:
+        parts.append(loader_setting(spec["loader"], setup, at=False))
+    if spec.get("torch_threads"):
+        parts.append(f"torch.set_num_threads({spec['torch_threads']})")
+    for flag, on in (spec.get("optimizer") or {}).items():
+        if on:
+            parts.append(optimizer_setting(flag, setup, at=False))
+    if spec.get("cudnn_benchmark"):
+        lightning = framework == "lightning"
+        parts.append(
+            "Trainer(benchmark=True)" if lightning else "torch.backends.cudnn.benchmark = True"
+        )
+    if spec.get("tf32"):
+        hf = framework == "hf_trainer"
+        parts.append(
+            "TrainingArguments(tf32=True)" if hf else 'torch.set_float32_matmul_precision("high")'
+        )
+    if spec.get("autocast"):
+        plain = "with torch.autocast(device, dtype=torch.bfloat16): loss = model(x)"
+        parts.append(PRECISION.get(framework, plain))
+    if spec.get("channels_last"):
+        parts.append("model = model.to(memory_format=torch.channels_last)")
+    if spec.get("compile"):
+        parts.append(COMPILE.get(framework, "model = torch.compile(model)"))
+    return "; ".join(parts) or name
+
+
+def in_user_terms(findings: Sequence[Finding], setup: Mapping[str, Any] | None) -> list[Finding]:
+    """The findings with their fixes rewritten for the job's optimizer and framework.
+
+    Args:
+        findings: Diagnosed findings (plain-PyTorch fixes).
+        setup: The Run's ``setup`` section, or ``None`` (the findings come back unchanged).
+
+    Returns:
+        New findings; only the fixes that touch the captured objects differ.
+    """
+    if not setup:
+        return list(findings)
+    return [
+        dataclasses.replace(f, fixes=tuple(new for fix in f.fixes for new in _rewrite(fix, setup)))
+        for f in findings
+    ]
+
+
+_WORKERS = re.compile(r"num_workers=(\d+)")
+
+
+def _rewrite(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
+    framework = setup.get("framework", "plain")
+    if "fused=True" in fix.how and "torch.optim" in fix.how:
+        return _optimizer_fix(fix, setup)
+    workers = _WORKERS.search(fix.how)
+    if workers and "DataLoader(" in fix.how:
+        kwargs: dict[str, Any] = {"num_workers": int(workers.group(1)), "persistent_workers": True}
+        if "pin_memory=True" in fix.how:
+            kwargs["pin_memory"] = True
+        return [Fix(fix.action, loader_setting(kwargs, setup))]
+    if "pin_memory=True" in fix.how and framework == "hf_trainer":
+        return [Fix(fix.action, "TrainingArguments(dataloader_pin_memory=True); "
+                    "batches then cross with non_blocking copies")]  # fmt: skip
+    if "torch.autocast(" in fix.how and framework in PRECISION:
+        return [Fix(fix.action, PRECISION[framework])]
+    return [fix]
+
+
+def _optimizer_fix(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
+    opt = _first(setup, "optimizers")
+    if opt is None:
+        return [fix]
+    cls, offers = str(opt.get("class")), list(opt.get("offers") or [])
+    if opt.get("fused"):
+        return []  # already fused: nothing to paste
+    if "fused" in offers:
+        return [
+            Fix(
+                f"Update all parameters of {cls} in one fused kernel",
+                optimizer_setting("fused", setup),
+            )
+        ]
+    if "foreach" in offers and not opt.get("foreach"):
+        action = (
+            f"Update {cls}'s parameters in a few foreach kernels ({cls} has no fused update here)"
+        )
+        return [Fix(action, optimizer_setting("foreach", setup))]
+    device = opt.get("device", "this device")
+    return [
+        Fix(
+            f"{cls} offers no fused or foreach update on {device} (or runs it already); "
+            "spread the update's fixed cost over more samples",
+            "a larger batch (see the batch fix) or fewer optimizer steps per sample "
+            "(gradient accumulation)",
+        )
+    ]

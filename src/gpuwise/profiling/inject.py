@@ -1,0 +1,254 @@
+"""Construction-time capture and one trial's overrides inside a profiled process.
+
+Note: the trial protocol.
+
+- ``hooks.py`` reads the handshake (``GPUWISE_TRIAL``, a JSON object) and calls ``arm`` once
+  torch is imported, after the step hooks are installed. Without a trial, ``arm`` only
+  records what the job builds (``setup_capture.JobSetup``).
+- The overrides apply where the object is built, so the user's script stays unmodified:
+  ``loader`` keyword arguments of every ``DataLoader`` (``persistent_workers`` and
+  ``prefetch_factor`` only where the loader has workers); ``optimizer`` flags (``foreach``
+  or ``fused``) for the one class named in ``optimizer_class``, only where the user did not
+  pass the flag and that class accepts it — the algorithm never changes; ``torch_threads``,
+  ``cudnn_benchmark`` and ``tf32`` once at start; ``autocast``, ``channels_last`` and
+  ``compile`` around the outermost module call (these change what is computed; the runner
+  sends them only when the user allowed it).
+- ``stop_after_steps``: after that many optimizer steps the job ends with ``SystemExit(0)``
+  raised from the step hook, so its ``finally`` blocks and ``atexit`` handlers run and the
+  step files are complete.
+- ``losses``: the first that many ``backward()`` calls record the value of the tensor
+  ``backward()`` was called on (one host read each, inside the warm-up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import json
+import threading
+from typing import Any
+
+import torch
+
+from gpuwise.profiling.setup_capture import JobSetup
+
+LOSS_STEPS = 5
+"""Losses recorded per run when the trial spec does not say: the first five steps."""
+
+
+class _Armed:
+    setup: JobSetup | None = None
+    spec: dict[str, Any] = {}  # noqa: RUF012 - one trial per process
+    steps = 0
+    depth = threading.local()
+
+
+def parse_spec(text: str | None) -> dict[str, Any]:
+    """The trial spec of the handshake variable (``{}`` when absent or not a JSON object)."""
+    if not text:
+        return {}
+    with contextlib.suppress(ValueError):
+        spec = json.loads(text)
+        if isinstance(spec, dict):
+            return spec
+    return {}
+
+
+def arm(directory: str | None, spec_text: str | None) -> JobSetup:
+    """Patch construction of loaders and optimizers in this process; apply the trial spec.
+
+    Args:
+        directory: The profile directory (``setup-<pid>.json`` goes there).
+        spec_text: The ``GPUWISE_TRIAL`` handshake (a JSON object), or ``None``.
+
+    Returns:
+        The process's setup record.
+    """
+    if _Armed.setup is not None:
+        return _Armed.setup
+    spec = parse_spec(spec_text)
+    _Armed.spec = spec
+    _Armed.setup = JobSetup(directory, spec.get("name"))
+    _patch_loader()
+    _patch_optimizers(spec.get("optimizer_class"), spec.get("optimizer") or {})
+    _patch_backward(int(spec.get("losses", LOSS_STEPS)))
+    _apply_globals(spec)
+    if spec.get("autocast") or spec.get("channels_last") or spec.get("compile"):
+        _patch_forward(spec)
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(_count_step)
+    return _Armed.setup
+
+
+def _apply_globals(spec: dict[str, Any]) -> None:
+    if spec.get("torch_threads"):
+        torch.set_num_threads(int(spec["torch_threads"]))
+    if spec.get("cudnn_benchmark"):
+        torch.backends.cudnn.benchmark = True
+    if spec.get("tf32"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def _count_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    _Armed.steps += 1
+    limit = _Armed.spec.get("stop_after_steps")
+    if limit and _Armed.steps >= int(limit):
+        if _Armed.setup is not None:
+            _Armed.setup.doc["stopped_after_steps"] = _Armed.steps
+            _Armed.setup.write()
+        raise SystemExit(0)
+
+
+def loader_kwargs(bound: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``bound`` (a DataLoader's arguments by name) with the trial's loader overrides.
+
+    ``persistent_workers`` and ``prefetch_factor`` are set only where the loader ends up with
+    worker processes (PyTorch refuses them otherwise); ``batch_sampler`` loaders keep their
+    batch settings.
+    """
+    out = dict(bound)
+    out.update({k: v for k, v in overrides.items() if k in ("num_workers", "pin_memory")})
+    if int(out.get("num_workers") or 0) > 0:
+        for key in ("persistent_workers", "prefetch_factor"):
+            if key in overrides:
+                out[key] = overrides[key]
+    return out
+
+
+def _patch_loader() -> None:
+    from torch.utils.data import DataLoader
+
+    original = DataLoader.__init__
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        overrides = _Armed.spec.get("loader")
+        if overrides:
+            with contextlib.suppress(TypeError):  # a call PyTorch will refuse: leave it be
+                bound = signature.bind(self, *args, **kwargs).arguments
+                bound.pop("self", None)
+                args, kwargs = (), loader_kwargs(dict(bound), overrides)
+        original(self, *args, **kwargs)
+        if _Armed.setup is not None:
+            _Armed.setup.loader_built(self)
+
+    DataLoader.__init__ = __init__  # type: ignore[method-assign]
+
+
+def optimizer_classes() -> list[type]:
+    """The optimizer classes of ``torch.optim`` (``SGD``, ``Adam``, ...)."""
+    from torch.optim.optimizer import Optimizer
+
+    return [
+        c
+        for c in vars(torch.optim).values()
+        if isinstance(c, type) and issubclass(c, Optimizer) and c is not Optimizer
+    ]
+
+
+def _patch_optimizers(target: str | None, flags: dict[str, Any]) -> None:
+    for cls in optimizer_classes():
+        _wrap_optimizer(cls, target, flags)
+
+
+def _wrap_optimizer(cls: type, target: str | None, flags: dict[str, Any]) -> None:
+    """Wrap ``cls.__init__``: the outermost call injects the flags and records the result.
+
+    ``AdamW.__init__`` calls ``Adam.__init__``, and a user's subclass calls its torch base:
+    only the outermost wrapped call (per thread) acts, with ``type(self)`` the class the
+    user built.
+    """
+    original = vars(cls)["__init__"]
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        depth = getattr(_Armed.depth, "opt", 0)
+        if depth == 0 and flags and type(self).__name__ == target:
+            kwargs.update(_unset_flags(signature, flags, self, args, kwargs))
+        _Armed.depth.opt = depth + 1
+        try:
+            original(self, *args, **kwargs)
+        finally:
+            _Armed.depth.opt = depth
+        if depth == 0 and _Armed.setup is not None:
+            _Armed.setup.optimizer_built(self)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+
+
+def _unset_flags(signature: inspect.Signature, flags: dict[str, Any], *call: Any) -> dict[str, Any]:
+    """The flags this class accepts that the user's call left unset (``None``)."""
+    self, args, kwargs = call
+    try:
+        given = signature.bind_partial(self, *args, **kwargs).arguments
+    except TypeError:
+        return {}
+    unset = {k: v for k, v in flags.items() if k in signature.parameters and given.get(k) is None}
+    if "fused" in unset and given.get("foreach"):
+        unset.pop("fused")  # PyTorch refuses both; the user chose foreach
+    return unset
+
+
+def _patch_backward(count: int) -> None:
+    original = torch.Tensor.backward
+
+    @functools.wraps(original)
+    def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        setup = _Armed.setup
+        if setup is not None and len(setup.doc["losses"]) < count and self.numel() == 1:
+            setup.loss_seen(float(self.detach().float()))  # a host read, inside the warm-up
+            setup.write()
+        return original(self, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    torch.Tensor.backward = backward  # type: ignore[method-assign]
+
+
+def _patch_forward(spec: dict[str, Any]) -> None:
+    """Autocast, channels-last and compile around the outermost module call."""
+    original = torch.nn.Module.__call__
+    prepared: set[int] = set()
+
+    @functools.wraps(original)
+    def __call__(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_Armed.depth, "n", 0)
+        if depth:
+            return original(self, *args, **kwargs)
+        if id(self) not in prepared:
+            prepared.add(id(self))
+            _prepare(self, spec)
+        if spec.get("channels_last"):
+            args = tuple(_channels_last(a) for a in args)
+        _Armed.depth.n = 1
+        try:
+            with _autocast(spec, args):
+                return original(self, *args, **kwargs)
+        finally:
+            _Armed.depth.n = 0
+
+    torch.nn.Module.__call__ = __call__  # type: ignore[method-assign]
+
+
+def _prepare(module: torch.nn.Module, spec: dict[str, Any]) -> None:
+    if spec.get("channels_last"):
+        module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    if spec.get("compile"):
+        module.forward = torch.compile(module.forward)  # type: ignore[method-assign]
+
+
+def _channels_last(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dim() == 4:
+        return value.contiguous(memory_format=torch.channels_last)
+    return value
+
+
+def _autocast(spec: dict[str, Any], args: tuple[Any, ...]) -> Any:
+    dtype_name = spec.get("autocast")
+    if not dtype_name:
+        return contextlib.nullcontext()
+    device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
+    return torch.autocast(device, dtype=getattr(torch, str(dtype_name)))

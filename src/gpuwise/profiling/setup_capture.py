@@ -1,0 +1,198 @@
+"""What the job built: where its DataLoaders and optimizers were made, and with what settings.
+
+Called at construction time by the patches of ``profiling/inject.py`` in a profiled process.
+Each record names the user's own frame (the first one outside torch, gpuwise and installed
+packages), so that a fix can point at the line that built the object, and the framework
+that built it (plain PyTorch, Lightning, the Hugging Face Trainer, Accelerate), so that a
+fix can be written in that framework's terms. ``JobSetup.write`` leaves the whole record in
+``setup-<pid>.json`` of the profile directory; ``read_setup`` reads it back for the Run's
+``setup`` section.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+SETUP_FILES = "setup-*.json"
+
+LOADER_KEYS = ("batch_size", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+
+OPTIMIZER_FLAGS = ("foreach", "fused")
+
+_SKIP_DIRS = tuple(
+    os.path.normcase(os.path.realpath(p)) + os.sep
+    for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    | {sysconfig.get_paths()["stdlib"]}
+)
+_GPUWISE_DIR = os.path.normcase(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+
+FRAMEWORK_MARKERS = (
+    ("lightning", (f"{os.sep}lightning{os.sep}", f"{os.sep}pytorch_lightning{os.sep}")),
+    ("hf_trainer", (f"{os.sep}transformers{os.sep}trainer",)),
+)
+
+
+def _is_library(filename: str) -> bool:
+    if filename.startswith("<"):
+        return True
+    path = os.path.normcase(os.path.realpath(filename))
+    return path.startswith(_SKIP_DIRS) or path.startswith(_GPUWISE_DIR + os.sep)
+
+
+def user_frame(skip: int = 1) -> tuple[str | None, int | None, list[str]]:
+    """The innermost frame of the user's code, and every file name on the stack.
+
+    Args:
+        skip: Frames to skip (this function's callers inside gpuwise).
+
+    Returns:
+        ``(file, line, stack files)``; file and line are ``None`` when every frame belongs
+        to a library (a job started with ``python -c``).
+    """
+    frame = sys._getframe(skip)
+    files: list[str] = []
+    found: tuple[str | None, int | None] = (None, None)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        files.append(name)
+        if found[0] is None and not _is_library(name):
+            found = (os.path.abspath(name), frame.f_lineno)
+        frame = frame.f_back  # type: ignore[assignment]
+    return found[0], found[1], files
+
+
+def framework_of(stack_files: list[str]) -> str:
+    """``lightning``, ``hf_trainer``, ``accelerate`` or ``plain``, from the stack and imports."""
+    for name, markers in FRAMEWORK_MARKERS:
+        if any(m in f for f in stack_files for m in markers):
+            return name
+    if "accelerate" in sys.modules and "transformers.trainer" not in sys.modules:
+        return "accelerate"
+    return "plain"
+
+
+def source_line(file: str | None, line: int | None) -> str | None:
+    """The stripped source text of ``file:line``, or ``None`` when it cannot be read."""
+    if file is None or line is None:
+        return None
+    with contextlib.suppress(OSError, UnicodeDecodeError, IndexError):
+        return Path(file).read_text(encoding="utf-8").splitlines()[line - 1].strip()
+    return None
+
+
+def optimizer_offers(cls: type, device_type: str) -> list[str]:
+    """The speed flags (``foreach``, ``fused``) PyTorch offers for ``cls`` on a device type.
+
+    The flag must be a parameter of the nearest ``torch.optim`` class in ``cls``'s MRO (a
+    subclass may hide it), and ``fused`` needs a device with fused kernels.
+    """
+    from torch.optim import optimizer as torch_optimizer
+
+    Optimizer = torch_optimizer.Optimizer
+
+    base = next(
+        (c for c in cls.__mro__ if c.__module__.startswith("torch.optim") and c is not Optimizer),
+        None,
+    )
+    if base is None:
+        return []
+    params = inspect.signature(base.__init__).parameters  # type: ignore[misc]
+    offers = [flag for flag in OPTIMIZER_FLAGS if flag in params]
+    fused_devices = getattr(torch_optimizer, "_get_fused_kernels_supported_devices")()  # noqa: B009 - private, not re-exported
+    if "fused" in offers and device_type not in fused_devices:
+        offers.remove("fused")
+    return offers
+
+
+class JobSetup:
+    """The loaders, optimizers and losses one process saw, written to its setup file."""
+
+    def __init__(self, directory: str | None, trial: str | None = None) -> None:
+        self.directory = directory
+        self.doc: dict[str, Any] = {
+            "pid": os.getpid(),
+            "trial": trial,
+            "framework": "plain",
+            "loaders": [],
+            "optimizers": [],
+            "losses": [],
+            "cpu_count": os.cpu_count(),
+        }
+
+    def _where(self) -> dict[str, Any]:
+        file, line, files = user_frame(3)
+        framework = framework_of(files)
+        if framework != "plain" or self.doc["framework"] == "plain":
+            self.doc["framework"] = framework
+        return {"file": file, "line": line, "code": source_line(file, line), "framework": framework}
+
+    def loader_built(self, loader: Any) -> None:
+        """Record a DataLoader just constructed (its settings after any trial override)."""
+        record = self._where()
+        for key in LOADER_KEYS:
+            value = getattr(loader, key, None)
+            record[key] = value if isinstance(value, (bool, int, type(None))) else str(value)
+        self.doc["loaders"].append(record)
+        self.write()
+
+    def optimizer_built(self, optimizer: Any) -> None:
+        """Record an optimizer just constructed: class, flags, device, what it offers."""
+        import torch
+
+        record = self._where()
+        cls = type(optimizer)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        device = params[0].device.type if params else "cpu"
+        record.update(
+            {
+                "class": cls.__name__,
+                "module": cls.__module__,
+                "foreach": optimizer.defaults.get("foreach"),
+                "fused": optimizer.defaults.get("fused"),
+                "device": device,
+                "offers": optimizer_offers(cls, device),
+                "conv_params": sum(1 for p in params if p.dim() == 4),
+                "params": len(params),
+                "torch_threads": torch.get_num_threads(),
+            }
+        )
+        self.doc["optimizers"].append(record)
+        self.write()
+
+    def loss_seen(self, value: float) -> None:
+        """Record one loss value (the tensor ``backward()`` was called on)."""
+        self.doc["losses"].append(value)
+
+    def write(self) -> None:
+        """Write ``setup-<pid>.json`` (a failure to write is ignored: profiling goes on)."""
+        if not self.directory:
+            return
+        path = os.path.join(self.directory, f"setup-{os.getpid()}.json")
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as out:
+            json.dump(self.doc, out)
+
+
+def read_setup(directory: str | Path) -> dict[str, Any] | None:
+    """The job's setup: the records of the process that built an optimizer or a loader.
+
+    Returns:
+        The first such process's record (the lowest rank's, by file order), with
+        ``processes`` counting the processes that left one; ``None`` when none did.
+    """
+    docs = []
+    for path in sorted(Path(directory).glob(SETUP_FILES)):
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(doc, dict) and (doc.get("loaders") or doc.get("optimizers")):
+                docs.append(doc)
+    if not docs:
+        return None
+    docs.sort(key=lambda d: (not d.get("optimizers"), int(d.get("pid") or 0)))
+    return dict(docs[0], processes=len(docs))

@@ -1,0 +1,88 @@
+"""Fixes in the user's terms: their optimizer class and their framework's arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwise.diagnose.fix_terms import in_user_terms
+from gpuwise.diagnose.fixes import loader_workers
+from gpuwise.diagnose.step_rules import fused_optimizer
+from gpuwise.records import Finding
+
+
+def _findings() -> list[Finding]:
+    return [
+        Finding("optimizer_bound", "warning", "opt", {}, 1.5, (fused_optimizer(),)),
+        Finding("input_bound", "warning", "in", {}, 1.5, (loader_workers(4, 1),)),
+    ]
+
+
+def _setup(framework: str = "plain", cls: str = "SGD", **opt: Any) -> dict[str, Any]:
+    return {
+        "framework": framework,
+        "loaders": [{"file": "/x/train.py", "line": 12, "num_workers": 0}],
+        "optimizers": [
+            {"file": "/x/train.py", "line": 20, "class": cls, "device": "cpu",
+             "offers": ["foreach", "fused"], **opt}
+        ],
+    }  # fmt: skip
+
+
+def _hows(findings: list[Finding]) -> list[list[str]]:
+    return [[fix.how for fix in f.fixes] for f in findings]
+
+
+def test_without_a_setup_nothing_changes():
+    assert in_user_terms(_findings(), None) == _findings()
+
+
+def test_an_sgd_user_gets_sgd_with_the_flag_pytorch_offers_and_the_line():
+    opt, loader = _hows(in_user_terms(_findings(), _setup()))
+    assert opt == ["torch.optim.SGD(..., fused=True)  # at train.py:20"]
+    assert loader == [
+        "DataLoader(..., num_workers=4, persistent_workers=True, pin_memory=True)  # at train.py:12"
+    ]
+
+
+def test_foreach_only_class_gets_foreach_and_a_fused_user_is_not_told_again():
+    setup = _setup(cls="Adadelta", offers=["foreach"])
+    assert _hows(in_user_terms(_findings(), setup))[0] == [
+        "torch.optim.Adadelta(..., foreach=True)  # at train.py:20"
+    ]
+    fused = in_user_terms(_findings(), _setup(cls="AdamW", fused=True))
+    assert fused[0].fixes == ()
+    assert not any("fused=True" in how for hows in _hows(fused) for how in hows)
+
+
+def test_hf_trainer_user_gets_training_arguments():
+    opt, loader = _hows(in_user_terms(_findings(), _setup("hf_trainer", cls="AdamW")))
+    assert opt == ['TrainingArguments(optim="adamw_torch_fused")']
+    assert loader == [
+        "TrainingArguments(dataloader_num_workers=4, dataloader_persistent_workers=True, "
+        "dataloader_pin_memory=True)"
+    ]
+
+
+def test_lightning_user_gets_datamodule_and_configure_optimizers():
+    opt, loader = _hows(in_user_terms(_findings(), _setup("lightning")))
+    assert opt == ["configure_optimizers(): torch.optim.SGD(..., fused=True)  # at train.py:20"]
+    assert loader[0].startswith("LightningDataModule.train_dataloader(): DataLoader(..., ")
+
+
+def test_diagnose_writes_the_optimizer_fix_for_the_captured_class():
+    from gpuwise.diagnose.rules import diagnose
+    from gpuwise.records import Run, Step
+
+    steps = [
+        Step(i, i * 0.01, 0.0, 0.0, 0.01, 0.0, batch_size=64, forward_s=0.002,
+             backward_s=0.003, optimizer_s=0.005, backward_calls=1, optimizer_calls=1)
+        for i in range(20)
+    ]  # fmt: skip
+    run = Run("profile", steps=steps, extra={"setup": _setup(cls="SGD")})
+    found = {f.kind: f for f in diagnose(run)}
+    hows = [fix.how for fix in found["optimizer_bound"].fixes]
+    assert hows[0] == "torch.optim.SGD(..., fused=True)  # at train.py:20"
+    assert not any("AdamW" in how for how in hows)
+    run.extra["setup"] = _setup(cls="AdamW", fused=True)
+    hows = [fix.how for fix in diagnose(run)[0].fixes]
+    assert not any("fused=True" in how for how in hows)

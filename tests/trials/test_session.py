@@ -1,0 +1,94 @@
+"""``gpuwise try`` end to end on a real script: schedule, budget, verdict fields, the change."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from gpuwise.cli.main import main
+
+SCRIPT = """\
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Slow(Dataset):
+    def __len__(self):
+        return 512
+
+    def __getitem__(self, i):
+        time.sleep(0.002)  # a remote read: the loop waits for every batch
+        return torch.full((4,), float(i % 7)), torch.ones(1)
+
+
+torch.manual_seed(0)
+loader = DataLoader(Slow(), batch_size=4, shuffle=True)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in loader:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.slow
+def test_try_measures_the_loader_fix_and_hands_over_the_diff(tmp_path, capsys):
+    script = tmp_path / "<train>.py"
+    script.write_text(SCRIPT)
+    patch, html = tmp_path / "fix.diff", tmp_path / "try.html"
+    argv = ["try", "--json", "--steps", "6", "--warmup", "1", "--patch", str(patch)]
+    argv += ["--html", str(html), "--", sys.executable, str(script)]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "gpuwise.try/1"
+    assert doc["baseline"]["findings"][0]["kind"] == "input_bound"
+    trial, *others = doc["trials"]
+    assert trial["name"] == "loader_workers"
+    # when the job computes on the cores the workers need (OMP_NUM_THREADS unset), fewer
+    # intra-op threads is tried on its own, with no bound promised
+    assert [(t["name"], t["promised"]) for t in others] in ([], [("intra_op_threads", None)])
+    assert trial["steps"] == 12  # two runs of 6 measured steps
+    assert trial["low"] <= trial["speedup"] <= trial["high"]
+    assert trial["verdict"] in {"delivered", "partly", "no gain", "slower"}
+    # seeded, the same sampler order in the main process: the same first losses
+    assert trial["numerics"] == "unchanged"
+    assert doc["baseline"]["loss_drift"] == 0.0
+    budget = doc["budget"]
+    k = len(doc["trials"])
+    assert budget["max_runs"] == 2 * k + 3
+    assert budget["runs"] <= budget["max_runs"]
+    names = [t["name"] for t in doc["trials"]]
+    rounds = [f"{n}#1" for n in names] + ["baseline#2"] + [f"{n}#2" for n in reversed(names)]
+    assert doc["runs"][: 2 * k + 2] == ["baseline", *rounds]
+    won = {t["name"] for t in doc["trials"] if t["verdict"] in {"delivered", "partly"}}
+    assert (doc["combined"] is not None) == bool(won)
+    if "loader_workers" in won:
+        change = next(c for c in doc["changes"] if c["trial"] == "loader_workers")
+        assert change["line"] == 17
+        assert change["code"] == "loader = DataLoader(Slow(), batch_size=4, shuffle=True)"
+        assert patch.read_text() == doc["patch"]
+        added = "+loader = DataLoader(Slow(), batch_size=4, shuffle=True, num_workers="
+        assert added in doc["patch"]  # as many workers as this machine's cores allow
+    page = html.read_text()
+    assert "&lt;train&gt;.py" in page
+    assert "<train>" not in page
+
+
+def test_try_refuses_a_missing_command_and_a_negative_warmup(capsys):
+    assert main(["try"]) == 2
+    assert "give one after --" in capsys.readouterr().err
+    assert main(["try", "--warmup", "-1", "--", "python", "x.py"]) == 2
+    assert "--warmup -1" in capsys.readouterr().err
+
+
+def test_try_help_shows_an_example(capsys):
+    assert main(["try", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "gpuwise try -- python train.py" in out
+    assert "2k + 3" in out
