@@ -33,6 +33,7 @@ class ModelSource:
     name: str
     build: Callable[[], nn.Module]
     input_spec: InputSpec | None
+    hf_config: Any = None
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -92,7 +93,7 @@ def resolve_model(model: ModelLike) -> ModelSource:
 
     Args:
         model: A built-in name (see ``BUILTIN_MODELS``), ``"package.module:factory"``,
-            a zero-argument factory, or an ``nn.Module`` (copied with fake parameters,
+            a Hugging Face ``config.json`` path (``hf_config``), a zero-argument factory, or an ``nn.Module`` (copied with fake parameters,
             so its real memory is not touched).
 
     Returns:
@@ -109,12 +110,22 @@ def resolve_model(model: ModelLike) -> ModelSource:
     if model in BUILTIN_MODELS:
         builtin = BUILTIN_MODELS[model]
         return ModelSource(model, builtin.factory, builtin.input_spec)
+    if model.endswith(".json") or model.endswith("/"):
+        return _hf_source(model)
     if ":" in model:
         return ModelSource(model, _checked(model, _import_factory(model)), None)
     raise UsageError(
         f"unknown model {model!r}; use one of {', '.join(sorted(BUILTIN_MODELS))} "
         "or 'package.module:factory'"
     )
+
+
+def _hf_source(path: str) -> ModelSource:
+    from gpuwise.sizing import hf_config
+
+    config = hf_config.read_config(path)
+    name = (getattr(config, "architectures", None) or [config.model_type])[0]
+    return ModelSource(name, hf_config.builder(config), hf_config.input_of(config), config)
 
 
 def make_batch(spec: InputSpec, batch_size: int) -> torch.Tensor:
@@ -154,6 +165,19 @@ def _first_tensor(output: Any) -> torch.Tensor:
     )
 
 
+_SHAPE_WORDS = ("shape", "size", "dimension", "dim ", "mat1", "mat2", "expected input", "channels")
+
+
+def _about_shapes(err: BaseException, text: str) -> bool:
+    """Whether an error inside the forward is a shape mismatch (else the input is not blamed)."""
+    if type(err).__name__ == "CheckpointError" or "keyword argument" in text:
+        return False
+    lowered = text.lower()
+    return isinstance(err, (IndexError, RuntimeError, ValueError, AssertionError)) and any(
+        word in lowered for word in _SHAPE_WORDS
+    )
+
+
 @contextmanager
 def layer_errors(model: nn.Module, shape_text: str) -> Iterator[None]:
     """Re-raise an error inside ``model``'s forward as a UsageError naming the layer."""
@@ -180,6 +204,12 @@ def layer_errors(model: nn.Module, shape_text: str) -> Iterator[None]:
                 f"layer {where} needs real data to decide a shape ({type(err).__name__}: "
                 f"{first_line}), so it cannot be traced on fake tensors; measure it with "
                 "`gpuwise tune` instead"
+            ) from err
+        if not _about_shapes(err, first_line):
+            raise UsageError(
+                f"layer {where} failed while tracing (input {shape_text}): "
+                f"{type(err).__name__}: {first_line}; the input shape is not the cause. "
+                "Check that the model runs a plain training step on the CPU"
             ) from err
         raise UsageError(
             f"input {shape_text} does not fit layer {where}: {type(err).__name__}: "
