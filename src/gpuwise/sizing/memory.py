@@ -6,8 +6,8 @@ keeping the output and loss alive until the next step assigns them again, as a p
 training loop does. Every storage is tracked (``live.LiveBytesMode``); the peak over both
 steps is split into parameters, gradients, optimizer state, activations (made in the
 forward and still alive when it ends) and temporaries. The second step's FLOPs
-(PyTorch's FLOP formulas per recorded operator, ``opcost``), bytes read plus written by every operator and operator
-count feed the roofline in ``advisor``.
+(PyTorch's FLOP formulas per recorded operator, ``opcost``), bytes read plus written by
+every operator and operator count feed the roofline in ``advisor``.
 
 The trace runs on fake CPU tensors (``FakeTensorMode`` cannot fake CUDA tensors on a CPU
 build of PyTorch), so bf16/fp16 autocast runs CPU autocast with CUDA's fp32 list on top

@@ -93,8 +93,9 @@ def resolve_model(model: ModelLike) -> ModelSource:
 
     Args:
         model: A built-in name (see ``BUILTIN_MODELS``), ``"package.module:factory"``,
-            a Hugging Face ``config.json`` path (``hf_config``), a zero-argument factory, or an ``nn.Module`` (copied with fake parameters,
-            so its real memory is not touched).
+            a Hugging Face ``config.json`` path (``hf_config``), a zero-argument
+            factory, or an ``nn.Module`` (copied with fake parameters, so its real memory
+            is not touched).
 
     Returns:
         The model source.

@@ -115,7 +115,8 @@ def _refuse_impossible_limit(
     if smallest > limit:
         raise OutOfMemoryProbe(
             f"--memory-limit {limit:,} B is below the estimated peak of batch 1 "
-            f"({smallest:,} B by the traced estimate); nothing was built or run. Raise the limit, or shrink the job (--lora, --freeze, --precision bf16-pure, "
+            f"({smallest:,} B by the traced estimate); nothing was built or run. Raise the "
+            "limit, or shrink the job (--lora, --freeze, --precision bf16-pure, "
             "--optimizer adam8bit)"
         )
 
