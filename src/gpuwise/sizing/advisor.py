@@ -108,6 +108,17 @@ def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:
     return None
 
 
+def _route_precision(gpu: GpuSpec, route: str) -> str | None:
+    """The precision ``gpu`` times a job of precision route ``route`` at.
+
+    A bf16 model (``bf16-pure``) needs bf16 units; an autocast route may fall back to
+    fp16 (``runnable_precision``).
+    """
+    if route == "bf16-pure":
+        return "bf16" if gpu.peak_flops("bf16") is not None else None
+    return runnable_precision(gpu, route.split("-")[0])
+
+
 def _gpu_time(
     gpu: GpuSpec, est: MemoryEstimate, batch: int, precision: str, ctx: dict[str, Any]
 ) -> StepTime | None:
@@ -168,7 +179,8 @@ def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, 
     need = est.peak_bytes + outside
     if need <= usable:
         return True, largest, ""
-    ways = ["--checkpoint"] if est.training else []
+    alternatives: dict[str, MemoryEstimate] = ctx["alternatives"]
+    ways = [flag for flag, alt in alternatives.items() if alt.peak_bytes + outside <= usable]
     half = runnable_precision(gpu, "bf16")
     if est.precision in ("fp32", "tf32") and half:
         ways.append(f"--precision {half}")
@@ -182,7 +194,7 @@ def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, 
 def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRow:
     a: Assumptions = ctx["assumptions"]
     batch = est.batch_size
-    precision = runnable_precision(gpu, ctx["precision"])
+    precision = _route_precision(gpu, ctx["route"])
     time = _gpu_time(gpu, est, batch, precision, ctx) if precision else None
     step = time.step_s if time else None
     fits, largest, no_fit = _fit(gpu, est, ctx)
@@ -233,7 +245,7 @@ def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> Advice
     verdict = "this machine (already owned)"
     if ctx["precision"] in ("bf16", "fp16"):
         verdict += (
-            f"; timed at fp32 rates: {ctx['precision']} autocast is often slower on a CPU, "
+            f"; timed at fp32 rates: {ctx['route']} is often slower on a CPU, "
             "`gpuwise tune` measures it"
         )
     return AdviceRow(
@@ -281,6 +293,7 @@ def advise(
     gpus: list[GpuSpec] | None = None,
     assumptions: Assumptions | None = None,
     compiled: bool = False,
+    alternatives: dict[str, MemoryEstimate] | None = None,
 ) -> list[AdviceRow]:
     """Rank the catalog's GPUs and this CPU for training (or serving) the estimated model.
 
@@ -297,6 +310,9 @@ def advise(
         gpus: GPUs to consider (default: the whole catalog).
         assumptions: Overheads (default ``Assumptions()``).
         compiled: The step runs under ``torch.compile`` (elementwise operators fused).
+        alternatives: Estimates of the same job changed by one flag (e.g.
+            ``{"--checkpoint": ...}``); a card the job does not fit suggests the flags
+            whose estimate fits it, and only those.
 
     Returns:
         Rows sorted with devices that fit first, then by time to train (or samples/s).
@@ -308,8 +324,9 @@ def advise(
         >>> est = estimate("resnet50", batch_size=64)  # doctest: +SKIP
         >>> rows = advise(est, dataset_size=1_281_167, epochs=90)  # doctest: +SKIP
     """
-    precision = precision or estimate.precision
-    check_choice("precision", precision, PRECISIONS)
+    route = precision or estimate.precision
+    check_choice("precision", route, PRECISIONS)
+    precision = route.split("-")[0]
     if (dataset_size is not None and dataset_size < 1) or (epochs is not None and epochs <= 0):
         raise UsageError(f"dataset size {dataset_size} and epochs {epochs} must be positive")
     if host is None:
@@ -322,6 +339,8 @@ def advise(
         "assumptions": a,
         "work": work,
         "precision": precision,
+        "route": route,
+        "alternatives": alternatives or {},
         "host": host,
         "dataset_size": dataset_size,
         "epochs": epochs,

@@ -111,11 +111,12 @@ def enable_checkpointing(model: nn.Module, mode: str) -> int:
     )
     if getattr(model, "supports_gradient_checkpointing", False) and enable is not None:
         reentrant = mode == "reentrant"
-        config = getattr(model, "config", None)
+        config: Any = getattr(model, "config", None)
         if getattr(config, "use_cache", None):
             config.use_cache = False  # as Trainer does: no KV cache while training
         enable({"use_reentrant": reentrant})
-        if reentrant and hasattr(model, "enable_input_require_grads"):
-            model.enable_input_require_grads()
+        require_grads: Any = getattr(model, "enable_input_require_grads", None)
+        if reentrant and require_grads is not None:
+            require_grads()
         return sum(1 for m in model.modules() if getattr(m, "gradient_checkpointing", False))
     return checkpoint_blocks(model, mode)

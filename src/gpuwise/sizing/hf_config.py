@@ -89,9 +89,9 @@ def builder(config: Any) -> Callable[[], nn.Module]:
         from transformers import AutoModel, AutoModelForCausalLM
 
         try:
-            model: nn.Module = AutoModelForCausalLM.from_config(config)
+            model: nn.Module = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
         except ValueError:
-            model = AutoModel.from_config(config)
+            model = AutoModel.from_config(config)  # type: ignore[no-untyped-call]
         return model
 
     return build

@@ -166,7 +166,7 @@ def _first_tensor(output: Any) -> torch.Tensor:
     )
 
 
-_SHAPE_WORDS = ("shape", "size", "dimension", "dim ", "mat1", "mat2", "expected input", "channels")
+_SHAPE_WORDS = ("shape", "size", "dim", "mat1", "mat2", "expected input", "channels")
 
 
 def _about_shapes(err: BaseException, text: str) -> bool:
