@@ -83,3 +83,49 @@ class _DataDependent(nn.Module):
 def data_dependent() -> nn.Module:
     """``.item()`` of a value computed from the batch: cannot be traced."""
     return nn.Sequential(nn.Linear(32, 32), _DataDependent())
+
+
+def dropout_mlp() -> nn.Module:
+    """Four repeated blocks with dropout, for ``--checkpoint`` (recomputed dropout)."""
+    blocks = [nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Dropout(0.1)) for _ in range(4)]
+    return nn.Sequential(nn.Linear(D_IN, 64), nn.Sequential(*blocks), nn.Linear(64, D_OUT))
+
+
+def tiny_llama() -> nn.Module:
+    """A two-layer Hugging Face Llama (grouped-query attention, RMSNorm, SwiGLU)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+    return LlamaForCausalLM(config)
+
+
+def tiny_bert() -> nn.Module:
+    """A two-layer Hugging Face BERT with dropout and eager attention."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=128,
+        attn_implementation="eager",
+    )
+    return BertForMaskedLM(config)
+
+
+def tiny_gpt2() -> nn.Module:
+    """A two-layer Hugging Face GPT-2 (``Conv1D`` projections, fused ``c_attn``)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=128)
+    return GPT2LMHeadModel(config)

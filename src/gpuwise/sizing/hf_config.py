@@ -14,7 +14,9 @@ bytes, FLOPs and operators per layer, so the two traces fix the line.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,3 +103,24 @@ def input_of(config: Any) -> InputSpec:
     """Token ids of the config's vocabulary, at its context length (``--seq`` overrides)."""
     context = getattr(config, "max_position_embeddings", None) or 2048
     return InputSpec("tokens", (int(context),), int(config.vocab_size), None)
+
+
+@contextmanager
+def real_tensor_paths() -> Iterator[None]:
+    """Make transformers take the code path it takes on real tensors while tracing.
+
+    transformers treats a fake tensor as a sign of graph tracing and then builds an
+    explicit causal mask (and other export-safe paths) that an eager GPU run never
+    builds; the trace would count them. ``ShadowValues`` answers the value checks the
+    eager path makes on position ids. A no-op when transformers is not imported.
+    """
+    utils = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(utils, "is_fake_tensor", None)
+    if utils is None or original is None:
+        yield
+        return
+    utils.is_fake_tensor = lambda tensor: False
+    try:
+        yield
+    finally:
+        utils.is_fake_tensor = original

@@ -289,7 +289,8 @@ def _trace(job: SizingJob, source: model_source.ModelSource) -> MemoryEstimate:
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input
         shadow = ShadowValues(paused=lambda: tracker.phase == "input")
-        with tracker, shadow, tracker.in_phase("build"):
+        hf_paths = hf_config.real_tensor_paths()
+        with tracker, shadow, hf_paths, tracker.in_phase("build"):
             net = build_model(source.build, job.precision)
             update = prepare_model(net, job)
             spec = with_vocab(spec, net) if spec is not None else None
