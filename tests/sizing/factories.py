@@ -129,3 +129,8 @@ def tiny_gpt2() -> nn.Module:
 
     config = GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=128)
     return GPT2LMHeadModel(config)
+
+
+def wide_mlp() -> nn.Module:
+    """A first layer of 8,192 weights: above bitsandbytes' 4,096-value 8-bit threshold."""
+    return nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, D_OUT))

@@ -41,7 +41,11 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "llama-lora-reentrant": {"model": LLAMA, "seq_len": 64, "checkpoint": "reentrant", "lora": 8},
     "bert-eager-dropout-reentrant": {"model": BERT, "seq_len": 64, "checkpoint": "reentrant"},
-    "mlp-dropout-nonreentrant": {"model": DROPOUT_MLP, "input": "32", "checkpoint": "non-reentrant"},
+    "mlp-dropout-nonreentrant": {
+        "model": DROPOUT_MLP,
+        "input": "32",
+        "checkpoint": "non-reentrant",
+    },
 }
 
 _SCRIPT = """

@@ -14,8 +14,11 @@ implementations:
   below 4,096 values keep fp32 state, as bitsandbytes' ``min_8bit_size`` does. Its
   CUDA kernel dequantizes, updates and requantizes a block in registers, so the step
   adds no temporaries.
-- ``adafactor``: PyTorch's ``torch.optim.Adafactor``: for a matrix a row and a column
-  vector of second moments (factored), for a vector a full one; no first moment.
+- ``adafactor``: the state of PyTorch's ``torch.optim.Adafactor``: for a matrix a row
+  and a column vector of second moments (factored), for a vector a full one; no first
+  moment. PyTorch's class reads the weights' norm with ``.item()`` every step, which a
+  fake-tensor trace cannot do, so a stand-in with the same state and the per-parameter
+  temporaries of its single-tensor path is traced.
 """
 
 from __future__ import annotations
@@ -83,6 +86,38 @@ class Lamb(torch.optim.Optimizer):
                 p.sub_(update * (group["lr"] * ratio))
 
 
+class Adafactor(torch.optim.Optimizer):
+    """Adafactor's factored second moments (``torch.optim.Adafactor``'s state layout)."""
+
+    def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-2) -> None:
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> None:  # type: ignore[override]
+        """One update of every parameter with a gradient."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)
+                    if p.dim() >= 2:
+                        state["row_var"] = p.new_zeros((*p.shape[:-1], 1))
+                        state["col_var"] = p.new_zeros((*p.shape[:-2], 1, p.shape[-1]))
+                    else:
+                        state["variance"] = torch.zeros_like(p)
+                state["step"] += 1
+                square = p.grad * p.grad
+                if p.dim() >= 2:
+                    state["row_var"].lerp_(square.mean(dim=-1, keepdim=True), 0.2)
+                    state["col_var"].lerp_(square.mean(dim=-2, keepdim=True), 0.2)
+                    variance = state["row_var"] @ state["col_var"]
+                else:
+                    variance = state["variance"].lerp_(square, 0.2)
+                p.addcdiv_(p.grad, variance.sqrt_().add_(1e-30), value=-group["lr"])
+
+
 class Adam8bit(torch.optim.Optimizer):
     """Memory stand-in for bitsandbytes' ``Adam8bit``/``AdamW8bit``: uint8 moments + scales.
 
@@ -145,7 +180,7 @@ def make_optimizer(name: str, params: list[nn.Parameter], foreach: bool) -> torc
     if name == "adadelta":
         return torch.optim.Adadelta(params, foreach=foreach)
     if name == "adafactor":
-        return torch.optim.Adafactor(params, foreach=foreach)
+        return Adafactor(params)
     if name in ("adam8bit", "adamw8bit"):
         return Adam8bit(params)
     if name == "lamb":
