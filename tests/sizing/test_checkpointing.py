@@ -115,5 +115,5 @@ def test_lora_with_reentrant_checkpointing_still_trains_the_adapters() -> None:
 def test_model_without_repeated_blocks_names_the_way_out() -> None:
     from torch import nn
 
-    with pytest.raises(UsageError, match="no nn.Sequential or nn.ModuleList"):
+    with pytest.raises(UsageError, match=r"no nn\.Sequential or nn\.ModuleList"):
         checkpoint_blocks(nn.Linear(2, 2))

@@ -30,7 +30,8 @@ PARAMS = sum(p.numel() for p in factories.tiny_mlp().parameters())
 def test_steady_bytes_per_parameter(route: str, bytes_per_parameter: int) -> None:
     est = estimate(MLP, (factories.D_IN,), batch_size=4, precision=route, device="cpu")
     assert est.params_grads_optimizer_bytes == PARAMS * bytes_per_parameter
-    assert est.job is not None and est.job.describe()["precision"] == route
+    assert est.job is not None
+    assert est.job.describe()["precision"] == route
 
 
 def test_o2_master_gradients_live_only_while_the_optimizer_steps() -> None:
