@@ -123,6 +123,8 @@ def _setup(est: MemoryEstimate) -> list[str]:
 
     job = est.job
     parts = [f"precision route: {ROUTE_NAMES.get(est.precision, est.precision)}"]
+    if est.weight_dtype:
+        parts.append(f"weights {est.weight_dtype}")
     if job is not None and est.training:
         if job.lora is not None:
             parts.append(f"LoRA {job.lora.describe()}")

@@ -106,6 +106,9 @@ class MemoryEstimate:
             roofline charges no layout transposes around fp16/bf16 convolutions.
         trainable_parameter_count: Parameters that get gradients (LoRA adapters only,
             with ``--lora``; None when not recorded).
+        weight_dtype: The dtype holding most parameters (``float32``, ``bfloat16``, ...):
+            a Hugging Face config builds in its ``torch_dtype``, as ``from_pretrained``
+            loads it.
         job: The sizing job traced (``job.SizingJob``); its setup is the JSON's ``job``.
     """
 
@@ -134,6 +137,7 @@ class MemoryEstimate:
     cuda_context_bytes: tuple[int, int] = field(default=CUDA_CONTEXT_BYTES)
     channels_last: bool = False
     trainable_parameter_count: int | None = None
+    weight_dtype: str | None = None
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
     job: SizingJob | None = field(default=None, repr=False, compare=False)
 

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
 import torch
-from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.sizing import hf_config, layer_scaling, model_source
-from gpuwise.sizing.cuda_ops import run_backward
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
     PRECISIONS,
@@ -39,14 +36,15 @@ from gpuwise.sizing.estimate_types import (
     check_choice,
 )
 from gpuwise.sizing.inputs import input_spec, with_vocab
-from gpuwise.sizing.job import InputLike, LossFn, SizingJob, Update, prepare_model
+from gpuwise.sizing.job import InputLike, LossFn, SizingJob, prepare_model
 from gpuwise.sizing.live import LiveBytesMode, StorageRecord, live_at, peak_of
 from gpuwise.sizing.models import InputSpec
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, freeze_parameters
-from gpuwise.sizing.routes import MasterWeights, autocast_precision, build_model, cast_input
+from gpuwise.sizing.routes import autocast_precision, build_model, cast_input
 from gpuwise.sizing.shadow import ShadowValues
 from gpuwise.sizing.trace_modes import forward_modes, recompute_modes
+from gpuwise.sizing.tracer import Tracer
 
 __all__ = [
     "OPTIMIZERS",
@@ -83,72 +81,6 @@ def _fake_inputs(example: InputLike, spec: InputSpec | None, batch: int) -> tupl
         return tuple(torch.empty((batch, *t.shape[1:]), dtype=t.dtype) for t in example)
     assert spec is not None
     return (model_source.make_batch(spec, batch),)
-
-
-class _Tracer:
-    """One traced estimate: the model, optimizer and tracker inside a fake-tensor mode."""
-
-    def __init__(self, mode: LiveBytesMode, model: nn.Module, opt: Update | None):
-        self.mode, self.model, self.opt = mode, model, opt
-        self.forward_end: list[int] = []
-        self.flops = {"forward": 0, "backward": 0}
-        self.input_bytes = 0
-
-    def mark(self, tensors: list[torch.Tensor], category: str) -> None:
-        for t in tensors:
-            self.mode.track(t).category = category
-
-    def step(
-        self,
-        batch_fn: Callable[[], tuple[Any, ...]],
-        loss_fn: LossFn,
-        cast: Any,
-        backward_modes: Any,
-        state: dict[str, Any],
-        count: bool,
-        plan: tuple[bool, bool] = (True, True),
-    ) -> None:
-        """One micro-step; ``plan`` is (zero the gradients first, run the optimizer after)."""
-        mode = self.mode
-        training = self.opt is not None
-        zero, update = plan
-        if self.opt is not None and zero:
-            self.opt.zero_grad(set_to_none=True)
-        with mode.in_phase("input"):
-            inputs = batch_fn()
-        self.input_bytes = sum(t.numel() * t.element_size() for t in inputs)
-        grad = nullcontext() if training else torch.no_grad()
-        with mode.in_phase("forward"), grad, cast():
-            state["out"] = self.model(*inputs)
-            state["loss"] = loss_fn(state["out"], inputs) if training else None
-        self.forward_end.append(mode.seq)
-        if count:
-            self.flops["forward"] = _phase_flops(mode, "forward")
-        if self.opt is None:
-            return
-        with mode.in_phase("backward"), backward_modes():
-            run_backward(state["loss"])
-        if count:
-            self.flops["backward"] = _phase_flops(mode, "backward")
-        self.mark([p.grad for p in self.model.parameters() if p.grad is not None], "gradients")
-        if not update:
-            return
-        with mode.in_phase("optimizer"):
-            self.opt.step()
-        if isinstance(self.opt, MasterWeights):
-            params = {id(p) for p in self.opt.params}
-            self.mark([m for m in self.opt.master if id(m) not in params], "optimizer_state")
-        for per_param in self.opt.state.values():
-            for key, value in per_param.items():
-                if isinstance(value, torch.Tensor):
-                    self.mark([value], "host" if key == "step" else "optimizer_state")
-
-
-def _phase_flops(mode: LiveBytesMode, phase: str) -> int:
-    # From the recorded operators, not a FlopCounterMode: its module tracker hooks the
-    # outputs of modules recomputed by checkpointing and keeps them alive to the end of
-    # the backward, which the live-bytes record would then count.
-    return sum(op.flops for op in mode.ops if op.phase == phase)
 
 
 def _classify(
@@ -294,7 +226,7 @@ def _trace(job: SizingJob, source: model_source.ModelSource) -> MemoryEstimate:
             net = build_model(source.build, job.precision)
             update = prepare_model(net, job)
             spec = with_vocab(spec, net) if spec is not None else None
-            tracer = _Tracer(tracker, net, None)
+            tracer = Tracer(tracker, net, None)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
             tracer.opt = update
             state: dict[str, Any] = {}
@@ -370,7 +302,7 @@ def _summarize(
     device: str,
     records: list[StorageRecord],
     tracker: LiveBytesMode,
-    tracer: _Tracer,
+    tracer: Tracer,
     trace_s: float,
 ) -> MemoryEstimate:
     peak, peak_seq = peak_of(records, skip=frozenset({"host"}))
@@ -385,6 +317,10 @@ def _summarize(
     }
     params = sum(p.numel() for p in tracer.model.parameters())
     trainable = sum(p.numel() for p in tracer.model.parameters() if p.requires_grad)
+    by_dtype: dict[str, int] = {}
+    for p in tracer.model.parameters():
+        key = str(p.dtype).removeprefix("torch.")
+        by_dtype[key] = by_dtype.get(key, 0) + p.numel()
     return MemoryEstimate(
         model=name,
         batch_size=batch,
@@ -410,4 +346,5 @@ def _summarize(
         trace_s=trace_s,
         ops=tuple(tracker.ops),
         trainable_parameter_count=trainable,
+        weight_dtype=max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
     )

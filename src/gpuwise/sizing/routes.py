@@ -26,8 +26,8 @@ from gpuwise.sizing.estimate_types import PRECISIONS, check_choice
 ROUTE_NAMES = {
     "fp32": "fp32",
     "tf32": "TF32 matmuls, fp32 weights",
-    "bf16": "bf16 autocast, fp32 weights",
-    "fp16": "fp16 autocast, fp32 weights",
+    "bf16": "bf16 autocast",
+    "fp16": "fp16 autocast",
     "fp16-o2": "fp16 model, fp32 master weights and optimizer state (apex O2, DeepSpeed fp16)",
     "bf16-pure": "bf16 weights, gradients and optimizer state (pure bf16)",
 }
