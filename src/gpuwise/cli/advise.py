@@ -86,7 +86,7 @@ def _table(data: dict[str, Any]) -> Any:
     from gpuwise.report.units import format_seconds
 
     what = "training" if data["training"] else "inference"
-    title = f"{data['model']} · {what} · batch {data['batch_size']} · {data['precision']}"
+    title = f"{data['model']} · {what} · batch {data['batch_size']} · {data['precision_route']}"
     timed = data["dataset_size"] is not None and data["epochs"] is not None
     if timed:
         title += f" · {data['dataset_size']:,} samples x {data['epochs']:g} epochs"
@@ -114,7 +114,7 @@ def _table(data: dict[str, Any]) -> Any:
         else:
             tail = (na(r["samples_per_s"], "{:,.0f}"), na(r["usd_per_million_samples"], "{:,.2f}"))
         table.add_row(
-            r["device"],
+            r["device"] + (" *" if r.get("estimates") else ""),
             "yes" if r["fits"] else "NO",
             r["precision"] or NA,
             format_seconds(r["step_s"]),
@@ -136,12 +136,16 @@ def _notes(data: dict[str, Any]) -> list[str]:
         f"prices: median on-demand USD/hour, cloud-gpus.github.io list of {data['price_date']}"
         " (they change often); CPU row: this machine, already owned, measured once and cached",
         "step = sum over the traced operators of max(FLOPs/rate, bytes/bandwidth, kernel "
-        "minimum), at least the host's launch time, + PCIe copy of the batch; rates from "
+        "minimum), at least the host's launch time and the batch's PCIe copy (overlapped); rates from "
         "datasheets x published microbenchmarks x a factor per generation and precision fitted on "
         "published ResNet-50 runs; data loading not included",
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]
+    marked = [r for r in data["rows"] if r.get("estimates")]
+    if marked:
+        lines.append("* estimated, not fitted on or measured for the card's own generation:")
+        lines += [f"  {r['device']}: {'; '.join(r['estimates'])}" for r in marked]
     verdict = data["cpu_verdict"]
     crossover = verdict["crossover_batch"]
     if verdict["not_worth_it"]:

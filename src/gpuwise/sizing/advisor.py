@@ -28,6 +28,7 @@ from gpuwise.sizing.cpu_rates import HostSpec
 from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
 from gpuwise.sizing.estimate_types import PRECISIONS, MemoryEstimate, check_choice
 from gpuwise.sizing.roofline import StepTime, gpu_step_time
+from gpuwise.sizing.routes import ROUTE_NAMES
 
 ADVICE_SCHEMA = "gpuwise.advise/1"
 
@@ -63,7 +64,9 @@ class AdviceRow:
     """One device in the advice table (times in seconds and hours, money in USD).
 
     ``precision`` is the one the row is timed at (fp16 where the card lacks bf16);
-    ``max_batch_fits`` the largest batch whose peak plus context fits the card.
+    ``max_batch_fits`` the largest batch whose peak plus context fits the card;
+    ``estimates`` names each figure of the row that is not fitted on or measured for the
+    card's own generation (``estimates_of``).
     """
 
     device: str
@@ -89,6 +92,7 @@ class AdviceRow:
     samples_per_s: float | None = None
     usd_per_million_samples: float | None = None
     max_batch_fits: int | None = None
+    estimates: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the row."""
@@ -117,6 +121,28 @@ def _route_precision(gpu: GpuSpec, route: str) -> str | None:
     if route == "bf16-pure":
         return "bf16" if gpu.peak_flops("bf16") is not None else None
     return runnable_precision(gpu, route.split("-")[0])
+
+
+def estimates_of(gpu: GpuSpec, precision: str) -> tuple[str, ...]:
+    """The figures behind ``gpu``'s row that are estimates, each with why.
+
+    The kernel factor of a generation without published training rows (borrowed,
+    ``calibration.KERNEL_FACTOR``), the GEMM share of a card without its own GEMM
+    benchmark (taken from the nearest card in power headroom), and the CUDA context of a
+    generation where it was not measured.
+    """
+    from gpuwise.sizing.calibration import context_is_estimate, factor_is_estimate, generation
+    from gpuwise.sizing.gemm_share import has_gemm_row
+
+    gen = generation(gpu.name)
+    out = []
+    if factor_is_estimate(gpu.name):
+        out.append(f"kernel factor: no published {gen} training rows, borrowed")
+    if not has_gemm_row(gpu, precision):
+        out.append("GEMM share: no GEMM benchmark of this card, from the nearest card")
+    if context_is_estimate(gpu.name):
+        out.append(f"CUDA context: not measured on {gen}")
+    return tuple(out)
 
 
 def _gpu_time(
@@ -236,6 +262,7 @@ def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRo
         samples_per_s=batch / step if step else None,
         usd_per_million_samples=price * step / batch * 1e6 / 3600 if step and price else None,
         max_batch_fits=largest,
+        estimates=estimates_of(gpu, precision or "fp32"),
     )
 
 
@@ -394,6 +421,8 @@ def advice_to_dict(
         "model": estimate.model,
         "batch_size": estimate.batch_size,
         "precision": estimate.precision,
+        "precision_route": ROUTE_NAMES.get(estimate.precision, estimate.precision),
+        "job": estimate.job.describe() if estimate.job is not None else None,
         "training": estimate.training,
         "channels_last": estimate.channels_last,
         "dataset_size": dataset_size,

@@ -31,14 +31,15 @@ OPTIMIZERS = (
 )
 CHECKPOINT_MODES = ("non-reentrant", "reentrant")
 
-CUDA_CONTEXT_BYTES = (800 * 2**20, 1330 * 2**20)
+CUDA_CONTEXT_BYTES = (1100 * 2**20, 1343 * 2**20)
 """Device memory the CUDA context, library handles and PyTorch's kernels take outside the
-caching allocator: about 800 MiB on Volta/Turing-era drivers (781 MB in pytorch/pytorch
-#34323) to 1.3 GiB on Hopper with recent drivers; per generation in
+caching allocator on a current driver and CUDA 12: about 1.1 GiB (Ampere, Ada; estimated)
+to 1,343 MiB (measured on Volta; 1.3 GiB on Hopper); per generation in
 ``calibration.CUDA_CONTEXT_BYTES``. Reported beside the allocator figure, not in it."""
 CUDA_CONTEXT_SOURCE = (
-    "CUDA context + kernels, not seen by torch.cuda.max_memory_allocated: 781 MB in "
-    "pytorch/pytorch#34323 (Volta era) to 1.3 GiB on Hopper with recent drivers"
+    "CUDA context + kernels, not seen by torch.cuda.max_memory_allocated, on a current "
+    "driver and CUDA 12: 1,343 MiB measured on Volta, 1.3 GiB on Hopper (Ampere/Ada "
+    "1.1 GiB estimated); older stacks without lazy loading took 781 MB (pytorch#34323)"
 )
 
 
