@@ -136,9 +136,9 @@ def _notes(data: dict[str, Any]) -> list[str]:
         f"prices: median on-demand USD/hour, cloud-gpus.github.io list of {data['price_date']}"
         " (they change often); CPU row: this machine, already owned, measured once and cached",
         "step = sum over the traced operators of max(FLOPs/rate, bytes/bandwidth, kernel "
-        "minimum), at least the host's launch time and the batch's PCIe copy (overlapped); rates from "
-        "datasheets x published microbenchmarks x a factor per generation and precision fitted on "
-        "published ResNet-50 runs; data loading not included",
+        "minimum), at least the host's launch time and the batch's PCIe copy (overlapped); "
+        "rates from datasheets x published microbenchmarks x a factor per generation and "
+        "precision fitted on published ResNet-50 runs; data loading not included",
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]
