@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from gpuwise.errors import UsageError
 from gpuwise.sizing import hf_config, layer_scaling, model_source
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
@@ -197,14 +198,24 @@ def estimate_job(job: SizingJob) -> MemoryEstimate:
     source = model_source.resolve_model(job.model)
     layers = hf_config.layer_count(source.hf_config) if source.hf_config is not None else None
     if layers is not None and layers > layer_scaling.SCALE_ABOVE_LAYERS:
-        a, b = (_trace(job, hf_config.shallow(source, n)) for n in layer_scaling.TRACED_LAYERS)
+        a, b = (_traced(job, hf_config.shallow(source, n)) for n in layer_scaling.TRACED_LAYERS)
         if layer_scaling.same_peak_point(a, b):
             extra = layers - layer_scaling.TRACED_LAYERS[1]
             return replace(layer_scaling.extrapolate(a, b, extra), model=source.name)
-    return _trace(job, source)
+    return _traced(job, source)
 
 
-def _trace(job: SizingJob, source: model_source.ModelSource) -> MemoryEstimate:
+def _traced(job: SizingJob, source: model_source.ModelSource) -> MemoryEstimate:
+    """Trace with transformers on its eager path, else (a value it must read) as it traces."""
+    try:
+        return _trace(job, source, real_paths=True)
+    except UsageError as err:
+        if "needs real data" not in str(err):
+            raise
+        return _trace(job, source, real_paths=False)
+
+
+def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -> MemoryEstimate:
     example_input, training = job.input, job.training
     tensors_given = isinstance(example_input, torch.Tensor) or (
         isinstance(example_input, tuple)
@@ -221,7 +232,7 @@ def _trace(job: SizingJob, source: model_source.ModelSource) -> MemoryEstimate:
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input
         shadow = ShadowValues(paused=lambda: tracker.phase == "input")
-        hf_paths = hf_config.real_tensor_paths()
+        hf_paths = hf_config.real_tensor_paths() if real_paths else nullcontext()
         with tracker, shadow, hf_paths, tracker.in_phase("build"):
             net = build_model(source.build, job.precision)
             update = prepare_model(net, job)
