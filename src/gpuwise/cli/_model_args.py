@@ -107,6 +107,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "matmuls and softmax that keep the score matrix (eager)",
     )
     parser.add_argument(
+        "--loss",
+        choices=("full", "fused"),
+        default="full",
+        help="a token model's cross-entropy: full (fp32 logits, as Hugging Face computes "
+        "it; default) or fused (chunked, no fp32 copy: torchtune under torch.compile, "
+        "Liger)",
+    )
+    parser.add_argument(
         "--freeze",
         action="append",
         default=[],
@@ -184,6 +192,7 @@ def job_from_args(
         lora=getattr(args, "lora", None),
         checkpoint=getattr(args, "checkpoint", None),
         attention=getattr(args, "attention", "sdpa"),
+        loss=getattr(args, "loss", "full"),
         channels_last=getattr(args, "channels_last", False),
         training=not getattr(args, "inference", False),
         device=device,

@@ -22,6 +22,7 @@ from gpuwise.sizing import model_source, routes
 from gpuwise.sizing.attention import ATTENTIONS
 from gpuwise.sizing.checkpointing import enable_checkpointing
 from gpuwise.sizing.estimate_types import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.losses import LOSSES
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, add_lora, freeze_parameters
 
@@ -54,6 +55,8 @@ class SizingJob:
         training: A training step; False: a forward under ``no_grad``.
         device: ``"cuda"`` (CUDA allocator rounding) or ``"cpu"`` (exact bytes).
         foreach: The multi-tensor optimizer path (PyTorch's default on CUDA).
+        loss: A token model's cross-entropy: ``"full"`` (fp32 logits, Hugging Face's)
+            or ``"fused"`` (chunked, no fp32 copy: torchtune compiled, Liger).
         loss_fn: ``loss_fn(output, inputs)``; None: cross-entropy for token and class
             models, ``output.sum()`` otherwise.
     """
@@ -73,6 +76,7 @@ class SizingJob:
     training: bool = True
     device: str = "cuda"
     foreach: bool = True
+    loss: str = "full"
     loss_fn: LossFn | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -80,6 +84,7 @@ class SizingJob:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("device", self.device, ("cuda", "cpu"))
         check_choice("attention", self.attention, ATTENTIONS)
+        check_choice("loss", self.loss, LOSSES)
         if self.checkpoint is not None:
             check_choice("checkpoint mode", self.checkpoint, CHECKPOINT_MODES)
         if self.accumulation_steps < 1:
@@ -88,6 +93,10 @@ class SizingJob:
             raise UsageError(
                 f"batch size {self.batch_size} is not positive; pass --batch 1 or more"
             )
+
+    def make_loss(self, spec: Any) -> LossFn:
+        """``loss_fn``, or the default loss for ``spec`` (the built-in's, when it has one)."""
+        return self.loss_fn or model_source.make_loss(spec, self.loss)
 
     def with_batch(self, batch_size: int) -> SizingJob:
         """The same job at another batch size."""
@@ -110,6 +119,7 @@ class SizingJob:
             "checkpoint": self.checkpoint if self.training else None,
             "accumulation_steps": self.accumulation_steps,
             "attention": self.attention,
+            "loss": self.loss,
         }
 
 

@@ -127,7 +127,7 @@ def measure_job_peak(job: SizingJob) -> int:
     update = prepare_model(net, job)
     assert update is not None, "measure_job_peak measures training steps"
     spec = with_vocab(spec, net)
-    loss_fn = job.loss_fn or make_loss(spec if source.input_spec else None)
+    loss_fn = job.make_loss(spec if source.input_spec else None)
     held = [*net.parameters(), *net.buffers()]
     if isinstance(update, MasterWeights):
         held += update.master

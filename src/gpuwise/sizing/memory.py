@@ -227,7 +227,7 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
     shape_text = "x".join(map(str, spec.shape)) if spec else "(example tensors)"
     started = time.perf_counter()
     tracker = LiveBytesMode(cuda_rounding=job.device == "cuda")
-    loss = job.loss_fn or model_source.make_loss(spec if source.input_spec else None)
+    loss = job.make_loss(spec if source.input_spec else None)
     to_route = cast_input(job.precision)
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input

@@ -137,12 +137,22 @@ def make_batch(spec: InputSpec, batch_size: int) -> torch.Tensor:
     return torch.randn(shape)
 
 
-def make_loss(spec: InputSpec | None) -> Callable[[Any, tuple[Any, ...]], torch.Tensor]:
-    """The loss a training step uses: cross-entropy for built-ins, else ``output.sum()``."""
+def make_loss(
+    spec: InputSpec | None, kind: str = "full"
+) -> Callable[[Any, tuple[Any, ...]], torch.Tensor]:
+    """The loss a training step uses: cross-entropy for built-ins, else ``output.sum()``.
+
+    ``kind`` is how a token model's cross-entropy runs (``losses.LOSSES``): ``full``
+    (fp32 logits) or ``fused`` (chunked, no fp32 copy kept).
+    """
 
     def loss(output: Any, inputs: tuple[Any, ...]) -> torch.Tensor:
         out = _first_tensor(output)
         if spec is not None and spec.kind == "tokens":
+            if kind == "fused":
+                from gpuwise.sizing.losses import fused_cross_entropy
+
+                return fused_cross_entropy(out.flatten(0, 1), inputs[0].flatten())
             return nn.functional.cross_entropy(out.flatten(0, 1).float(), inputs[0].flatten())
         if spec is not None and spec.num_classes:
             targets = torch.randint(0, spec.num_classes, (out.shape[0],))

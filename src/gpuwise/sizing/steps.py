@@ -52,7 +52,7 @@ def make_training_step(job: SizingJob, device: torch.device) -> TrainingStep:
     if update is None:
         raise ValueError("make_training_step needs a training job")
     spec = with_vocab(spec, net)
-    loss_fn = job.loss_fn or model_source.make_loss(spec if source.input_spec else None)
+    loss_fn = job.make_loss(spec if source.input_spec else None)
     to_route = cast_input(job.precision)
 
     def step(batch: int, precision: str = "fp32") -> None:
