@@ -48,7 +48,7 @@ def test_tune_memory_limit_too_small(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 1
     err = capsys.readouterr().err
     # refused from the estimate: mnist_mlp's weights alone (2.7 MB) exceed 1 MiB
-    assert "below the estimated peak of batch 1" in err
+    assert "below the estimated peak of the smallest batch" in err
     assert "nothing was built or run" in err
 
 

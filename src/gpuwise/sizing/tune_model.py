@@ -114,7 +114,7 @@ def _refuse_impossible_limit(
     smallest = peak_bytes_fn(1)
     if smallest > limit:
         raise OutOfMemoryProbe(
-            f"--memory-limit {limit:,} B is below the estimated peak of batch 1 "
+            f"--memory-limit {limit:,} B is below the estimated peak of the smallest batch "
             f"({smallest:,} B by the traced estimate); nothing was built or run. Raise the "
             "limit, or shrink the job (--lora, --freeze, --precision bf16-pure, "
             "--optimizer adam8bit)"
