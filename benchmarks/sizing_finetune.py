@@ -28,6 +28,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "src" / "gpuwise" / "sizing" / "published_finetune.csv"
 CONFIGS = {"Llama 3.1 8B": ROOT / "tests" / "sizing" / "data" / "llama31_8b_config.json"}
+LLAMA3_70B = ROOT / "tests" / "sizing" / "data" / "llama3_70b_config.json"
+BUDGET_S, BUDGET_RSS_BYTES = 30.0, 2**30
+
+
+def time_70b(runs: int) -> None:
+    """Wall time and peak RSS of ``gpuwise estimate`` of Llama-3-70B from its config.json."""
+    import resource
+    import subprocess
+    import time
+
+    argv = [sys.executable, "-m", "gpuwise", "estimate", "--hf-config", str(LLAMA3_70B)]
+    argv += ["--seq", "2048", "--batch", "1", "--precision", "bf16", "--lora", "16"]
+    argv += ["--checkpoint", "--json"]
+    times, rss = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+        # ru_maxrss of the children is in KiB on Linux: the largest child so far
+        rss.append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+    wall, peak = statistics.median(times), max(rss)
+    print(f"Llama-3-70B from config.json: {wall:.1f} s (median of {runs}; budget {BUDGET_S:.0f} s,"
+          f" x{wall / BUDGET_S:.2f}), peak RSS {peak / 2**20:,.0f} MiB (budget 1 GiB,"
+          f" x{peak / BUDGET_RSS_BYTES:.2f})")  # fmt: skip
 
 
 def advise(row: dict[str, str]) -> dict[str, object]:
@@ -84,6 +108,7 @@ def main() -> int:
                 f"{metric}: n={len(errs)} median |ln ratio| {median:.3f} (x{math.exp(median):.2f})"
             )
     print(f"every published configuration fits its card: {'yes' if fits_all else 'NO'}")
+    time_70b(1 if args.quick else 5)
     return 0
 
 
