@@ -91,36 +91,31 @@ def dropout_mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(D_IN, 64), nn.Sequential(*blocks), nn.Linear(64, D_OUT))
 
 
-def tiny_llama() -> nn.Module:
-    """A two-layer Hugging Face Llama (grouped-query attention, RMSNorm, SwiGLU)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+def _tiny_hf(config_name: str, model_name: str, **extra: object) -> nn.Module:
+    """A two-layer Hugging Face model of width 64 and a 256-token vocabulary."""
+    import transformers
 
-    config = LlamaConfig(
+    config = getattr(transformers, config_name)(
         vocab_size=256,
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=128,
+        **extra,
     )
-    return LlamaForCausalLM(config)
+    model: nn.Module = getattr(transformers, model_name)(config)
+    return model
+
+
+def tiny_llama() -> nn.Module:
+    """A two-layer Hugging Face Llama (grouped-query attention, RMSNorm, SwiGLU)."""
+    return _tiny_hf("LlamaConfig", "LlamaForCausalLM", num_key_value_heads=2)
 
 
 def tiny_bert() -> nn.Module:
     """A two-layer Hugging Face BERT with dropout and eager attention."""
-    from transformers import BertConfig, BertForMaskedLM
-
-    config = BertConfig(
-        vocab_size=256,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=128,
-        attn_implementation="eager",
-    )
-    return BertForMaskedLM(config)
+    return _tiny_hf("BertConfig", "BertForMaskedLM", attn_implementation="eager")
 
 
 def tiny_gpt2() -> nn.Module:

@@ -37,107 +37,104 @@ BNB_MIN_8BIT_SIZE = 4096
 """Parameters smaller than this keep fp32 state in bitsandbytes' 8-bit optimizers."""
 
 
-class Lion(torch.optim.Optimizer):
+class _PerParameter(torch.optim.Optimizer):
+    """Steps each parameter with a gradient through ``update`` (state made on first use)."""
+
+    def __init__(self, params: Iterable[nn.Parameter], **defaults: Any) -> None:
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> None:  # type: ignore[override]
+        """One update of every parameter with a gradient."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.update(p, self.state[p], group)
+
+    def update(self, p: torch.Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Update ``p`` in place from ``p.grad``; ``state`` starts empty."""
+        raise NotImplementedError
+
+
+class Lion(_PerParameter):
     """Lion: sign of an interpolated momentum; one state tensor a parameter."""
 
     def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-4) -> None:
-        super().__init__(params, {"lr": lr, "betas": (0.9, 0.99)})
+        super().__init__(params, lr=lr, betas=(0.9, 0.99))
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> None:  # type: ignore[override]
-        """One update of every parameter with a gradient."""
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["exp_avg"] = torch.zeros_like(p)
-                avg = state["exp_avg"]
-                update = avg.mul(beta1).add_(p.grad, alpha=1 - beta1).sign_()
-                p.add_(update, alpha=-group["lr"])
-                avg.mul_(beta2).add_(p.grad, alpha=1 - beta2)
+    def update(self, p: torch.Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Step towards the sign of the interpolated momentum."""
+        beta1, beta2 = group["betas"]
+        if not state:
+            state["exp_avg"] = torch.zeros_like(p)
+        avg = state["exp_avg"]
+        update = avg.mul(beta1).add_(p.grad, alpha=1 - beta1).sign_()
+        p.add_(update, alpha=-group["lr"])
+        avg.mul_(beta2).add_(p.grad, alpha=1 - beta2)
 
 
-class Lamb(torch.optim.Optimizer):
+class Lamb(_PerParameter):
     """LAMB: Adam's moments, the update scaled per parameter by a trust ratio."""
 
     def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-3) -> None:
-        super().__init__(params, {"lr": lr, "betas": (0.9, 0.999), "eps": 1e-6})
+        super().__init__(params, lr=lr, betas=(0.9, 0.999), eps=1e-6)
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> None:  # type: ignore[override]
-        """One update of every parameter with a gradient."""
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["exp_avg"] = torch.zeros_like(p)
-                    state["exp_avg_sq"] = torch.zeros_like(p)
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                update = m / v.sqrt().add_(group["eps"])
-                ratio = p.norm() / update.norm().clamp_min(1e-12)
-                p.sub_(update * (group["lr"] * ratio))
+    def update(self, p: torch.Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Adam's step scaled by the weight norm over the update norm."""
+        beta1, beta2 = group["betas"]
+        if not state:
+            state["exp_avg"] = torch.zeros_like(p)
+            state["exp_avg_sq"] = torch.zeros_like(p)
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+        v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+        update = m / v.sqrt().add_(group["eps"])
+        ratio = p.norm() / update.norm().clamp_min(1e-12)
+        p.sub_(update * (group["lr"] * ratio))
 
 
-class Adafactor(torch.optim.Optimizer):
+class Adafactor(_PerParameter):
     """Adafactor's factored second moments (``torch.optim.Adafactor``'s state layout)."""
 
     def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-2) -> None:
-        super().__init__(params, {"lr": lr})
+        super().__init__(params, lr=lr)
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> None:  # type: ignore[override]
-        """One update of every parameter with a gradient."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.tensor(0.0)
-                    if p.dim() >= 2:
-                        state["row_var"] = p.new_zeros((*p.shape[:-1], 1))
-                        state["col_var"] = p.new_zeros((*p.shape[:-2], 1, p.shape[-1]))
-                    else:
-                        state["variance"] = torch.zeros_like(p)
-                state["step"] += 1
-                square = p.grad * p.grad
-                if p.dim() >= 2:
-                    state["row_var"].lerp_(square.mean(dim=-1, keepdim=True), 0.2)
-                    state["col_var"].lerp_(square.mean(dim=-2, keepdim=True), 0.2)
-                    variance = state["row_var"] @ state["col_var"]
-                else:
-                    variance = state["variance"].lerp_(square, 0.2)
-                p.addcdiv_(p.grad, variance.sqrt_().add_(1e-30), value=-group["lr"])
+    def update(self, p: torch.Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Update the row and column moments; step by the gradient over their product."""
+        if not state:
+            state["step"] = torch.tensor(0.0)
+            if p.dim() >= 2:
+                state["row_var"] = p.new_zeros((*p.shape[:-1], 1))
+                state["col_var"] = p.new_zeros((*p.shape[:-2], 1, p.shape[-1]))
+            else:
+                state["variance"] = torch.zeros_like(p)
+        state["step"] += 1
+        grad = p.grad
+        assert grad is not None
+        square = grad * grad
+        if p.dim() >= 2:
+            state["row_var"].lerp_(square.mean(dim=-1, keepdim=True), 0.2)
+            state["col_var"].lerp_(square.mean(dim=-2, keepdim=True), 0.2)
+            variance = state["row_var"] @ state["col_var"]
+        else:
+            variance = state["variance"].lerp_(square, 0.2)
+        p.addcdiv_(grad, variance.sqrt_().add_(1e-30), value=-group["lr"])
 
 
-class Adam8bit(torch.optim.Optimizer):
+class Adam8bit(_PerParameter):
     """Memory stand-in for bitsandbytes' ``Adam8bit``/``AdamW8bit``: uint8 moments + scales.
 
     The update is a plain SGD step (the trace needs its traffic, not its numbers).
     """
 
     def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-3) -> None:
-        super().__init__(params, {"lr": lr})
+        super().__init__(params, lr=lr)
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> None:  # type: ignore[override]
-        """Allocate the state on the first step; update every parameter with a gradient."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state.update(_bnb_state(p))
-                p.add_(p.grad, alpha=-group["lr"])
+    def update(self, p: torch.Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Allocate the quantized state on first use; step the weight."""
+        if not state:
+            state.update(_bnb_state(p))
+        p.sub_(group["lr"] * p.grad)
 
 
 def _bnb_state(p: torch.Tensor) -> dict[str, torch.Tensor]:
