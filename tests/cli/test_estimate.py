@@ -117,6 +117,7 @@ def test_hf_config_lora_checkpoint_as_a_user_types_it(
         "checkpoint": "non-reentrant",
         "accumulation_steps": 1,
         "attention": "sdpa",
+        "loss": "full",
     }
     assert data["weight_dtype"] == "bfloat16"  # the config's torch_dtype, as from_pretrained
     # q_proj 64->64 and v_proj 64->32 (grouped KV heads) in 2 layers, rank 4
