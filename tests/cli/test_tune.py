@@ -76,3 +76,12 @@ def test_cuda_without_cuda_is_a_one_line_error(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert err.startswith("gpuwise tune: error: --device cuda:0: PyTorch ")
     assert err.endswith("; use --device cpu, or run `gpuwise doctor` to see why\n")
+
+
+def test_tune_runs_the_sizing_job_of_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tune", "mnist_mlp", "--device", "cpu", "--max-batch", "2", "--repeats", "1"]
+    argv += ["--precision", "bf16-pure", "--optimizer", "lion", "--no-precision-check", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["step_precision"] == "bf16-pure"
+    assert data["max_batch_size"] == 2

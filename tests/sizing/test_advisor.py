@@ -273,3 +273,14 @@ def test_cuda_context_by_software_stack() -> None:
     assert cuda_context_bytes("NVIDIA V100 SXM2 16GB") == 1343 * 2**20  # current stack
     assert cuda_context_bytes("NVIDIA V100 SXM2 16GB", stack="legacy") == 800 * 2**20
     assert cuda_context_bytes("NVIDIA H100 SXM", stack="legacy") == 1330 * 2**20
+
+
+def test_precision_routes_are_timed_at_their_matrix_precision() -> None:
+    gpus = find_gpus(["T4", "A100 80GB SXM"])
+    o2 = {r.device: r for r in advise(make_estimate(precision="fp16-o2"), host=HOST, gpus=gpus)}
+    assert o2["NVIDIA T4"].precision == "fp16"
+    assert o2["NVIDIA A100 80GB SXM"].precision == "fp16"
+    pure = {r.device: r for r in advise(make_estimate(precision="bf16-pure"), host=HOST, gpus=gpus)}
+    assert pure["NVIDIA A100 80GB SXM"].precision == "bf16"
+    assert pure["NVIDIA T4"].precision is None  # a bf16 model needs bf16 units
+    assert pure["NVIDIA T4"].verdict.startswith("no bf16")
