@@ -27,6 +27,7 @@ from gpuwise.sizing.catalog import PRICE_DATE, GpuSpec, load_catalog
 from gpuwise.sizing.cpu_rates import HostSpec
 from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
 from gpuwise.sizing.estimate_types import PRECISIONS, MemoryEstimate, check_choice
+from gpuwise.sizing.provenance import estimates_of, route_precision, runnable_precision
 from gpuwise.sizing.roofline import StepTime, gpu_step_time
 from gpuwise.sizing.routes import ROUTE_NAMES
 
@@ -97,52 +98,6 @@ class AdviceRow:
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the row."""
         return asdict(self)
-
-
-def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:
-    """The precision ``gpu`` runs ``precision`` work at.
-
-    Itself, or fp16 for bf16 on cards without bf16 units (T4, V100); None when the card
-    has neither.
-    """
-    if gpu.peak_flops(precision) is not None:
-        return precision
-    if precision == "bf16" and gpu.peak_flops("fp16") is not None:
-        return "fp16"
-    return None
-
-
-def _route_precision(gpu: GpuSpec, route: str) -> str | None:
-    """The precision ``gpu`` times a job of precision route ``route`` at.
-
-    A bf16 model (``bf16-pure``) needs bf16 units; an autocast route may fall back to
-    fp16 (``runnable_precision``).
-    """
-    if route == "bf16-pure":
-        return "bf16" if gpu.peak_flops("bf16") is not None else None
-    return runnable_precision(gpu, route.split("-")[0])
-
-
-def estimates_of(gpu: GpuSpec, precision: str) -> tuple[str, ...]:
-    """The figures behind ``gpu``'s row that are estimates, each with why.
-
-    The kernel factor of a generation without published training rows (borrowed,
-    ``calibration.KERNEL_FACTOR``), the GEMM share of a card without its own GEMM
-    benchmark (taken from the nearest card in power headroom), and the CUDA context of a
-    generation where it was not measured.
-    """
-    from gpuwise.sizing.calibration import context_is_estimate, factor_is_estimate, generation
-    from gpuwise.sizing.gemm_share import has_gemm_row
-
-    gen = generation(gpu.name)
-    out = []
-    if factor_is_estimate(gpu.name):
-        out.append(f"kernel factor: no published {gen} training rows, borrowed")
-    if not has_gemm_row(gpu, precision):
-        out.append("GEMM share: no GEMM benchmark of this card, from the nearest card")
-    if context_is_estimate(gpu.name):
-        out.append(f"CUDA context: not measured on {gen}")
-    return tuple(out)
 
 
 def _gpu_time(
@@ -220,7 +175,7 @@ def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, 
 def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRow:
     a: Assumptions = ctx["assumptions"]
     batch = est.batch_size
-    precision = _route_precision(gpu, ctx["route"])
+    precision = route_precision(gpu, ctx["route"])
     time = _gpu_time(gpu, est, batch, precision, ctx) if precision else None
     step = time.step_s if time else None
     fits, largest, no_fit = _fit(gpu, est, ctx)
