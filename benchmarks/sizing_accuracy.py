@@ -105,7 +105,9 @@ def reproduce(m: Measurement) -> Row | None:
         return None
     if m.metric in MEMORY:
         peak = _trace(m.batch, _precision(m.precision), True).peak_bytes
-        return Row(m, calibration.nvidia_smi_bytes(peak, m.gpu) / 2**20, "memory", m.gpu)
+        # the published nvidia-smi rows are of 2020 (CUDA 10/11.0): before lazy loading
+        smi = calibration.nvidia_smi_bytes(peak, m.gpu, stack="legacy")
+        return Row(m, smi / 2**20, "memory", m.gpu)
     gpu = _card(m.gpu)
     if gpu is None or m.metric not in THROUGHPUT + TIMES:
         return None

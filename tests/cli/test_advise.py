@@ -125,3 +125,21 @@ def test_inference_and_half_given_run_length(
     assert data["rows"][0]["samples_per_s"] > 0
     assert main(["advise", "mnist_mlp", "--epochs", "2"]) == 2
     assert "--dataset-size and --epochs together" in capsys.readouterr().err
+
+
+def test_checkpoint_is_suggested_only_where_it_makes_the_job_fit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["advise", "gpt2_small", "--seq", "1024", "--batch", "48", "--gpu", "t4"]
+    code = main([*argv, "--gpu", "l40s", "--json"])
+    assert code == 0
+    rows = {r["device"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    from gpuwise.sizing.memory import estimate
+
+    checkpointed = estimate("gpt2_small", seq_len=1024, batch_size=48, checkpoint=True)
+    # 65 GiB without checkpointing: fits neither; checkpointed it fits the 48 GB L40S only
+    assert 16 * 2**30 < checkpointed.peak_bytes < 44 * 2**30
+    assert not rows["NVIDIA L40S"]["fits"]
+    assert "--checkpoint" in rows["NVIDIA L40S"]["verdict"]
+    assert not rows["NVIDIA T4"]["fits"]
+    assert "--checkpoint" not in rows["NVIDIA T4"]["verdict"]

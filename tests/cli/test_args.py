@@ -43,12 +43,13 @@ SAME_HELP = [
     ("--prometheus", ("monitor", "profile"), None),
     ("--optimizer", ("estimate", "tune", "advise"), "adamw"),
     ("--accumulate", ("estimate", "tune", "advise"), 1),
+    # the sizing commands take precision routes (fp16-o2, bf16-pure); profile does not
+    ("--precision", ("estimate", "tune", "advise"), "fp32"),
 ]
 # help from one template that names what the flag is for in each command
 SAME_BUT_PURPOSE = [
     ("--interval", ("monitor", "profile"), 0.5),
     ("--strict", ("analyze", "compare", "pack"), False),
-    ("--precision", ("estimate", "tune", "advise", "profile"), "fp32"),
     ("--max-batch", ("tune", "serve-bench"), None),
     ("cmd", ("monitor", "profile"), None),
 ]

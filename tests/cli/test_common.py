@@ -68,7 +68,7 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     def interrupted(*args: object, **kw: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(memory, "estimate", interrupted)
+    monkeypatch.setattr(memory, "estimate_job", interrupted)
     assert main(["estimate", "mnist_mlp"]) == 130
     assert capsys.readouterr().err == "gpuwise estimate: interrupted\n"
 
@@ -149,7 +149,7 @@ def test_every_command_is_listed_and_has_json_and_a_working_example(
 ADVISE = ["advise", "mnist_mlp", "--dataset-size", "9", "--epochs", "1"]
 USAGE_ERRORS = [
     (["estimate", "mnist_mlp", "--precision", "fp64"], "invalid choice: 'fp64' (choose from"),
-    (["estimate", "mnist_mlp", "--optimizer", "lion"], "invalid choice: 'lion'"),
+    (["estimate", "mnist_mlp", "--optimizer", "adamax"], "invalid choice: 'adamax'"),
     (["estimate", "mnist_mlp", "--batch", "0"], "'0' is not a batch size; use 1 or more"),
     (["estimate", "mnist_mlp", "--batch-size", "x"], "'x' is not a batch size"),
     (["estimate", "mnist_mlp", "--seq", "-5"], "'-5' is not a sequence length"),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,74 @@ def test_estimate_errors(argv: list[str], message: str, capsys: pytest.CaptureFi
 def test_batch_size_is_an_alias_of_batch(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["estimate", "mnist_mlp", "--batch-size", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["batch_size"] == 4
+
+
+SMALL_LLAMA_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 256,
+    "torch_dtype": "bfloat16",
+}
+
+
+def _estimate_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    assert main(["estimate", *argv, "--json"]) == 0
+    data: dict[str, object] = json.loads(capsys.readouterr().out)
+    return data
+
+
+def test_hf_config_lora_checkpoint_as_a_user_types_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(SMALL_LLAMA_CONFIG))
+    data = _estimate_json(
+        capsys, "--hf-config", str(config), "--seq", "64", "--batch", "2", "--precision",
+        "bf16", "--lora", "4:q_proj,v_proj", "--checkpoint", "--device", "cpu",
+    )  # fmt: skip
+    assert data["model"] == "LlamaForCausalLM"
+    assert data["job"] == {
+        "precision": "bf16",
+        "precision_route": "bf16 autocast",
+        "optimizer": "adamw",
+        "freeze": [],
+        "lora": {"rank": 4, "targets": ["q_proj", "v_proj"], "dropout": 0.0},
+        "checkpoint": "non-reentrant",
+        "accumulation_steps": 1,
+        "attention": "sdpa",
+        "loss": "full",
+    }
+    assert data["weight_dtype"] == "bfloat16"  # the config's torch_dtype, as from_pretrained
+    # q_proj 64->64 and v_proj 64->32 (grouped KV heads) in 2 layers, rank 4
+    assert data["trainable_parameter_count"] == 2 * ((64 * 4 + 4 * 64) + (64 * 4 + 4 * 32))
+
+
+def test_checkpoint_with_dropout_is_traced(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuwise.sizing.memory import estimate
+
+    model = "tests.sizing.factories:dropout_mlp"
+    data = _estimate_json(capsys, model, "--input", "32", "--batch", "8", "--checkpoint")
+    assert data["peak_bytes"] == estimate(model, "32", batch_size=8, checkpoint=True).peak_bytes
+    assert data["job"]["checkpoint"] == "non-reentrant"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["resnet18", "--hf-config", "x.json"], "pass a model or --hf-config, not both"),
+        ([], "name a model"),
+        (["mnist_mlp", "--lora", "0"], "RANK[:TARGETS[:DROPOUT]]"),
+        (["mnist_mlp", "--lora", "4"], "no default target modules"),
+    ],
+)
+def test_model_and_lora_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["estimate", *argv]) != 0
+    assert message in capsys.readouterr().err

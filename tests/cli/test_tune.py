@@ -46,7 +46,10 @@ def test_tune_memory_limit_too_small(capsys: pytest.CaptureFixture[str]) -> None
         ["tune", "mnist_mlp", "--memory-limit", "1MiB", "--device", "cpu", "--no-precision-check"]
     )
     assert code == 1
-    assert "not even batch" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # refused from the estimate: mnist_mlp's weights alone (2.7 MB) exceed 1 MiB
+    assert "below the estimated peak of the smallest batch" in err
+    assert "nothing was built or run" in err
 
 
 @pytest.mark.parametrize(
@@ -73,3 +76,12 @@ def test_cuda_without_cuda_is_a_one_line_error(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert err.startswith("gpuwise tune: error: --device cuda:0: PyTorch ")
     assert err.endswith("; use --device cpu, or run `gpuwise doctor` to see why\n")
+
+
+def test_tune_runs_the_sizing_job_of_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tune", "mnist_mlp", "--device", "cpu", "--max-batch", "2", "--repeats", "1"]
+    argv += ["--precision", "bf16-pure", "--optimizer", "lion", "--no-precision-check", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["step_precision"] == "bf16-pure"
+    assert data["max_batch_size"] == 2

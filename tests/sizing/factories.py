@@ -83,3 +83,49 @@ class _DataDependent(nn.Module):
 def data_dependent() -> nn.Module:
     """``.item()`` of a value computed from the batch: cannot be traced."""
     return nn.Sequential(nn.Linear(32, 32), _DataDependent())
+
+
+def dropout_mlp() -> nn.Module:
+    """Four repeated blocks with dropout, for ``--checkpoint`` (recomputed dropout)."""
+    blocks = [nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Dropout(0.1)) for _ in range(4)]
+    return nn.Sequential(nn.Linear(D_IN, 64), nn.Sequential(*blocks), nn.Linear(64, D_OUT))
+
+
+def _tiny_hf(config_name: str, model_name: str, **extra: object) -> nn.Module:
+    """A two-layer Hugging Face model of width 64 and a 256-token vocabulary."""
+    import transformers
+
+    config = getattr(transformers, config_name)(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=128,
+        **extra,
+    )
+    model: nn.Module = getattr(transformers, model_name)(config)
+    return model
+
+
+def tiny_llama() -> nn.Module:
+    """A two-layer Hugging Face Llama (grouped-query attention, RMSNorm, SwiGLU)."""
+    return _tiny_hf("LlamaConfig", "LlamaForCausalLM", num_key_value_heads=2)
+
+
+def tiny_bert() -> nn.Module:
+    """A two-layer Hugging Face BERT with dropout and eager attention."""
+    return _tiny_hf("BertConfig", "BertForMaskedLM", attn_implementation="eager")
+
+
+def tiny_gpt2() -> nn.Module:
+    """A two-layer Hugging Face GPT-2 (``Conv1D`` projections, fused ``c_attn``)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=128)
+    return GPT2LMHeadModel(config)
+
+
+def wide_mlp() -> nn.Module:
+    """A first layer of 8,192 weights: above bitsandbytes' 4,096-value 8-bit threshold."""
+    return nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, D_OUT))

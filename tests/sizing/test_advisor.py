@@ -78,7 +78,7 @@ def test_gpu_step_time_is_the_per_operator_roofline() -> None:
     h2d = est.input_bytes / 32e9
     assert row.compute_s == pytest.approx(compute)
     assert row.memory_s == pytest.approx(memory)
-    assert row.step_s == pytest.approx(compute + memory + h2d)
+    assert row.step_s == pytest.approx(max(compute + memory, h2d))  # the copy overlapped
     assert row.bound == "memory"
     steps = math.ceil(1_000_000 / 64) * 2
     assert row.train_hours == pytest.approx(row.step_s * steps / 3600)
@@ -124,12 +124,14 @@ def test_cpu_row_and_speedup() -> None:
 
 def test_fit_uses_usable_memory_minus_context() -> None:
     est = make_estimate(peak_bytes=15 * 2**30)
-    rows = {r.device: r for r in advise(est, 1000, 1, host=HOST, gpus=find_gpus(["v100", "l4"]))}
+    rows = {
+        r.device: r for r in advise(est, 1000, 1, host=HOST, gpus=find_gpus(["v100 sxm2", "l4"]))
+    }
     assert rows["NVIDIA V100 SXM2 16GB"].fits is False  # 15 GiB + 1 GiB context > 15.76
     assert "does not fit" in rows["NVIDIA V100 SXM2 16GB"].verdict
     assert rows["NVIDIA V100 SXM2 32GB"].fits is True
     assert rows["NVIDIA L4"].fits is True
-    order = [r.device for r in advise(est, 1000, 1, host=HOST, gpus=find_gpus(["v100"]))]
+    order = [r.device for r in advise(est, 1000, 1, host=HOST, gpus=find_gpus(["v100 sxm2"]))]
     assert order[-1] == "NVIDIA V100 SXM2 16GB"  # what does not fit goes last
 
 
@@ -251,3 +253,34 @@ def test_cpu_verdict_counts_comparable_gpus_only() -> None:
         "not_worth_it": verdict.not_worth_it,
         "crossover_batch": verdict.crossover_batch,
     }
+
+
+def test_factors_not_fitted_on_the_cards_generation_are_marked_estimates() -> None:
+    rows = {
+        r.device: r
+        for r in advise(make_estimate(), host=HOST, gpus=find_gpus(["MI300X", "H100 SXM"]))
+    }
+    mi300x = rows["AMD Instinct MI300X"].to_dict()["estimates"]
+    assert any(e.startswith("kernel factor: no published cdna3 training rows") for e in mi300x)
+    assert any(e.startswith("CUDA context") for e in mi300x)
+    h100 = rows["NVIDIA H100 SXM"].estimates
+    assert not any(e.startswith(("kernel factor", "CUDA context")) for e in h100)
+
+
+def test_cuda_context_by_software_stack() -> None:
+    from gpuwise.sizing.calibration import cuda_context_bytes
+
+    assert cuda_context_bytes("NVIDIA V100 SXM2 16GB") == 1343 * 2**20  # current stack
+    assert cuda_context_bytes("NVIDIA V100 SXM2 16GB", stack="legacy") == 800 * 2**20
+    assert cuda_context_bytes("NVIDIA H100 SXM", stack="legacy") == 1330 * 2**20
+
+
+def test_precision_routes_are_timed_at_their_matrix_precision() -> None:
+    gpus = find_gpus(["T4", "A100 80GB SXM"])
+    o2 = {r.device: r for r in advise(make_estimate(precision="fp16-o2"), host=HOST, gpus=gpus)}
+    assert o2["NVIDIA T4"].precision == "fp16"
+    assert o2["NVIDIA A100 80GB SXM"].precision == "fp16"
+    pure = {r.device: r for r in advise(make_estimate(precision="bf16-pure"), host=HOST, gpus=gpus)}
+    assert pure["NVIDIA A100 80GB SXM"].precision == "bf16"
+    assert pure["NVIDIA T4"].precision is None  # a bf16 model needs bf16 units
+    assert pure["NVIDIA T4"].verdict.startswith("no bf16")

@@ -8,7 +8,7 @@ from gpuwise.sizing.catalog import PRICE_DATE, find_gpus, load_catalog
 
 def test_catalog_ships_in_the_package_with_dense_rates() -> None:
     catalog = load_catalog()
-    assert len(catalog) == 17
+    assert len(catalog) == 26
     a100 = next(g for g in catalog if g.name == "NVIDIA A100 80GB SXM")
     assert a100.memory_gib == 80
     assert a100.peak_flops("bf16") == 312e12
@@ -48,8 +48,9 @@ def test_sm_counts_and_boost_clocks_reproduce_the_datasheet_fp32_rate() -> None:
     for g in load_catalog():
         if g.sm_count is None or g.boost_clock_mhz is None:
             continue
-        lanes = 64 if any(k in g.name for k in ("V100", "T4", "A100")) else 128
+        sixty_four = ("V100", "T4", "A100", "A30", "2080", "Quadro RTX")
+        lanes = 64 if any(k in g.name for k in sixty_four) else 128
         rate_tflops = g.sm_count * g.boost_clock_mhz * 1e6 * 2 * lanes / 1e12
         assert rate_tflops == pytest.approx(g.tflops["fp32"], rel=0.01), g.name
         checked += 1
-    assert checked == 16  # every NVIDIA card of the catalog
+    assert checked == 25  # every NVIDIA card of the catalog

@@ -204,7 +204,7 @@ def test_bad_input_names_the_problem(model: str, shape: tuple[int, ...] | None, 
     ("kwargs", "valid"),
     [
         ({"precision": "fp8"}, "fp32, tf32, bf16, fp16"),
-        ({"optimizer": "lion"}, "sgd, sgd_momentum, adam, adamw"),
+        ({"optimizer": "adamax"}, "sgd, sgd_momentum, adam, adamw, adadelta, adafactor"),
     ],
 )
 def test_unknown_choice_lists_valid_ones(kwargs: dict[str, str], valid: str) -> None:

@@ -1,7 +1,7 @@
-"""The model flags that ``estimate``, ``tune`` and ``advise`` share, and the estimate they ask for.
+"""The model flags that ``estimate``, ``tune`` and ``advise`` share, and the job they describe.
 
-``--input``, ``--seq``, ``--batch``, ``--precision``, ``--optimizer``, ``--checkpoint`` and
-``--freeze`` map one to one onto ``sizing.memory.estimate``'s arguments.
+The flags become one ``sizing.job.SizingJob`` (``job_from_args``), passed whole to
+``estimate_job``, ``advise`` and ``tune``.
 """
 
 from __future__ import annotations
@@ -9,20 +9,53 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gpuwise.cli._args import add_precision, choice, option, positive_int
+from gpuwise.cli._args import choice, option, positive_int
 
 if TYPE_CHECKING:
+    from gpuwise.sizing.job import SizingJob
     from gpuwise.sizing.memory import MemoryEstimate
+    from gpuwise.sizing.peft import LoraSpec
 
-OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+PRECISION_ROUTES = ("fp32", "tf32", "bf16", "fp16", "fp16-o2", "bf16-pure")
+OPTIMIZERS = (
+    "sgd",
+    "sgd_momentum",
+    "adam",
+    "adamw",
+    "adafactor",
+    "adam8bit",
+    "adamw8bit",
+    "lamb",
+    "lion",
+)
+
+
+def _lora(text: str) -> LoraSpec:
+    from gpuwise.errors import UsageError
+    from gpuwise.sizing.peft import LoraSpec
+
+    try:
+        return LoraSpec.parse(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
+_lora.__name__ = "LoRA spec"
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32) -> None:
     """Declare the model flags shared by estimate, tune and advise."""
     parser.add_argument(
         "model",
-        help="built-in (resnet18, resnet50, vit_b_16, bert_base, gpt2_small, mnist_mlp) or "
-        "package.module:factory",
+        nargs="?",
+        help="built-in (resnet18, resnet50, vit_b_16, bert_base, gpt2_small, mnist_mlp), "
+        "package.module:factory, or a Hugging Face config.json (or use --hf-config)",
+    )
+    parser.add_argument(
+        "--hf-config",
+        metavar="PATH",
+        help="a Hugging Face config.json: the model is built from it with no weights and "
+        "no download (transformers installed)",
     )
     parser.add_argument(
         "--input",
@@ -37,13 +70,25 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         help="sequence length for token models (default: the model's own)",
     )
     _add_batch(parser, batch_default)
-    add_precision(parser, "training precision")
-    choice(parser, "--optimizer", OPTIMIZERS, "adamw", "optimizer")
+    choice(
+        parser,
+        "--precision",
+        PRECISION_ROUTES,
+        "fp32",
+        "precision route: fp32, tf32; bf16/fp16 autocast over fp32 weights; fp16-o2 (fp16 "
+        "model, fp32 master weights and optimizer state: apex O2, DeepSpeed fp16); bf16-pure "
+        "(bf16 weights, gradients and optimizer state)",
+    )
+    choice(parser, "--optimizer", OPTIMIZERS, "adamw", "optimizer (adam8bit: bitsandbytes' state)")
     parser.add_argument(
         "--checkpoint",
-        action="store_true",
-        help="gradient checkpointing of each block of the model's repeated blocks "
-        "(recompute in the backward: less memory, about a third more FLOPs)",
+        nargs="?",
+        const="non-reentrant",
+        choices=("non-reentrant", "reentrant"),
+        metavar="MODE",
+        help="gradient checkpointing (recompute in the backward: less memory, about a third "
+        "more FLOPs): a Hugging Face model's own switch, else each of the model's repeated "
+        "blocks; MODE non-reentrant (default) or reentrant",
     )
     option(
         parser,
@@ -62,12 +107,28 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "matmuls and softmax that keep the score matrix (eager)",
     )
     parser.add_argument(
+        "--loss",
+        choices=("full", "fused"),
+        default="full",
+        help="a token model's cross-entropy: full (fp32 logits, as Hugging Face computes "
+        "it; default) or fused (chunked, no fp32 copy: torchtune under torch.compile, "
+        "Liger)",
+    )
+    parser.add_argument(
         "--freeze",
         action="append",
         default=[],
-        metavar="PREFIX",
-        help="freeze parameters whose names start with PREFIX (repeatable; LoRA-style "
-        "fine-tuning: no gradients or optimizer state for them)",
+        metavar="PATTERN",
+        help="freeze parameters by name (repeatable): a plain name is a prefix, * ? [ are "
+        "globs, !PATTERN keeps matches trainable (e.g. --freeze '*' --freeze '!lm_head')",
+    )
+    option(
+        parser,
+        "--lora",
+        type=_lora,
+        metavar="RANK[:TARGETS[:DROPOUT]]",
+        help="add LoRA adapters as PEFT does and freeze the rest: e.g. 16 (PEFT's default "
+        "targets: q_proj,v_proj for Llama), 16:q_proj,k_proj,v_proj,o_proj, 8:all-linear:0.05",
     )
 
 
@@ -94,24 +155,54 @@ def add_channels_last(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def model_of(args: argparse.Namespace) -> str:
+    """The model the flags name: the positional argument or ``--hf-config``.
+
+    Raises:
+        UsageError: Neither, or both.
+    """
+    from gpuwise.errors import UsageError
+
+    config = getattr(args, "hf_config", None)
+    if config and args.model:
+        raise UsageError(f"pass a model or --hf-config, not both ({args.model!r}, {config!r})")
+    if not config and not args.model:
+        raise UsageError(
+            "name a model (e.g. resnet50, package.module:factory) or pass --hf-config "
+            "path/config.json"
+        )
+    return str(config or args.model)
+
+
+def job_from_args(
+    args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
+) -> SizingJob:
+    """The sizing job the shared model flags describe."""
+    from gpuwise.sizing.job import SizingJob
+
+    return SizingJob(
+        model_of(args),
+        args.input,
+        seq_len=args.seq,
+        batch_size=batch or args.batch,
+        accumulation_steps=getattr(args, "accumulate", 1),
+        precision=args.precision,
+        optimizer=args.optimizer,
+        freeze=tuple(getattr(args, "freeze", ()) or ()),
+        lora=getattr(args, "lora", None),
+        checkpoint=getattr(args, "checkpoint", None),
+        attention=getattr(args, "attention", "sdpa"),
+        loss=getattr(args, "loss", "full"),
+        channels_last=getattr(args, "channels_last", False),
+        training=not getattr(args, "inference", False),
+        device=device,
+    )
+
+
 def estimate_from_args(
     args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
 ) -> MemoryEstimate:
-    """Run ``estimate`` with the shared model flags."""
-    from gpuwise.sizing.memory import estimate
+    """Trace the job the shared model flags describe."""
+    from gpuwise.sizing.memory import estimate_job
 
-    return estimate(
-        args.model,
-        args.input,
-        batch_size=batch or args.batch,
-        precision=args.precision,
-        optimizer=args.optimizer,
-        training=not getattr(args, "inference", False),
-        device=device,
-        seq_len=args.seq,
-        checkpoint=getattr(args, "checkpoint", False),
-        freeze=tuple(getattr(args, "freeze", ()) or ()),
-        accumulation_steps=getattr(args, "accumulate", 1),
-        attention=getattr(args, "attention", "sdpa"),
-        channels_last=getattr(args, "channels_last", False),
-    )
+    return estimate_job(job_from_args(args, batch, device))

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.cli._args import add_inference, add_json, number, option, positive_int
 from gpuwise.cli._common import NA, guard, make_console, na, print_json, usage_error
 from gpuwise.cli._model_args import add_channels_last, add_model_arguments
+
+if TYPE_CHECKING:
+    from gpuwise.sizing.job import SizingJob
+    from gpuwise.sizing.memory import MemoryEstimate
 
 HELP = "rank GPUs (and this CPU) for training or serving a model: fit, speed, time, cost"
 EXAMPLES = """\
@@ -16,6 +20,8 @@ EXAMPLES = """\
   gpuwise advise gpt2_small --seq 1024 --batch 8 --dataset-size 100000 --epochs 1 --budget 50
   gpuwise advise mypkg.models:build_net --input 3x64x64 --dataset-size 50000 --epochs 10 --json
   gpuwise advise vit_b_16 --batch 64 --precision bf16 --inference    # serving: samples/s, USD/M
+  gpuwise advise --hf-config llama3-8b/config.json --seq 2048 --batch 2 --precision bf16 \
+      --lora 16 --checkpoint --gpu 4090 --gpu a100      # LoRA fine-tuning on one card
 """
 
 
@@ -80,7 +86,7 @@ def _table(data: dict[str, Any]) -> Any:
     from gpuwise.report.units import format_seconds
 
     what = "training" if data["training"] else "inference"
-    title = f"{data['model']} · {what} · batch {data['batch_size']} · {data['precision']}"
+    title = f"{data['model']} · {what} · batch {data['batch_size']} · {data['precision_route']}"
     timed = data["dataset_size"] is not None and data["epochs"] is not None
     if timed:
         title += f" · {data['dataset_size']:,} samples x {data['epochs']:g} epochs"
@@ -108,7 +114,7 @@ def _table(data: dict[str, Any]) -> Any:
         else:
             tail = (na(r["samples_per_s"], "{:,.0f}"), na(r["usd_per_million_samples"], "{:,.2f}"))
         table.add_row(
-            r["device"],
+            r["device"] + (" *" if r.get("estimates") else ""),
             "yes" if r["fits"] else "NO",
             r["precision"] or NA,
             format_seconds(r["step_s"]),
@@ -130,12 +136,16 @@ def _notes(data: dict[str, Any]) -> list[str]:
         f"prices: median on-demand USD/hour, cloud-gpus.github.io list of {data['price_date']}"
         " (they change often); CPU row: this machine, already owned, measured once and cached",
         "step = sum over the traced operators of max(FLOPs/rate, bytes/bandwidth, kernel "
-        "minimum), at least the host's launch time, + PCIe copy of the batch; rates from "
-        "datasheets x published microbenchmarks x a factor per generation and precision fitted on "
-        "published ResNet-50 runs; data loading not included",
+        "minimum), at least the host's launch time and the batch's PCIe copy (overlapped); "
+        "rates from datasheets x published microbenchmarks x a factor per generation and "
+        "precision fitted on published ResNet-50 runs; data loading not included",
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]
+    marked = [r for r in data["rows"] if r.get("estimates")]
+    if marked:
+        lines.append("* estimated, not fitted on or measured for the card's own generation:")
+        lines += [f"  {r['device']}: {'; '.join(r['estimates'])}" for r in marked]
     verdict = data["cpu_verdict"]
     crossover = verdict["crossover_batch"]
     if verdict["not_worth_it"]:
@@ -159,29 +169,53 @@ def _notes(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _alternatives(job: SizingJob) -> dict[str, MemoryEstimate]:
+    """The job with checkpointing, traced: suggested only where its estimate fits."""
+    from dataclasses import replace
+
+    from gpuwise.errors import UsageError
+    from gpuwise.sizing.memory import estimate_job
+
+    if not job.training or job.checkpoint:
+        return {}
+    try:
+        return {"--checkpoint": estimate_job(replace(job, checkpoint="non-reentrant"))}
+    except UsageError:  # no repeated blocks to checkpoint: not a way out for this model
+        return {}
+
+
 @guard
 def run(args: argparse.Namespace) -> int:
     """Estimate the model, rank the devices, print the table (or the JSON object)."""
-    from gpuwise.cli._model_args import estimate_from_args
-    from gpuwise.sizing.advisor import Assumptions, advice_to_dict, advise
+    from gpuwise.cli._model_args import job_from_args
+    from gpuwise.sizing.advisor import AdviceRow, Assumptions, advice_to_dict, advise
     from gpuwise.sizing.catalog import find_gpus
+    from gpuwise.sizing.memory import estimate_job
 
     gpus = find_gpus(args.gpu) if args.gpu else None
     if (args.dataset_size is None) != (args.epochs is None):
         return usage_error(args, "pass --dataset-size and --epochs together, or neither")
     if args.budget is not None and args.dataset_size is None:
         return usage_error(args, "--budget needs --dataset-size and --epochs (a whole run's cost)")
-    est = estimate_from_args(args)
+    job = job_from_args(args)
+    est = estimate_job(job)
     assumptions = Assumptions(utilization=args.utilization)
-    rows = advise(
-        est,
-        args.dataset_size,
-        args.epochs,
-        budget_usd=args.budget,
-        gpus=gpus,
-        assumptions=assumptions,
-        compiled=args.compile,
-    )
+
+    def rank(alternatives: dict[str, MemoryEstimate]) -> list[AdviceRow]:
+        return advise(
+            est,
+            args.dataset_size,
+            args.epochs,
+            budget_usd=args.budget,
+            gpus=gpus,
+            assumptions=assumptions,
+            compiled=args.compile,
+            alternatives=alternatives,
+        )
+
+    rows = rank({})
+    if any(r.kind == "gpu" and not r.fits for r in rows):
+        rows = rank(_alternatives(job))
     data = advice_to_dict(rows, est, args.dataset_size, args.epochs, assumptions)
     if args.json:
         print_json(data)

@@ -25,6 +25,10 @@ EXAMPLES = """\
   gpuwise estimate gpt2_small --seq 1024 --batch 4 --freeze layers --accumulate 8
   gpuwise estimate mypkg.models:build_lm --seq 256          # token model: int64 ids
   gpuwise estimate resnet50 --batch 256 --precision fp16 --channels-last
+  gpuwise estimate --hf-config llama3/config.json --seq 2048 --batch 2 --precision bf16-pure \
+      --lora 16 --checkpoint                       # from config.json: no weights, no download
+  gpuwise estimate gpt2_small --seq 1024 --batch 8 --precision fp16-o2 --optimizer adam8bit
+  gpuwise estimate bert_base --seq 512 --batch 16 --freeze 'layers.*' --freeze '!layers.11'
 """
 
 
@@ -58,7 +62,8 @@ def _lines(est: MemoryEstimate) -> list[str]:
     ]
     lines = [
         f"{est.model} · input {shape} · batch {est.batch_size} · {est.precision} · {step}",
-        f"  {est.parameter_count:,} parameters; {rounding}",
+        f"  {est.parameter_count:,} parameters{_trainable(est)}; {rounding}",
+        *_setup(est),
         f"  peak memory        {format_bytes(est.peak_bytes):>11}  (reached in {est.peak_phase})",
     ]
     lines += [f"    {n:<16} {format_bytes(b):>11}  {100 * b / peak:5.1f} %" for n, b in parts]
@@ -103,6 +108,33 @@ def _lines(est: MemoryEstimate) -> list[str]:
             " per step around them (--channels-last avoids it)"
         )
     return lines
+
+
+def _trainable(est: MemoryEstimate) -> str:
+    count = est.trainable_parameter_count
+    if count is None or count == est.parameter_count or not est.training:
+        return ""
+    return f" ({count:,} trainable, {100 * count / max(est.parameter_count, 1):.2f} %)"
+
+
+def _setup(est: MemoryEstimate) -> list[str]:
+    """How the job trains: precision route, LoRA, frozen parameters, checkpointing."""
+    from gpuwise.sizing.routes import ROUTE_NAMES
+
+    job = est.job
+    parts = [f"precision route: {ROUTE_NAMES.get(est.precision, est.precision)}"]
+    if est.weight_dtype:
+        parts.append(f"weights {est.weight_dtype}")
+    if job is not None and est.training:
+        if job.lora is not None:
+            parts.append(f"LoRA {job.lora.describe()}")
+        if job.freeze:
+            parts.append(f"frozen: {' '.join(job.freeze)}")
+        if job.checkpoint:
+            parts.append(f"{job.checkpoint} checkpointing")
+        if job.accumulation_steps > 1:
+            parts.append(f"{job.accumulation_steps} micro-batches a step")
+    return [f"  {'; '.join(parts)}"]
 
 
 @guard

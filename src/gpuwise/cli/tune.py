@@ -24,6 +24,7 @@ EXAMPLES = """\
   gpuwise tune resnet18 --input 3x64x64 --max-batch 64        # CPU: 80 % of free RAM
   gpuwise tune resnet50 --memory-limit 4GiB --json            # never above 4 GiB
   gpuwise tune mypkg.models:build_net --input 3x128x128 --no-precision-check
+  gpuwise tune gpt2_small --seq 256 --lora 8 --checkpoint --precision bf16-pure --device cpu
 """
 
 
@@ -122,22 +123,18 @@ def _status() -> Iterator[Callable[[str], None]]:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Tune, check bf16, print the result (or the JSON object)."""
+    from gpuwise.cli._model_args import job_from_args, model_of
     from gpuwise.sizing.tune_model import TuneRequest, resolve_device, tune_model
 
     device = resolve_device(args.device)
     request = TuneRequest(
-        args.model,
-        shape=args.input,
-        seq_len=args.seq,
-        precision=args.precision,
-        optimizer=args.optimizer,
-        checkpoint=args.checkpoint,
-        freeze=tuple(args.freeze),
+        model_of(args),
         start_batch=args.batch,
         max_batch=args.max_batch,
         memory_limit_bytes=args.memory_limit,
         repeats=args.repeats,
         precision_check=not args.no_precision_check,
+        job=job_from_args(args, device="cuda" if device.type == "cuda" else "cpu"),
     )
     with _status() as say:
         data = tune_model(request, device, peak_bytes_fn=_peak_fn(args, device), say=say)

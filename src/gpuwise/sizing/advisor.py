@@ -27,7 +27,9 @@ from gpuwise.sizing.catalog import PRICE_DATE, GpuSpec, load_catalog
 from gpuwise.sizing.cpu_rates import HostSpec
 from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
 from gpuwise.sizing.estimate_types import PRECISIONS, MemoryEstimate, check_choice
+from gpuwise.sizing.provenance import estimates_of, route_precision, runnable_precision
 from gpuwise.sizing.roofline import StepTime, gpu_step_time
+from gpuwise.sizing.routes import ROUTE_NAMES
 
 ADVICE_SCHEMA = "gpuwise.advise/1"
 
@@ -63,7 +65,9 @@ class AdviceRow:
     """One device in the advice table (times in seconds and hours, money in USD).
 
     ``precision`` is the one the row is timed at (fp16 where the card lacks bf16);
-    ``max_batch_fits`` the largest batch whose peak plus context fits the card.
+    ``max_batch_fits`` the largest batch whose peak plus context fits the card;
+    ``estimates`` names each figure of the row that is not fitted on or measured for the
+    card's own generation (``estimates_of``).
     """
 
     device: str
@@ -89,23 +93,11 @@ class AdviceRow:
     samples_per_s: float | None = None
     usd_per_million_samples: float | None = None
     max_batch_fits: int | None = None
+    estimates: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the row."""
         return asdict(self)
-
-
-def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:
-    """The precision ``gpu`` runs ``precision`` work at.
-
-    Itself, or fp16 for bf16 on cards without bf16 units (T4, V100); None when the card
-    has neither.
-    """
-    if gpu.peak_flops(precision) is not None:
-        return precision
-    if precision == "bf16" and gpu.peak_flops("fp16") is not None:
-        return "fp16"
-    return None
 
 
 def _gpu_time(
@@ -168,7 +160,8 @@ def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, 
     need = est.peak_bytes + outside
     if need <= usable:
         return True, largest, ""
-    ways = ["--checkpoint"] if est.training else []
+    alternatives: dict[str, MemoryEstimate] = ctx["alternatives"]
+    ways = [flag for flag, alt in alternatives.items() if alt.peak_bytes + outside <= usable]
     half = runnable_precision(gpu, "bf16")
     if est.precision in ("fp32", "tf32") and half:
         ways.append(f"--precision {half}")
@@ -182,7 +175,7 @@ def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, 
 def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRow:
     a: Assumptions = ctx["assumptions"]
     batch = est.batch_size
-    precision = runnable_precision(gpu, ctx["precision"])
+    precision = route_precision(gpu, ctx["route"])
     time = _gpu_time(gpu, est, batch, precision, ctx) if precision else None
     step = time.step_s if time else None
     fits, largest, no_fit = _fit(gpu, est, ctx)
@@ -224,6 +217,7 @@ def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRo
         samples_per_s=batch / step if step else None,
         usd_per_million_samples=price * step / batch * 1e6 / 3600 if step and price else None,
         max_batch_fits=largest,
+        estimates=estimates_of(gpu, precision or "fp32"),
     )
 
 
@@ -233,7 +227,7 @@ def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> Advice
     verdict = "this machine (already owned)"
     if ctx["precision"] in ("bf16", "fp16"):
         verdict += (
-            f"; timed at fp32 rates: {ctx['precision']} autocast is often slower on a CPU, "
+            f"; timed at fp32 rates: {ctx['route']} is often slower on a CPU, "
             "`gpuwise tune` measures it"
         )
     return AdviceRow(
@@ -281,6 +275,7 @@ def advise(
     gpus: list[GpuSpec] | None = None,
     assumptions: Assumptions | None = None,
     compiled: bool = False,
+    alternatives: dict[str, MemoryEstimate] | None = None,
 ) -> list[AdviceRow]:
     """Rank the catalog's GPUs and this CPU for training (or serving) the estimated model.
 
@@ -297,6 +292,9 @@ def advise(
         gpus: GPUs to consider (default: the whole catalog).
         assumptions: Overheads (default ``Assumptions()``).
         compiled: The step runs under ``torch.compile`` (elementwise operators fused).
+        alternatives: Estimates of the same job changed by one flag (e.g.
+            ``{"--checkpoint": ...}``); a card the job does not fit suggests the flags
+            whose estimate fits it, and only those.
 
     Returns:
         Rows sorted with devices that fit first, then by time to train (or samples/s).
@@ -308,8 +306,9 @@ def advise(
         >>> est = estimate("resnet50", batch_size=64)  # doctest: +SKIP
         >>> rows = advise(est, dataset_size=1_281_167, epochs=90)  # doctest: +SKIP
     """
-    precision = precision or estimate.precision
-    check_choice("precision", precision, PRECISIONS)
+    route = precision or estimate.precision
+    check_choice("precision", route, PRECISIONS)
+    precision = route.split("-")[0]
     if (dataset_size is not None and dataset_size < 1) or (epochs is not None and epochs <= 0):
         raise UsageError(f"dataset size {dataset_size} and epochs {epochs} must be positive")
     if host is None:
@@ -322,6 +321,8 @@ def advise(
         "assumptions": a,
         "work": work,
         "precision": precision,
+        "route": route,
+        "alternatives": alternatives or {},
         "host": host,
         "dataset_size": dataset_size,
         "epochs": epochs,
@@ -375,6 +376,8 @@ def advice_to_dict(
         "model": estimate.model,
         "batch_size": estimate.batch_size,
         "precision": estimate.precision,
+        "precision_route": ROUTE_NAMES.get(estimate.precision, estimate.precision),
+        "job": estimate.job.describe() if estimate.job is not None else None,
         "training": estimate.training,
         "channels_last": estimate.channels_last,
         "dataset_size": dataset_size,

@@ -101,8 +101,8 @@ under 1 %. AMD's CDNA3
 takes Hopper's (no rows; a guess, marked so in the advice)."""
 
 CUDA_CONTEXT_BYTES = {
-    "volta": 800 * 2**20,
-    "turing": 800 * 2**20,
+    "volta": 1343 * 2**20,
+    "turing": 1343 * 2**20,
     "ampere": 1100 * 2**20,
     "ada": 1100 * 2**20,
     "hopper": 1330 * 2**20,
@@ -110,9 +110,15 @@ CUDA_CONTEXT_BYTES = {
     "cdna3": 1330 * 2**20,
 }
 """Device memory the CUDA context, cuBLAS/cuDNN handles and PyTorch's kernels take outside
-the caching allocator: 781 MB for a bare PyTorch process on a Volta-era driver
-(pytorch/pytorch#34323), 1.3 GiB measured on recent drivers on Hopper (issue #11 of this
-project); Ampere and Ada sit between (lazy module loading, CUDA 11.7 and newer)."""
+the caching allocator, on a current stack (a recent driver, CUDA 12 and later, PyTorch 2.x
+with lazy module loading): 1,343 MiB measured on a Volta card (issue #24 of this project)
+and 1.3 GiB on Hopper (issue #11). Which rows are measured is ``CUDA_CONTEXT_MEASURED``;
+the others are estimates: Turing as Volta, Ampere and Ada 1,100 MiB between the two,
+Blackwell and CDNA3 as Hopper. Older stacks took less (``LEGACY_CUDA_CONTEXT_BYTES``)."""
+CUDA_CONTEXT_MEASURED = frozenset({"volta", "hopper"})
+LEGACY_CUDA_CONTEXT_BYTES = {"volta": 800 * 2**20, "turing": 800 * 2**20}
+"""Before CUDA 11.7's lazy loading every kernel image was loaded at start: 781 MB for a bare
+PyTorch process on a Volta-era driver and CUDA 10 (pytorch/pytorch#34323)."""
 
 CUBLAS_WORKSPACE_BYTES = {
     "volta": 2 * 4 * 2**20,
@@ -266,6 +272,21 @@ def precision_kind(precision: str) -> str:
     return "tensor" if precision in ("fp16", "bf16") else "fp32"
 
 
+FITTED_GENERATIONS = frozenset({"volta", "ampere", "ada", "hopper"})
+"""Generations whose ``KERNEL_FACTOR`` is fitted on their own published training rows; the
+others' factors are borrowed (``KERNEL_FACTOR``'s note) and marked as estimates."""
+
+
+def factor_is_estimate(gpu_name: str) -> bool:
+    """Whether this card's kernel factor is borrowed, not fitted on its generation's rows."""
+    return generation(gpu_name) not in FITTED_GENERATIONS
+
+
+def context_is_estimate(gpu_name: str) -> bool:
+    """Whether this card's CUDA context figure is an estimate (not measured on its generation)."""
+    return generation(gpu_name) not in CUDA_CONTEXT_MEASURED
+
+
 def kernel_factor(gpu_name: str, precision: str = "fp32") -> float:
     """Share of microbenchmark rates a step's kernels reach on this card at ``precision``."""
     kind = precision_kind(precision)
@@ -275,9 +296,18 @@ def kernel_factor(gpu_name: str, precision: str = "fp32") -> float:
     return factors[kind]
 
 
-def cuda_context_bytes(gpu_name: str) -> int:
-    """CUDA context bytes on this card's generation (outside the caching allocator)."""
-    return CUDA_CONTEXT_BYTES.get(generation(gpu_name), 1330 * 2**20)
+def cuda_context_bytes(gpu_name: str, stack: str = "current") -> int:
+    """CUDA context bytes on this card's generation (outside the caching allocator).
+
+    Args:
+        gpu_name: A card or generation name.
+        stack: ``"current"`` (CUDA 11.7 and later, lazy module loading) or ``"legacy"``
+            (earlier: every kernel image loaded at start; ``LEGACY_CUDA_CONTEXT_BYTES``).
+    """
+    gen = generation(gpu_name)
+    if stack == "legacy" and gen in LEGACY_CUDA_CONTEXT_BYTES:
+        return LEGACY_CUDA_CONTEXT_BYTES[gen]
+    return CUDA_CONTEXT_BYTES.get(gen, 1330 * 2**20)
 
 
 def cublas_workspace_bytes(gpu_name: str) -> int:
@@ -285,15 +315,15 @@ def cublas_workspace_bytes(gpu_name: str) -> int:
     return CUBLAS_WORKSPACE_BYTES.get(generation(gpu_name), 2 * 32 * 2**20)
 
 
-def nvidia_smi_bytes(peak_bytes: int, gpu_name: str) -> int:
+def nvidia_smi_bytes(peak_bytes: int, gpu_name: str, stack: str = "current") -> int:
     """What nvidia-smi shows for a process whose step's tensors peak at ``peak_bytes``.
 
     The peak plus the cuBLAS workspaces (``CUBLAS_WORKSPACE_BYTES``), times the caching
     allocator's reserve (``ALLOCATOR_RESERVE``), plus the CUDA context of the card's
-    generation (``CUDA_CONTEXT_BYTES``).
+    generation (``CUDA_CONTEXT_BYTES``) on that software ``stack`` (``cuda_context_bytes``).
     """
     allocated = peak_bytes + cublas_workspace_bytes(gpu_name)
-    return int(allocated * ALLOCATOR_RESERVE) + cuda_context_bytes(gpu_name)
+    return int(allocated * ALLOCATOR_RESERVE) + cuda_context_bytes(gpu_name, stack)
 
 
 def median_abs_log_ratio(pairs: list[tuple[float, float]]) -> float:

@@ -64,3 +64,31 @@ def cuda_dropout() -> Iterator[None]:
     """
     with FunctionSwap({F.dropout: _fused_dropout}):
         yield
+
+
+def run_backward(loss: torch.Tensor) -> None:
+    """``loss.backward()`` with the active function modes kept on through the backward.
+
+    ``Tensor.backward`` is itself a function a ``TorchFunctionMode`` sees, and a mode turns
+    itself off while it handles a call, so a checkpointed region recomputed in the
+    backward would run without the forward's swaps (dropout, attention, autocast policy)
+    and fail checkpoint's metadata check. Running the autograd engine directly keeps them
+    on; CPU backward runs on the calling thread, where the modes live.
+
+    Example:
+        >>> w = torch.ones(3, requires_grad=True)
+        >>> run_backward((2 * w).sum())
+        >>> w.grad.tolist()
+        [2.0, 2.0, 2.0]
+    """
+    from torch.autograd.graph import _engine_run_backward
+
+    _engine_run_backward(
+        (loss,),
+        (torch.ones_like(loss),),
+        False,
+        False,
+        (),
+        allow_unreachable=True,
+        accumulate_grad=True,
+    )

@@ -9,20 +9,37 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.errors import UsageError
 
 if TYPE_CHECKING:
+    from gpuwise.sizing.job import SizingJob
     from gpuwise.sizing.opcost import OpCost
 
 ESTIMATE_SCHEMA = "gpuwise.estimate/1"
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "adadelta")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp16-o2", "bf16-pure")
+"""Precision routes: fp32/tf32; ``bf16``/``fp16`` autocast over fp32 weights; ``fp16-o2``
+half weights with fp32 master weights and optimizer state (apex O2, DeepSpeed fp16);
+``bf16-pure`` bf16 weights, gradients and optimizer state (torchtune's default)."""
+OPTIMIZERS = (
+    "sgd",
+    "sgd_momentum",
+    "adam",
+    "adamw",
+    "adadelta",
+    "adafactor",
+    "adam8bit",
+    "adamw8bit",
+    "lamb",
+    "lion",
+)
+CHECKPOINT_MODES = ("non-reentrant", "reentrant")
 
-CUDA_CONTEXT_BYTES = (800 * 2**20, 1330 * 2**20)
+CUDA_CONTEXT_BYTES = (1100 * 2**20, 1343 * 2**20)
 """Device memory the CUDA context, library handles and PyTorch's kernels take outside the
-caching allocator: about 800 MiB on Volta/Turing-era drivers (781 MB in pytorch/pytorch
-#34323) to 1.3 GiB on Hopper with recent drivers; per generation in
+caching allocator on a current driver and CUDA 12: about 1.1 GiB (Ampere, Ada; estimated)
+to 1,343 MiB (measured on Volta; 1.3 GiB on Hopper); per generation in
 ``calibration.CUDA_CONTEXT_BYTES``. Reported beside the allocator figure, not in it."""
 CUDA_CONTEXT_SOURCE = (
-    "CUDA context + kernels, not seen by torch.cuda.max_memory_allocated: 781 MB in "
-    "pytorch/pytorch#34323 (Volta era) to 1.3 GiB on Hopper with recent drivers"
+    "CUDA context + kernels, not seen by torch.cuda.max_memory_allocated, on a current "
+    "driver and CUDA 12: 1,343 MiB measured on Volta, 1.3 GiB on Hopper (Ampere/Ada "
+    "1.1 GiB estimated); older stacks without lazy loading took 781 MB (pytorch#34323)"
 )
 
 
@@ -88,6 +105,12 @@ class MemoryEstimate:
         cuda_context_bytes: ``(low, high)`` CUDA context overhead, outside the peak.
         channels_last: The model runs with NHWC (channels-last) activations, so the
             roofline charges no layout transposes around fp16/bf16 convolutions.
+        trainable_parameter_count: Parameters that get gradients (LoRA adapters only,
+            with ``--lora``; None when not recorded).
+        weight_dtype: The dtype holding most parameters (``float32``, ``bfloat16``, ...):
+            a Hugging Face config builds in its ``torch_dtype``, as ``from_pretrained``
+            loads it.
+        job: The sizing job traced (``job.SizingJob``); its setup is the JSON's ``job``.
     """
 
     model: str
@@ -114,7 +137,15 @@ class MemoryEstimate:
     trace_s: float
     cuda_context_bytes: tuple[int, int] = field(default=CUDA_CONTEXT_BYTES)
     channels_last: bool = False
+    trainable_parameter_count: int | None = None
+    weight_dtype: str | None = None
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
+    job: SizingJob | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def compute_precision(self) -> str:
+        """The precision the matrix operators run at (``fp16`` for ``fp16-o2``)."""
+        return self.precision.split("-")[0]
 
     @property
     def flops_per_step(self) -> int:
@@ -138,7 +169,7 @@ class MemoryEstimate:
         fp32/TF32, where it depends on the card: the roofline charges cards with TF32
         for every convolution but the pointwise ones (``roofline.transposed``).
         """
-        if self.channels_last or self.precision not in ("fp16", "bf16"):
+        if self.channels_last or self.compute_precision not in ("fp16", "bf16"):
             return 0
         return 2 * self.conv_activation_bytes
 
@@ -149,7 +180,9 @@ class MemoryEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``gpuwise.estimate/1`` JSON object."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ops"}
+        skip = ("ops", "job")
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        data["job"] = self.job.describe() if self.job is not None else None
         data["bytes_moved"] = dict(self.bytes_moved)
         data["input_shape"] = list(self.input_shape) if self.input_shape else None
         data["cuda_context_bytes"] = {

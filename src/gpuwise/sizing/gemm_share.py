@@ -48,6 +48,13 @@ def _share(gpu: GpuSpec, precision: str) -> float | None:
     return None
 
 
+def has_gemm_row(gpu: GpuSpec, precision: str) -> bool:
+    """Whether ``matmul_efficiency`` comes from this card's own published GEMM row."""
+    wanted = [precision] if precision == "fp32" else [precision, "fp16"]
+    wanted = ["fp16"] if precision == "tf32" else wanted
+    return any(_share(gpu, p) is not None for p in wanted)
+
+
 def matmul_efficiency(gpu: GpuSpec, precision: str) -> float:
     """Achieved share of the datasheet matrix rate, from the large-GEMM microbenchmarks.
 
@@ -122,7 +129,8 @@ def watts_per_sm_ghz(gpu: GpuSpec) -> float | None:
     if gpu.watts_per_sm_ghz is not None:
         return gpu.watts_per_sm_ghz
     gen = generation(gpu.name)
-    lanes = 64 if "A100" in gpu.name.upper() else FP32_LANES_PER_SM.get(gen)
+    ga100 = any(k in gpu.name.upper() for k in ("A100", "A30"))  # GA100: 64 fp32 lanes an SM
+    lanes = 64 if ga100 else FP32_LANES_PER_SM.get(gen)
     fp32_tflops = gpu.tflops.get("fp32")
     if lanes is None or not fp32_tflops:
         return None

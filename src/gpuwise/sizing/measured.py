@@ -17,9 +17,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from gpuwise.sizing.cuda_ops import run_backward
+from gpuwise.sizing.inputs import input_spec, with_vocab
+from gpuwise.sizing.job import SizingJob, prepare_model
 from gpuwise.sizing.memory import autocast_for, make_optimizer
-from gpuwise.sizing.model_source import make_batch, make_loss
+from gpuwise.sizing.model_source import make_batch, make_loss, resolve_model
 from gpuwise.sizing.models import InputSpec
+from gpuwise.sizing.routes import MasterWeights, autocast_precision, build_model, cast_input
+from gpuwise.sizing.trace_modes import forward_modes, recompute_modes
 
 
 def measure_cpu_peak_bytes(step: Callable[[], None], baseline_bytes: int) -> int:
@@ -98,3 +103,54 @@ def measure_training_peak(
         state.clear()
 
     return measure_cpu_peak_bytes(two_steps, baseline)
+
+
+def measure_job_peak(job: SizingJob) -> int:
+    """Measured CPU peak of ``job``'s steps, run for real as ``estimate_job`` traces them.
+
+    The model is built with real (random) weights and prepared by ``job.prepare_model``;
+    the steps run under the trace's function modes (``trace_modes``), with the warm-up
+    step and gradient accumulation as traced. Compare with ``estimate_job`` of the same job
+    at ``device="cpu"``.
+
+    Args:
+        job: A training job whose input is a shape (not example tensors).
+
+    Returns:
+        Peak bytes: parameters, buffers and fp32 master weights included.
+    """
+    source = resolve_model(job.model)
+    shape = job.input if isinstance(job.input, (str, tuple)) else None
+    spec = input_spec(source, shape, job.seq_len)  # type: ignore[arg-type]
+    torch.manual_seed(0)
+    net = build_model(source.build, job.precision)
+    update = prepare_model(net, job)
+    assert update is not None, "measure_job_peak measures training steps"
+    spec = with_vocab(spec, net)
+    loss_fn = job.make_loss(spec if source.input_spec else None)
+    held = [*net.parameters(), *net.buffers()]
+    if isinstance(update, MasterWeights):
+        held += update.master
+    baseline = sum({id(t.untyped_storage()): t.untyped_storage().nbytes() for t in held}.values())
+    autocast, to_route = autocast_precision(job.precision), cast_input(job.precision)
+    batch = job.batch_size or 1
+    plans = [(True, True)] + (
+        [(True, True)] if job.accumulation_steps == 1 else [(True, False), (False, True)]
+    )
+
+    def steps() -> None:
+        state: dict[str, Any] = {}
+        for zero, step in plans:
+            if zero:
+                update.zero_grad(set_to_none=True)
+            inputs = (to_route(make_batch(spec, batch)),)
+            with forward_modes(autocast, job.attention):
+                state["out"] = net(*inputs)
+                state["loss"] = loss_fn(state["out"], inputs)
+            with recompute_modes(autocast, job.attention):
+                run_backward(state["loss"])
+            if step:
+                update.step()
+        state.clear()
+
+    return measure_cpu_peak_bytes(steps, baseline)

@@ -6,8 +6,8 @@ keeping the output and loss alive until the next step assigns them again, as a p
 training loop does. Every storage is tracked (``live.LiveBytesMode``); the peak over both
 steps is split into parameters, gradients, optimizer state, activations (made in the
 forward and still alive when it ends) and temporaries. The second step's FLOPs
-(``flops.flop_counter_mode``), bytes read plus written by every operator and operator
-count feed the roofline in ``advisor``.
+(PyTorch's FLOP formulas per recorded operator, ``opcost``), bytes read plus written by
+every operator and operator count feed the roofline in ``advisor``.
 
 The trace runs on fake CPU tensors (``FakeTensorMode`` cannot fake CUDA tensors on a CPU
 build of PyTorch), so bf16/fp16 autocast runs CPU autocast with CUDA's fp32 list on top
@@ -21,53 +21,46 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
 import torch
-from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing import model_source
-from gpuwise.sizing.attention import ATTENTIONS, attention_mode
-from gpuwise.sizing.autocast_policy import cuda_autocast
-from gpuwise.sizing.checkpointing import checkpoint_blocks
-from gpuwise.sizing.cuda_ops import cuda_dropout
+from gpuwise.sizing import hf_config, layer_scaling, model_source
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
     PRECISIONS,
     MemoryEstimate,
     check_choice,
 )
-from gpuwise.sizing.flops import flop_counter_mode
 from gpuwise.sizing.inputs import input_spec, with_vocab
+from gpuwise.sizing.job import InputLike, LossFn, SizingJob, prepare_model
 from gpuwise.sizing.live import LiveBytesMode, StorageRecord, live_at, peak_of
 from gpuwise.sizing.models import InputSpec
+from gpuwise.sizing.optimizers import make_optimizer
+from gpuwise.sizing.peft import LoraSpec, freeze_parameters
+from gpuwise.sizing.routes import autocast_precision, build_model, cast_input
 from gpuwise.sizing.shadow import ShadowValues
+from gpuwise.sizing.trace_modes import forward_modes, recompute_modes
+from gpuwise.sizing.tracer import Tracer
 
-__all__ = ["OPTIMIZERS", "PRECISIONS", "MemoryEstimate", "estimate"]
-
-InputLike = None | str | tuple[int, ...] | torch.Tensor | tuple[torch.Tensor, ...]
-LossFn = Callable[[Any, tuple[Any, ...]], torch.Tensor]
-
-
-def make_optimizer(name: str, params: list[nn.Parameter], foreach: bool) -> torch.optim.Optimizer:
-    """The optimizer ``name`` (one of ``OPTIMIZERS``) over ``params``."""
-    check_choice("optimizer", name, OPTIMIZERS)
-    if name in ("adam", "adamw"):
-        cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
-        return cls(params, lr=1e-3, foreach=foreach)
-    if name == "adadelta":
-        return torch.optim.Adadelta(params, foreach=foreach)
-    momentum = 0.9 if name == "sgd_momentum" else 0.0
-    return torch.optim.SGD(params, lr=0.01, momentum=momentum, foreach=foreach)
+__all__ = [
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "MemoryEstimate",
+    "SizingJob",
+    "estimate",
+    "estimate_job",
+    "freeze_parameters",
+    "make_optimizer",
+]
 
 
 def autocast_for(precision: str, device_type: str = "cpu") -> AbstractContextManager[Any]:
-    """Autocast context for ``precision`` (fp32 and tf32 run without autocast)."""
+    """Autocast context for the route ``precision`` (only ``bf16``/``fp16`` autocast)."""
     check_choice("precision", precision, PRECISIONS)
     if precision in ("bf16", "fp16"):
         dtype = torch.bfloat16 if precision == "bf16" else torch.float16
@@ -89,63 +82,6 @@ def _fake_inputs(example: InputLike, spec: InputSpec | None, batch: int) -> tupl
         return tuple(torch.empty((batch, *t.shape[1:]), dtype=t.dtype) for t in example)
     assert spec is not None
     return (model_source.make_batch(spec, batch),)
-
-
-class _Tracer:
-    """One traced estimate: the model, optimizer and tracker inside a fake-tensor mode."""
-
-    def __init__(self, mode: LiveBytesMode, model: nn.Module, opt: torch.optim.Optimizer | None):
-        self.mode, self.model, self.opt = mode, model, opt
-        self.forward_end: list[int] = []
-        self.flops = {"forward": 0, "backward": 0}
-        self.input_bytes = 0
-
-    def mark(self, tensors: list[torch.Tensor], category: str) -> None:
-        for t in tensors:
-            self.mode.track(t).category = category
-
-    def step(
-        self,
-        batch_fn: Callable[[], tuple[Any, ...]],
-        loss_fn: LossFn,
-        cast: Any,
-        state: dict[str, Any],
-        count: bool,
-        plan: tuple[bool, bool] = (True, True),
-    ) -> None:
-        """One micro-step; ``plan`` is (zero the gradients first, run the optimizer after)."""
-        mode = self.mode
-        training = self.opt is not None
-        zero, update = plan
-        if self.opt is not None and zero:
-            self.opt.zero_grad(set_to_none=True)
-        with mode.in_phase("input"):
-            inputs = batch_fn()
-        self.input_bytes = sum(t.numel() * t.element_size() for t in inputs)
-        counter = flop_counter_mode() if count else nullcontext()
-        grad = nullcontext() if training else torch.no_grad()
-        with mode.in_phase("forward"), counter, grad, cast():
-            state["out"] = self.model(*inputs)
-            state["loss"] = loss_fn(state["out"], inputs) if training else None
-        self.forward_end.append(mode.seq)
-        if count:
-            self.flops["forward"] = counter.get_total_flops()  # type: ignore[union-attr]
-        if self.opt is None:
-            return
-        counter = flop_counter_mode() if count else nullcontext()
-        with mode.in_phase("backward"), counter:
-            state["loss"].backward()
-        if count:
-            self.flops["backward"] = counter.get_total_flops()  # type: ignore[union-attr]
-        self.mark([p.grad for p in self.model.parameters() if p.grad is not None], "gradients")
-        if not update:
-            return
-        with mode.in_phase("optimizer"):
-            self.opt.step()
-        for per_param in self.opt.state.values():
-            for key, value in per_param.items():
-                if isinstance(value, torch.Tensor):
-                    self.mark([value], "host" if key == "step" else "optimizer_state")
 
 
 def _classify(
@@ -172,8 +108,9 @@ def estimate(
     seq_len: int | None = None,
     foreach: bool = True,
     loss_fn: LossFn | None = None,
-    checkpoint: bool = False,
+    checkpoint: bool | str = False,
     freeze: tuple[str, ...] = (),
+    lora: LoraSpec | None = None,
     accumulation_steps: int = 1,
     attention: str = "sdpa",
     channels_last: bool = False,
@@ -188,8 +125,9 @@ def estimate(
             example batch (a tensor or tuple of tensors, batch first). ``None``: the
             built-in model's default input.
         batch_size: Samples per step (default: the example batch's size, else 1).
-        precision: ``"fp32"``, ``"tf32"``, ``"bf16"`` or ``"fp16"`` (autocast).
-        optimizer: ``"sgd"``, ``"sgd_momentum"``, ``"adam"``, ``"adamw"`` or ``"adadelta"``.
+        precision: Precision route: ``"fp32"``, ``"tf32"``, ``"bf16"``/``"fp16"``
+            (autocast), ``"fp16-o2"`` (half model, fp32 master weights) or ``"bf16-pure"``.
+        optimizer: One of ``OPTIMIZERS`` (``optimizers.make_optimizer``).
         training: Trace forward, backward and optimizer step; False traces a forward
             under ``torch.no_grad``.
         device: ``"cuda"`` rounds sizes as the CUDA caching allocator does; ``"cpu"``
@@ -198,16 +136,17 @@ def estimate(
         foreach: Use the multi-tensor optimizer path (PyTorch's default on CUDA).
         loss_fn: ``loss_fn(output, inputs) -> scalar``; default cross-entropy for the
             built-ins, ``output.sum()`` otherwise.
-        checkpoint: Checkpoint each block of the model's stack of repeated blocks
-            (``checkpointing.checkpoint_blocks``); models that call
+        checkpoint: ``"non-reentrant"`` (or True), ``"reentrant"``, or False: checkpoint
+            the model as ``checkpointing.enable_checkpointing`` does; models that call
             ``torch.utils.checkpoint`` themselves are traced as they are.
         accumulation_steps: Micro-batches per optimizer step (gradient accumulation):
             the gradients stay alive through the next micro-batch's forward and backward.
             Sizes, FLOPs and bytes are per micro-batch of ``batch_size``.
         attention: ``"sdpa"``: ``scaled_dot_product_attention`` as the fused kernel CUDA
             runs; ``"eager"``: as explicit matmuls and softmax that keep the scores.
-        freeze: Parameter-name prefixes to freeze (LoRA-style fine-tuning): no gradients
-            and no optimizer state for them.
+        freeze: Parameter-name prefixes or globs to freeze, ``!PATTERN`` to keep
+            trainable (``peft.freeze_parameters``): no gradients or optimizer state.
+        lora: LoRA adapters to add the way PEFT does (``peft.add_lora``).
         channels_last: The model runs with channels-last (NHWC) activations; recorded on
             the estimate for the roofline (sizes are the same in either format).
 
@@ -223,43 +162,90 @@ def estimate(
         >>> est.parameter_count
         11689512
     """
-    check_choice("precision", precision, PRECISIONS)
-    check_choice("optimizer", optimizer, OPTIMIZERS)
-    check_choice("device", device, ("cuda", "cpu"))
-    check_choice("attention", attention, ATTENTIONS)
-    source = model_source.resolve_model(model)
+    mode = "non-reentrant" if checkpoint is True else (checkpoint or None)
+    job = SizingJob(
+        model,
+        example_input,
+        seq_len=seq_len,
+        batch_size=batch_size,
+        accumulation_steps=accumulation_steps,
+        precision=precision,
+        optimizer=optimizer,
+        freeze=tuple(freeze),
+        lora=lora,
+        checkpoint=mode,
+        attention=attention,
+        channels_last=channels_last,
+        training=training,
+        device=device,
+        foreach=foreach,
+        loss_fn=loss_fn,
+    )
+    return estimate_job(job)
+
+
+def estimate_job(job: SizingJob) -> MemoryEstimate:
+    """Trace one step of ``job`` on fake tensors and return its estimate (see ``estimate``).
+
+    Raises:
+        UsageError: As ``estimate``.
+
+    Example:
+        >>> est = estimate_job(SizingJob("mnist_mlp", batch_size=4, optimizer="lion"))
+        >>> est.optimizer
+        'lion'
+    """
+    source = model_source.resolve_model(job.model)
+    layers = hf_config.layer_count(source.hf_config) if source.hf_config is not None else None
+    if layers is not None and layers > layer_scaling.SCALE_ABOVE_LAYERS:
+        a, b = (_traced(job, hf_config.shallow(source, n)) for n in layer_scaling.TRACED_LAYERS)
+        if layer_scaling.same_peak_point(a, b):
+            extra = layers - layer_scaling.TRACED_LAYERS[1]
+            return replace(layer_scaling.extrapolate(a, b, extra), model=source.name)
+    return _traced(job, source)
+
+
+def _traced(job: SizingJob, source: model_source.ModelSource) -> MemoryEstimate:
+    """Trace with transformers on its eager path, else (a value it must read) as it traces."""
+    try:
+        return _trace(job, source, real_paths=True)
+    except UsageError as err:
+        if "needs real data" not in str(err):
+            raise
+        return _trace(job, source, real_paths=False)
+
+
+def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -> MemoryEstimate:
+    example_input, training = job.input, job.training
     tensors_given = isinstance(example_input, torch.Tensor) or (
         isinstance(example_input, tuple)
         and bool(example_input)
         and isinstance(example_input[0], torch.Tensor)
     )
-    spec = None if tensors_given else _input_spec(source, example_input, seq_len)
-    if batch_size is None:
-        batch_size = _batch_of(example_input) if tensors_given else 1
-    if batch_size < 1:
-        raise UsageError(f"batch size {batch_size} is not positive; pass --batch 1 or more")
+    spec = None if tensors_given else _input_spec(source, example_input, job.seq_len)
+    batch_size = job.batch_size or (_batch_of(example_input) if tensors_given else 1)
     shape_text = "x".join(map(str, spec.shape)) if spec else "(example tensors)"
     started = time.perf_counter()
-    tracker = LiveBytesMode(cuda_rounding=device == "cuda")
-    loss = loss_fn or model_source.make_loss(spec if source.input_spec else None)
+    tracker = LiveBytesMode(cuda_rounding=job.device == "cuda")
+    loss = job.make_loss(spec if source.input_spec else None)
+    to_route = cast_input(job.precision)
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input
         shadow = ShadowValues(paused=lambda: tracker.phase == "input")
-        with tracker, shadow, tracker.in_phase("build"):
-            net = source.build()
-            net.train(training)
-            if checkpoint and training:
-                checkpoint_blocks(net)
-            freeze_parameters(net, freeze)
+        hf_paths = hf_config.real_tensor_paths() if real_paths else nullcontext()
+        with tracker, shadow, hf_paths, tracker.in_phase("build"):
+            net = build_model(source.build, job.precision)
+            update = prepare_model(net, job)
             spec = with_vocab(spec, net) if spec is not None else None
-            tracer = _Tracer(tracker, net, None)
+            tracer = Tracer(tracker, net, None)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
-            params = [p for p in net.parameters() if p.requires_grad]
-            tracer.opt = make_optimizer(optimizer, params, foreach) if training else None
+            tracer.opt = update
             state: dict[str, Any] = {}
-            cast = functools.partial(_forward_modes, precision, attention)
+            autocast = autocast_precision(job.precision)
+            cast = functools.partial(forward_modes, autocast, job.attention)
+            recompute = functools.partial(recompute_modes, autocast, job.attention)
             with model_source.layer_errors(net, shape_text):
-                plans = _plans(training, accumulation_steps)
+                plans = _plans(training, job.accumulation_steps)
                 for i, plan in enumerate(plans):
                     last = i == len(plans) - 1
                     if last:
@@ -267,9 +253,10 @@ def estimate(
                         tracker.op_count.clear()
                         tracker.record_ops = True
                     tracer.step(
-                        lambda: _fake_inputs(example, spec, batch_size),
+                        lambda: tuple(map(to_route, _fake_inputs(example, spec, batch_size))),
                         loss,
                         cast,
+                        recompute,
                         state,
                         count=last,
                         plan=plan,
@@ -281,23 +268,16 @@ def estimate(
         source.name,
         spec,
         batch_size,
-        precision,
-        optimizer,
+        job.precision,
+        job.optimizer,
         training,
-        device,
+        job.device,
         records,
         tracker,
         tracer,
         time.perf_counter() - started,
     )
-    return replace(summary, channels_last=channels_last)
-
-
-@contextmanager
-def _forward_modes(precision: str, attention: str) -> Iterator[None]:
-    # dropout's mode first: eager attention's own dropout then reaches it
-    with cuda_autocast(precision), cuda_dropout(), attention_mode(attention):
-        yield
+    return replace(summary, channels_last=job.channels_last, job=job)
 
 
 def _plans(training: bool, accumulation_steps: int) -> list[tuple[bool, bool]]:
@@ -308,32 +288,9 @@ def _plans(training: bool, accumulation_steps: int) -> list[tuple[bool, bool]]:
     """
     if not training:
         return [(False, False)]
-    if accumulation_steps < 1:
-        raise UsageError(f"accumulation steps {accumulation_steps} must be 1 or more")
     if accumulation_steps == 1:
         return [(True, True), (True, True)]
     return [(True, True), (True, False), (False, True)]
-
-
-def freeze_parameters(net: nn.Module, prefixes: tuple[str, ...]) -> None:
-    """Stop gradients of the parameters whose names start with one of ``prefixes``.
-
-    Raises:
-        UsageError: A prefix given and no parameter matches; lists the top-level names.
-    """
-    if not prefixes:
-        return
-    frozen = 0
-    for name, param in net.named_parameters():
-        if name.startswith(prefixes):
-            param.requires_grad_(False)
-            frozen += 1
-    if not frozen:
-        names = sorted({n.split(".")[0] for n, _ in net.named_parameters()})
-        raise UsageError(
-            f"--freeze {' '.join(prefixes)} matches no parameter; top-level names: "
-            f"{', '.join(names)}"
-        )
 
 
 def _batch_of(example: Any) -> int:
@@ -356,7 +313,7 @@ def _summarize(
     device: str,
     records: list[StorageRecord],
     tracker: LiveBytesMode,
-    tracer: _Tracer,
+    tracer: Tracer,
     trace_s: float,
 ) -> MemoryEstimate:
     peak, peak_seq = peak_of(records, skip=frozenset({"host"}))
@@ -370,6 +327,11 @@ def _summarize(
         for c in ("parameters", "gradients", "optimizer_state")
     }
     params = sum(p.numel() for p in tracer.model.parameters())
+    trainable = sum(p.numel() for p in tracer.model.parameters() if p.requires_grad)
+    by_dtype: dict[str, int] = {}
+    for p in tracer.model.parameters():
+        key = str(p.dtype).removeprefix("torch.")
+        by_dtype[key] = by_dtype.get(key, 0) + p.numel()
     return MemoryEstimate(
         model=name,
         batch_size=batch,
@@ -394,4 +356,6 @@ def _summarize(
         input_bytes=tracer.input_bytes,
         trace_s=trace_s,
         ops=tuple(tracker.ops),
+        trainable_parameter_count=trainable,
+        weight_dtype=max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
     )

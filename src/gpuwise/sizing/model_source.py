@@ -33,6 +33,7 @@ class ModelSource:
     name: str
     build: Callable[[], nn.Module]
     input_spec: InputSpec | None
+    hf_config: Any = None
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -92,8 +93,9 @@ def resolve_model(model: ModelLike) -> ModelSource:
 
     Args:
         model: A built-in name (see ``BUILTIN_MODELS``), ``"package.module:factory"``,
-            a zero-argument factory, or an ``nn.Module`` (copied with fake parameters,
-            so its real memory is not touched).
+            a Hugging Face ``config.json`` path (``hf_config``), a zero-argument
+            factory, or an ``nn.Module`` (copied with fake parameters, so its real memory
+            is not touched).
 
     Returns:
         The model source.
@@ -109,12 +111,22 @@ def resolve_model(model: ModelLike) -> ModelSource:
     if model in BUILTIN_MODELS:
         builtin = BUILTIN_MODELS[model]
         return ModelSource(model, builtin.factory, builtin.input_spec)
+    if model.endswith(".json") or model.endswith("/"):
+        return _hf_source(model)
     if ":" in model:
         return ModelSource(model, _checked(model, _import_factory(model)), None)
     raise UsageError(
         f"unknown model {model!r}; use one of {', '.join(sorted(BUILTIN_MODELS))} "
         "or 'package.module:factory'"
     )
+
+
+def _hf_source(path: str) -> ModelSource:
+    from gpuwise.sizing import hf_config
+
+    config = hf_config.read_config(path)
+    name = (getattr(config, "architectures", None) or [config.model_type])[0]
+    return ModelSource(name, hf_config.builder(config), hf_config.input_of(config), config)
 
 
 def make_batch(spec: InputSpec, batch_size: int) -> torch.Tensor:
@@ -125,12 +137,22 @@ def make_batch(spec: InputSpec, batch_size: int) -> torch.Tensor:
     return torch.randn(shape)
 
 
-def make_loss(spec: InputSpec | None) -> Callable[[Any, tuple[Any, ...]], torch.Tensor]:
-    """The loss a training step uses: cross-entropy for built-ins, else ``output.sum()``."""
+def make_loss(
+    spec: InputSpec | None, kind: str = "full"
+) -> Callable[[Any, tuple[Any, ...]], torch.Tensor]:
+    """The loss a training step uses: cross-entropy for built-ins, else ``output.sum()``.
+
+    ``kind`` is how a token model's cross-entropy runs (``losses.LOSSES``): ``full``
+    (fp32 logits) or ``fused`` (chunked, no fp32 copy kept).
+    """
 
     def loss(output: Any, inputs: tuple[Any, ...]) -> torch.Tensor:
         out = _first_tensor(output)
         if spec is not None and spec.kind == "tokens":
+            if kind == "fused":
+                from gpuwise.sizing.losses import fused_cross_entropy
+
+                return fused_cross_entropy(out.flatten(0, 1), inputs[0].flatten())
             return nn.functional.cross_entropy(out.flatten(0, 1).float(), inputs[0].flatten())
         if spec is not None and spec.num_classes:
             targets = torch.randint(0, spec.num_classes, (out.shape[0],))
@@ -151,6 +173,19 @@ def _first_tensor(output: Any) -> torch.Tensor:
     raise UsageError(
         f"the model returned {type(output).__name__}; expected a tensor, or a tuple, list or "
         "dict holding one (pass loss_fn= to estimate() for other outputs)"
+    )
+
+
+_SHAPE_WORDS = ("shape", "size", "dim", "mat1", "mat2", "expected input", "channels")
+
+
+def _about_shapes(err: BaseException, text: str) -> bool:
+    """Whether an error inside the forward is a shape mismatch (else the input is not blamed)."""
+    if type(err).__name__ == "CheckpointError" or "keyword argument" in text:
+        return False
+    lowered = text.lower()
+    return isinstance(err, (IndexError, RuntimeError, ValueError, AssertionError)) and any(
+        word in lowered for word in _SHAPE_WORDS
     )
 
 
@@ -180,6 +215,12 @@ def layer_errors(model: nn.Module, shape_text: str) -> Iterator[None]:
                 f"layer {where} needs real data to decide a shape ({type(err).__name__}: "
                 f"{first_line}), so it cannot be traced on fake tensors; measure it with "
                 "`gpuwise tune` instead"
+            ) from err
+        if not _about_shapes(err, first_line):
+            raise UsageError(
+                f"layer {where} failed while tracing (input {shape_text}): "
+                f"{type(err).__name__}: {first_line}; the input shape is not the cause. "
+                "Check that the model runs a plain training step on the CPU"
             ) from err
         raise UsageError(
             f"input {shape_text} does not fit layer {where}: {type(err).__name__}: "

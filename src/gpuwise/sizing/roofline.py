@@ -7,7 +7,11 @@ Each operator (``opcost.OpCost``) takes
 and the step is the sum over its operators, bounded below by the host's time to launch
 them (launches are asynchronous: the GPU's work hides them until it runs out):
 
-    step_s = max(sum(op_s), kernels * launch_s) + h2d_s
+    step_s = max(sum(op_s), kernels * launch_s, h2d_s)
+
+The batch's PCIe copy overlaps the previous step's kernels (a prefetching loader copies
+from pinned memory on a side stream, ``data.prefetch``), so it bounds the step only when
+it is the longest part.
 
 Rates are the catalog's datasheet figures times the card's microbenchmarked share
 (``gemm_share.matmul_efficiency``, ``calibration.copy_efficiency``) times the generation's fitted
@@ -108,13 +112,14 @@ class StepTime:
     """One step's predicted time (seconds) and what bounds it.
 
     Attributes:
-        step_s: Whole step: ``max(kernels_s, launch_s) + h2d_s``.
+        step_s: Whole step: ``max(kernels_s, launch_s, h2d_s)`` (the copy overlapped).
         kernels_s: Sum of every operator's roofline time on the GPU.
         compute_s: Sum of the operators' FLOP times alone.
         memory_s: Sum of the operators' byte times alone.
         launch_s: Host time to launch every kernel.
         h2d_s: Copy of the batch to the device.
-        bound: ``compute``, ``memory`` or ``overhead`` (host launch or kernel minimums).
+        bound: ``compute``, ``memory``, ``overhead`` (host launch or kernel minimums) or
+            ``h2d`` (the batch's copy is longer than the step's kernels).
         precision: Precision the matrix operators ran at.
     """
 
@@ -213,7 +218,8 @@ def step_time(
     kernels_s = sum(by_bound.values())
     launch = kernels * launch_s_per_kernel
     bound = "overhead" if launch > kernels_s else max(by_bound, key=by_bound.__getitem__)
-    step = max(kernels_s, launch) + h2d_s
+    bound = "h2d" if h2d_s > max(kernels_s, launch) else bound
+    step = max(kernels_s, launch, h2d_s)  # the copy overlaps the kernels
     return StepTime(step, kernels_s, compute, memory, launch, h2d_s, bound, precision)
 
 
@@ -251,7 +257,8 @@ def gpu_step_time(
         precision: Precision to run at.
         batch_size: Batch to predict for (default: the traced batch; scaled linearly).
         launch_s_per_kernel: Host cost of one launch.
-        with_h2d: Add the PCIe copy of the batch (False when a loader overlaps it).
+        with_h2d: Bound the step by the PCIe copy of the batch, overlapped with the
+            kernels (False: leave the copy out).
         compiled: ``torch.compile`` fuses elementwise operators.
         channels_last: NHWC activations (default: the estimate's ``channels_last``).
 

@@ -22,9 +22,10 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakTensorKeyDictionary
 
-MAX_NUMEL = 4096
-"""Largest tensor given a real copy: hyper-parameter schedules and random scalars, never
-activations."""
+MAX_NUMEL = 1 << 15
+"""Largest tensor given a real copy: hyper-parameter schedules, random scalars and position
+ids (transformers checks the ids of a batch of 2 x 2,048 tokens for packed sequences,
+4,098 values with the prepended one), never activations."""
 
 _ITEM = torch.ops.aten._local_scalar_dense.default
 

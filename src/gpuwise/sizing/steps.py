@@ -1,8 +1,9 @@
-"""A real training step of a model on a device, for ``tune`` and the precision check.
+"""A real training step of a sizing job on a device, for ``tune`` and the precision check.
 
-Built from the same pieces the estimate traces: the model source (``loading``), the input
-from the flags (``inputs.input_spec``), the optimizer (``memory.make_optimizer``) and
-autocast, so a measured step and an estimated one are the same step.
+Built from the same pieces the estimate traces: the model source, the input from the
+flags (``inputs.input_spec``), and ``job.prepare_model`` (precision route, LoRA, frozen
+parameters, checkpointing, optimizer), so a measured step and an estimated one are the
+same step.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from dataclasses import dataclass
 import torch
 
 from gpuwise.sizing import model_source
-from gpuwise.sizing.checkpointing import checkpoint_blocks
 from gpuwise.sizing.inputs import input_spec, with_vocab
-from gpuwise.sizing.memory import autocast_for, freeze_parameters, make_optimizer
+from gpuwise.sizing.job import SizingJob, prepare_model
+from gpuwise.sizing.memory import autocast_for
+from gpuwise.sizing.routes import build_model, cast_input
 
 
 @dataclass(frozen=True)
@@ -26,53 +28,41 @@ class TrainingStep:
     parameter_bytes: int
 
 
-def make_training_step(
-    model: model_source.ModelLike,
-    device: torch.device,
-    *,
-    shape: str | tuple[int, ...] | None = None,
-    seq_len: int | None = None,
-    optimizer: str = "adamw",
-    checkpoint: bool = False,
-    freeze: tuple[str, ...] = (),
-) -> TrainingStep:
-    """Build ``model`` on ``device`` with its optimizer and return a step function.
+def make_training_step(job: SizingJob, device: torch.device) -> TrainingStep:
+    """Build ``job``'s model on ``device`` with its update and return a step function.
 
     Args:
-        model: Built-in name, ``package.module:factory``, factory or module.
+        job: What to run (its batch size is ignored: the step takes one).
         device: Where to run.
-        shape: One sample's shape (``--input``), or None for the model's own.
-        seq_len: Sequence length of a token model (``--seq``).
-        optimizer: One of ``memory.OPTIMIZERS``.
-        checkpoint: Checkpoint the model's repeated blocks, as ``estimate`` does.
-        freeze: Parameter-name prefixes to freeze, as ``estimate`` does.
 
     Returns:
-        The step and the model's parameter bytes.
+        The step (``step(batch, autocast)``: ``autocast`` is ``fp32``, ``bf16`` or
+        ``fp16``, on top of the job's precision route) and the model's parameter bytes.
 
     Raises:
         UsageError: Unknown model, or an input the flags do not describe.
     """
-    source = model_source.resolve_model(model)
-    spec = input_spec(source, shape, seq_len)
+    source = model_source.resolve_model(job.model)
+    shape = job.input if isinstance(job.input, (str, tuple)) else None
+    spec = input_spec(source, shape, job.seq_len)  # type: ignore[arg-type]
     torch.manual_seed(0)
-    net = source.build().to(device)
+    with torch.device(device):
+        net = build_model(source.build, job.precision)
+    update = prepare_model(net, job)
+    if update is None:
+        raise ValueError("make_training_step needs a training job")
     spec = with_vocab(spec, net)
-    if checkpoint:
-        checkpoint_blocks(net)
-    freeze_parameters(net, freeze)
-    params = [p for p in net.parameters() if p.requires_grad]
-    opt = make_optimizer(optimizer, params, foreach=device.type == "cuda")
-    loss_fn = model_source.make_loss(spec if source.input_spec else None)
+    loss_fn = job.make_loss(spec if source.input_spec else None)
+    to_route = cast_input(job.precision)
 
     def step(batch: int, precision: str = "fp32") -> None:
         with torch.device(device):
-            inputs = (model_source.make_batch(spec, batch),)
+            inputs = (to_route(model_source.make_batch(spec, batch)),)
             with autocast_for(precision, device.type):
                 loss = loss_fn(net(*inputs), inputs)
         loss.backward()  # type: ignore[no-untyped-call]
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        update.step()
+        update.zero_grad(set_to_none=True)
 
     param_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
     return TrainingStep(step, param_bytes)

@@ -14,8 +14,10 @@ from typing import Any
 
 import torch
 
-from gpuwise.errors import NoDeviceError
+from gpuwise.errors import NoDeviceError, OutOfMemoryProbe
+from gpuwise.sizing.job import SizingJob
 from gpuwise.sizing.precision import compare_precision
+from gpuwise.sizing.routes import autocast_precision
 from gpuwise.sizing.steps import make_training_step
 from gpuwise.sizing.tune import TUNE_SCHEMA, find_batch_size
 
@@ -32,10 +34,12 @@ class TuneRequest:
         shape: One sample's shape without the batch, e.g. ``"3x224x224"`` (default: the
             model's own).
         seq_len: Sequence length for token models (default: the model's own).
-        precision: The step's precision: ``fp32``, ``tf32``, ``bf16`` or ``fp16``.
-        optimizer: ``sgd``, ``sgd_momentum``, ``adam`` or ``adamw``.
+        precision: The step's precision route (``estimate_types.PRECISIONS``).
+        optimizer: One of ``estimate_types.OPTIMIZERS``.
         checkpoint: Gradient checkpointing of the model's repeated blocks.
         freeze: Name prefixes of parameters to freeze.
+        job: The whole sizing job (the CLI's); when given, the model fields above are
+            ignored.
         start_batch: First batch to try (default: from the estimate and the limit).
         max_batch: Largest batch to try.
         memory_limit_bytes: Memory the step may use (default: see ``find_batch_size``).
@@ -55,6 +59,21 @@ class TuneRequest:
     memory_limit_bytes: int | None = None
     repeats: int = 3
     precision_check: bool = True
+    job: SizingJob | None = None
+
+    def sizing_job(self) -> SizingJob:
+        """The job to tune: ``job``, or one made of the model fields."""
+        if self.job is not None:
+            return self.job
+        return SizingJob(
+            self.model,
+            self.shape,
+            seq_len=self.seq_len,
+            precision=self.precision,
+            optimizer=self.optimizer,
+            checkpoint="non-reentrant" if self.checkpoint else None,
+            freeze=self.freeze,
+        )
 
 
 def resolve_device(name: str) -> torch.device:
@@ -83,6 +102,23 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise NoDeviceError("--device mps: MPS is not available here; use --device cpu")
     return device
+
+
+def _refuse_impossible_limit(
+    request: TuneRequest, peak_bytes_fn: Callable[[int], int] | None
+) -> None:
+    """Refuse, from the estimate, a limit below the smallest batch's peak (nothing is built)."""
+    limit = request.memory_limit_bytes
+    if limit is None or peak_bytes_fn is None:
+        return
+    smallest = peak_bytes_fn(1)
+    if smallest > limit:
+        raise OutOfMemoryProbe(
+            f"--memory-limit {limit:,} B is below the estimated peak of the smallest batch "
+            f"({smallest:,} B by the traced estimate); nothing was built or run. Raise the "
+            "limit, or shrink the job (--lora, --freeze, --precision bf16-pure, "
+            "--optimizer adam8bit)"
+        )
 
 
 def tune_model(
@@ -114,20 +150,15 @@ def tune_model(
         >>> doc["max_batch_size"] <= 64
         True
     """
+    job = request.sizing_job()
+    _refuse_impossible_limit(request, peak_bytes_fn)
     say(f"building {request.model}")
-    built = make_training_step(
-        request.model,
-        device,
-        shape=request.shape,
-        seq_len=request.seq_len,
-        optimizer=request.optimizer,
-        checkpoint=request.checkpoint,
-        freeze=request.freeze,
-    )
+    built = make_training_step(job, device)
+    autocast = autocast_precision(job.precision)
 
     def probe(batch: int) -> None:
         say(f"timing batch {batch} on {device}")
-        built.step(batch, request.precision)
+        built.step(batch, autocast)
 
     result = find_batch_size(
         probe,
@@ -147,7 +178,7 @@ def tune_model(
     return {
         "schema": TUNE_SCHEMA,
         "model": request.model,
-        "step_precision": request.precision,
+        "step_precision": job.precision,
         **result.to_dict(),
         "precision": check.to_dict() if check else None,
     }

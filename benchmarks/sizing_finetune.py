@@ -1,0 +1,117 @@
+"""Published LLM fine-tuning measurements against gpuwise's sizing, through the CLI.
+
+Each row of ``src/gpuwise/sizing/published_finetune.csv`` (one source per row) is sized
+as a user types it: ``gpuwise advise --hf-config <the model's config.json> --seq S
+--batch B <the row's flags> --gpu <its card> --json``. The memory rows compare the traced
+peak plus the card's cuBLAS workspaces (what ``torch.cuda.max_memory_allocated`` reports)
+with the published peak; the throughput rows compare tokens/s; every row that ran on its
+card must come out "fits" there. Rows whose setup gpuwise cannot express (an optimizer
+fused into the backward) are listed as skipped, with why.
+
+    python benchmarks/sizing_finetune.py            # every row
+    python benchmarks/sizing_finetune.py --quick    # the memory rows only
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import math
+import shlex
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CSV = ROOT / "src" / "gpuwise" / "sizing" / "published_finetune.csv"
+CONFIGS = {"Llama 3.1 8B": ROOT / "tests" / "sizing" / "data" / "llama31_8b_config.json"}
+LLAMA3_70B = ROOT / "tests" / "sizing" / "data" / "llama3_70b_config.json"
+BUDGET_S, BUDGET_RSS_BYTES = 30.0, 2**30
+
+
+def time_70b(runs: int) -> None:
+    """Wall time and peak RSS of ``gpuwise estimate`` of Llama-3-70B from its config.json."""
+    import resource
+    import subprocess
+    import time
+
+    argv = [sys.executable, "-m", "gpuwise", "estimate", "--hf-config", str(LLAMA3_70B)]
+    argv += ["--seq", "2048", "--batch", "1", "--precision", "bf16", "--lora", "16"]
+    argv += ["--checkpoint", "--json"]
+    times, rss = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+        # ru_maxrss of the children is in KiB on Linux: the largest child so far
+        rss.append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+    wall, peak = statistics.median(times), max(rss)
+    print(f"Llama-3-70B from config.json: {wall:.1f} s (median of {runs}; budget {BUDGET_S:.0f} s,"
+          f" x{wall / BUDGET_S:.2f}), peak RSS {peak / 2**20:,.0f} MiB (budget 1 GiB,"
+          f" x{peak / BUDGET_RSS_BYTES:.2f})")  # fmt: skip
+
+
+def advise(row: dict[str, str]) -> dict[str, object]:
+    """``gpuwise advise ... --json`` for the row, as a user would type it."""
+    from gpuwise.cli.main import main
+
+    argv = ["advise", "--hf-config", str(CONFIGS[row["model"]]), "--seq", row["seq"]]
+    argv += ["--batch", row["batch"], *shlex.split(row["argv"])]
+    argv += ["--gpu", row["gpu"], "--json"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    if code != 0:
+        raise SystemExit(f"gpuwise {' '.join(argv)} exited {code}")
+    data: dict[str, object] = json.loads(out.getvalue())
+    return data
+
+
+def main() -> int:
+    """Print each row's measured and predicted figures and the median error."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the memory rows only")
+    args = parser.parse_args()
+    from gpuwise.sizing.calibration import cublas_workspace_bytes
+
+    rows = list(csv.DictReader(CSV.open(encoding="utf-8")))
+    errors: dict[str, list[float]] = {"peak_memory": [], "train_tokens_per_s": []}
+    fits_all = True
+    print(f"{'model':13} {'method':5} {'gpu':24} {'metric':18} {'published':>10} "
+          f"{'gpuwise':>10} {'ratio':>6}  fits")  # fmt: skip
+    for row in rows:
+        if not row["argv"]:
+            print(f"{row['model']:13} {row['method']:5} {row['gpu']:24} skipped: {row['source']}")
+            continue
+        if args.quick and row["metric"] != "peak_memory":
+            continue
+        data = advise(row)
+        card = next(r for r in data["rows"] if r["kind"] == "gpu")  # type: ignore[union-attr]
+        if row["metric"] == "peak_memory":
+            peak = data["peak_bytes"] + cublas_workspace_bytes(row["gpu"])  # type: ignore[operator]
+            predicted = peak / 2**30
+        else:
+            predicted = card["samples_per_s"] * int(row["seq"])
+        measured = float(row["value"])
+        errors[row["metric"]].append(abs(math.log(predicted / measured)))
+        fits_all &= bool(card["fits"])
+        print(f"{row['model']:13} {row['method']:5} {row['gpu']:24} {row['metric']:18} "
+              f"{measured:>10,.1f} {predicted:>10,.1f} {predicted / measured:>6.2f}  "
+              f"{'yes' if card['fits'] else 'NO'}")  # fmt: skip
+    for metric, errs in errors.items():
+        if errs:
+            median = statistics.median(errs)
+            print(
+                f"{metric}: n={len(errs)} median |ln ratio| {median:.3f} (x{math.exp(median):.2f})"
+            )
+    print(f"every published configuration fits its card: {'yes' if fits_all else 'NO'}")
+    time_70b(1 if args.quick else 5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    raise SystemExit(main())
