@@ -6,8 +6,9 @@ writes what the test checks into the directory OUT. Modes:
 * ``equiv``: 50 SGD steps of a small MLP on a global batch of 8 split over the ranks;
   saves each rank's final parameters (``params-<rank>.npy``).
 * ``straggler``: 20 steps; rank 1's collate sleeps ARG milliseconds per batch.
-* ``comm``: a 16 MB MLP in one gradient bucket, blocks of 4 synced steps and 4 ``no_sync``
-  steps in turn.
+* ``comm``: a 16 MB MLP in one gradient bucket; blocks of 4 steps in turn: the real
+  all-reduce, a no-op all-reduce (DDP's gradient bookkeeping without communication; the
+  ranks' gradients then differ, which the timing does not mind) and ``no_sync``.
 * ``kill``: rank 1 kills itself with SIGKILL at step 8; the others would run 10 000 steps.
 * ``loader``: each rank reads the gpuwise store ARG for one epoch, twice, and saves the
   labels of every batch (``loader-<rank>.json``).
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
@@ -102,13 +104,31 @@ def run_straggler(out: Path, rank: int, delay_ms: float) -> None:
         optimizer.step()
 
 
+COMM_KINDS = ("allreduce", "no_op", "no_sync")
+
+
+def comm_kind(step: int) -> str:
+    """What step ``step`` of the ``comm`` mode runs (blocks of 4 steps, in turn)."""
+    return COMM_KINDS[(step // 4) % len(COMM_KINDS)]
+
+
 def run_comm(out: Path, rank: int) -> None:
     # one bucket holding every gradient: its all-reduce starts when backward has finished
     model = DistributedDataParallel(wide_mlp(4), bucket_cap_mb=1000)
+    kind = {"now": "allreduce"}
+
+    def hook(state, bucket):  # type: ignore[no-untyped-def]  # torch checks real annotations
+        if kind["now"] == "allreduce":
+            return allreduce_hook(state, bucket)
+        done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        done.set_result(bucket.buffer())  # no communication: DDP's own work only
+        return done
+
+    model.register_comm_hook(None, hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
     for step, x in enumerate(batches(rank, 32, 96)):
-        sync = (step // 4) % 2 == 0
-        with contextlib.nullcontext() if sync else model.no_sync():
+        kind["now"] = comm_kind(step)
+        with model.no_sync() if kind["now"] == "no_sync" else contextlib.nullcontext():
             loss = model(x).square().mean()
             optimizer.zero_grad()
             loss.backward()
