@@ -88,6 +88,12 @@ class MemoryEstimate:
         cuda_context_bytes: ``(low, high)`` CUDA context overhead, outside the peak.
         channels_last: The model runs with NHWC (channels-last) activations, so the
             roofline charges no layout transposes around fp16/bf16 convolutions.
+        cpu_workspace_bytes: ``device="cpu"``: the CPU kernels' workspace live at the peak,
+            included in ``peak_bytes`` (``cpu_workspace``).
+        cpu_workspace_unprobed_ops: ``device="cpu"``: convolutions too large to probe; the
+            peak leaves their workspaces out and may be low by them.
+        cpu_kernels: ``device="cpu"``: what the workspaces were measured with,
+            ``{"isa", "threads"}`` (``torch.backends.cpu.get_cpu_capability()``, threads).
     """
 
     model: str
@@ -114,6 +120,9 @@ class MemoryEstimate:
     trace_s: float
     cuda_context_bytes: tuple[int, int] = field(default=CUDA_CONTEXT_BYTES)
     channels_last: bool = False
+    cpu_workspace_bytes: int = 0
+    cpu_workspace_unprobed_ops: int = 0
+    cpu_kernels: dict[str, Any] | None = None
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
 
     @property

@@ -35,6 +35,7 @@ from gpuwise.sizing import model_source
 from gpuwise.sizing.attention import ATTENTIONS, attention_mode
 from gpuwise.sizing.autocast_policy import cuda_autocast
 from gpuwise.sizing.checkpointing import checkpoint_blocks
+from gpuwise.sizing.cpu_workspace import CpuWorkspaces, workspace_fields
 from gpuwise.sizing.cuda_ops import cuda_dropout
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
@@ -193,7 +194,8 @@ def estimate(
         training: Trace forward, backward and optimizer step; False traces a forward
             under ``torch.no_grad``.
         device: ``"cuda"`` rounds sizes as the CUDA caching allocator does; ``"cpu"``
-            counts exact bytes as the CPU allocator does.
+            counts exact bytes as the CPU allocator does, with the workspaces this CPU's
+            convolution kernels take (``cpu_workspace``).
         seq_len: Sequence length for token models (built-ins default to their context).
         foreach: Use the multi-tensor optimizer path (PyTorch's default on CUDA).
         loss_fn: ``loss_fn(output, inputs) -> scalar``; default cross-entropy for the
@@ -240,7 +242,8 @@ def estimate(
         raise UsageError(f"batch size {batch_size} is not positive; pass --batch 1 or more")
     shape_text = "x".join(map(str, spec.shape)) if spec else "(example tensors)"
     started = time.perf_counter()
-    tracker = LiveBytesMode(cuda_rounding=device == "cuda")
+    workspaces = CpuWorkspaces() if device == "cpu" else None  # Note [CPU workspaces]
+    tracker = LiveBytesMode(cuda_rounding=device == "cuda", workspaces=workspaces)
     loss = loss_fn or model_source.make_loss(spec if source.input_spec else None)
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
         example = _to_fake(fake_mode, example_input) if tensors_given else example_input
@@ -359,7 +362,9 @@ def _summarize(
     tracer: _Tracer,
     trace_s: float,
 ) -> MemoryEstimate:
-    peak, peak_seq = peak_of(records, skip=frozenset({"host"}))
+    transient = tracker.workspaces.measure() if tracker.workspaces else {}
+    host = frozenset({"host"} if device == "cuda" else ())  # CPU-side scalars: CPU memory
+    peak, peak_seq = peak_of(records, skip=host, transient=transient)
     by_category: dict[str, int] = {}
     for r in live_at(records, peak_seq):
         key = r.category or "temporaries"
@@ -394,4 +399,5 @@ def _summarize(
         input_bytes=tracer.input_bytes,
         trace_s=trace_s,
         ops=tuple(tracker.ops),
+        **workspace_fields(tracker.workspaces, transient.get(peak_seq, 0)),
     )
