@@ -27,7 +27,8 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 @pytest.fixture(autouse=True)
 def _one_thread_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores
+    if "OMP_NUM_THREADS" not in os.environ:  # make test-variants sets its own
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")  # 2 ranks on 2 cores
 
 
 def torchrun(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
