@@ -5,7 +5,8 @@ writes what the test checks into the directory OUT. Modes:
 
 * ``equiv``: 50 SGD steps of a small MLP on a global batch of 8 split over the ranks;
   saves each rank's final parameters (``params-<rank>.npy``).
-* ``straggler``: 20 steps; rank 1's collate sleeps ARG milliseconds per batch.
+* ``straggler``: 20 steps; rank 1's collate sleeps ARG milliseconds per batch and saves
+  how long each sleep really took (``slept-<rank>.json``).
 * ``comm``: a 16 MB MLP in one gradient bucket; blocks of 4 steps in turn: the real
   all-reduce, a no-op all-reduce (DDP's gradient bookkeeping without communication; the
   ranks' gradients then differ, which the timing does not mind) and ``no_sync``.
@@ -75,14 +76,19 @@ def run_equiv(out: Path, rank: int, world: int) -> None:
     np.save(out / f"params-{rank}.npy", flat_params(model.module))
 
 
-def batches(rank: int, size: int, steps: int, delay_s: float = 0.0) -> DataLoader:
+def batches(
+    rank: int, size: int, steps: int, delay_s: float = 0.0, slept: list[float] | None = None
+) -> DataLoader:
     """A torch DataLoader (so the profile hooks time its waits), sharded by rank."""
     g = torch.Generator().manual_seed(2)
     data = TensorDataset(torch.randn(steps * size * 2, 1024, generator=g))
 
     def collate(items: list[tuple[torch.Tensor]]) -> torch.Tensor:
         if delay_s and rank == 1:
+            t0 = time.perf_counter()
             time.sleep(delay_s)  # the injected straggler: slower data on rank 1
+            if slept is not None:
+                slept.append(time.perf_counter() - t0)
         return torch.stack([t[0] for t in items])
 
     sampler = DistributedSampler(data, shuffle=False, drop_last=True)
@@ -97,11 +103,13 @@ def wide_mlp(layers: int) -> nn.Module:
 def run_straggler(out: Path, rank: int, delay_ms: float) -> None:
     model = DistributedDataParallel(wide_mlp(2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
-    for x in batches(rank, 32, 20, delay_ms / 1e3):
+    slept: list[float] = []
+    for x in batches(rank, 32, 20, delay_ms / 1e3, slept):
         loss = model(x).square().mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    (out / f"slept-{rank}.json").write_text(json.dumps(slept))  # how long the sleeps took
 
 
 COMM_KINDS = ("allreduce", "no_op", "no_sync")
