@@ -23,7 +23,11 @@ Note [exposed communication]
     interleaved in one run, differ in step time by the exposed time; a hook completed by a
     timer reads as its delay. The sync/no-sync differential is *not* that truth: no_sync
     steps also skip DDP's gradient copies into and out of the bucket, which cost 0.2-0.3 of
-    a step on a 2-core CPU with no communication at all.
+    a step on a 2-core CPU with no communication at all. Communication that *is* overlapped
+    with backward is not in ``exposed_s``; where the ranks' gloo threads share the cores
+    with backward it still lengthens the step, so there the exposed share is a lower bound
+    of what communication costs (``benchmarks/ddp_comm_timing.py``: two buckets, 42 %
+    exposed of a 60 % cost; one bucket, 58 % of 59 %).
 
     The hook costs one Python call per bucket and adds no device synchronization. With
     NCCL the futures complete when the host may go on, not when the GPU finished, so on
