@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: demo test lint bench clean gpu-check wheel-check docs docs-serve pictures
+.PHONY: demo test test-variants lint bench clean gpu-check wheel-check docs docs-serve pictures
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -50,6 +50,15 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest -q
+	$(MAKE) test-variants
+
+# The tests that compare with this machine (sizing, profiling, distributed) again on other
+# CPU kernels: 1 and 3 threads, and AVX2 kernels (as on a CPU without AVX-512).
+VARIANT_TESTS := tests/sizing tests/profiling tests/distributed
+test-variants: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(VARIANT_TESTS)
+	OMP_NUM_THREADS=3 $(BIN)/pytest -q $(VARIANT_TESTS)
+	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/pytest -q $(VARIANT_TESTS)
 
 bench: $(STAMP)  # quick pass over every budget; run a script without --quick for README figures
 	for b in benchmarks/[a-z]*.py; do $(BIN)/python $$b --quick || exit 1; done

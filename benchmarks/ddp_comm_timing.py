@@ -9,11 +9,14 @@ hits all three alike:
   hook gpuwise wraps: what any Python communication hook costs;
 * ``timed``: DDP with gpuwise's timing communication hook (``gpuwise.distributed.comm``) around
   the same all-reduce — what ``gpuwise profile -- torchrun ...`` adds to every rank;
-* ``no_comm``: the same step under ``no_sync()`` — no all-reduce at all, the limit.
+* ``no_op_hook``: DDP with a Python hook that communicates nothing (its future is done
+  at once): DDP's own gradient bookkeeping without the all-reduce;
+* ``no_comm``: the same step under ``no_sync()`` — no all-reduce and no bookkeeping.
 
 Prints the median step time of each, the overhead ratios timed / plain and timed / py_hook
-(gpuwise's own part), and the communication share (plain - no_comm) / plain next to
-gpuwise's own exposed-share reading.
+(gpuwise's own part), and the communication share (py_hook - no_op_hook) / py_hook — what
+the all-reduce adds to the step — next to gpuwise's own exposed-share reading, and the
+sync/no_sync differential (plain - no_comm) / plain, which also holds DDP's gradient copies.
 
 Usage: ``python benchmarks/ddp_comm_timing.py [--quick] [--json]``.
 """
@@ -54,6 +57,14 @@ def worker(out: Path, rounds: int, steps: int) -> None:
     plain = DistributedDataParallel(model())
     py_hook = DistributedDataParallel(model())
     py_hook.register_comm_hook(None, allreduce_hook)
+
+    def no_op(state, bucket):  # type: ignore[no-untyped-def]  # torch checks real annotations
+        done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        done.set_result(bucket.buffer())
+        return done
+
+    no_op_hook = DistributedDataParallel(model())
+    no_op_hook.register_comm_hook(None, no_op)
     recorder = RankRecorder(None, rank_info())
     undo = patch_ddp(recorder)
     timed = DistributedDataParallel(model())
@@ -62,6 +73,7 @@ def worker(out: Path, rounds: int, steps: int) -> None:
         "plain": (plain, False),
         "py_hook": (py_hook, False),
         "timed": (timed, False),
+        "no_op_hook": (no_op_hook, False),
         "no_comm": (plain, True),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
@@ -109,6 +121,8 @@ def report(ranks: list[dict[str, Any]], as_json: bool) -> None:
         "no_comm_step_s": mean["no_comm"],
         "overhead_ratio": mean["timed"] / mean["plain"],
         "overhead_ratio_vs_py_hook": mean["timed"] / mean["py_hook"],
+        "no_op_hook_step_s": mean["no_op_hook"],
+        "comm_share": (mean["py_hook"] - mean["no_op_hook"]) / mean["py_hook"],
         "comm_share_differential": (mean["plain"] - mean["no_comm"]) / mean["plain"],
         "comm_share_gpuwise": mean["gpuwise_exposed_s"] / mean["timed"],
         "budget_overhead_ratio": 1.02,
@@ -122,8 +136,10 @@ def report(ranks: list[dict[str, Any]], as_json: bool) -> None:
     print(f"step, no all-reduce      {result['no_comm_step_s'] * 1e3:8.2f} ms  (the limit)")
     print(f"overhead timed / plain   {result['overhead_ratio']:8.3f}x  (budget <= 1.02x)")
     print(f"overhead timed / py hook {result['overhead_ratio_vs_py_hook']:8.3f}x")
-    print(f"comm share, differential {result['comm_share_differential']:8.1%}")
+    print(f"step, no-op Python hook  {result['no_op_hook_step_s'] * 1e3:8.2f} ms")
+    print(f"comm share, py - no-op   {result['comm_share']:8.1%}  (what the all-reduce adds)")
     print(f"comm share, gpuwise hook {result['comm_share_gpuwise']:8.1%}")
+    print(f"sync/no_sync differential {result['comm_share_differential']:7.1%}  (+ DDP copies)")
 
 
 if __name__ == "__main__":

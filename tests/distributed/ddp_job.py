@@ -5,9 +5,11 @@ writes what the test checks into the directory OUT. Modes:
 
 * ``equiv``: 50 SGD steps of a small MLP on a global batch of 8 split over the ranks;
   saves each rank's final parameters (``params-<rank>.npy``).
-* ``straggler``: 20 steps; rank 1's collate sleeps ARG milliseconds per batch.
-* ``comm``: a 16 MB MLP in one gradient bucket, blocks of 4 synced steps and 4 ``no_sync``
-  steps in turn.
+* ``straggler``: 20 steps; rank 1's collate sleeps ARG milliseconds per batch and saves
+  how long each sleep really took (``slept-<rank>.json``).
+* ``comm``: a 16 MB MLP in one gradient bucket; blocks of 4 steps in turn: the real
+  all-reduce, a no-op all-reduce (DDP's gradient bookkeeping without communication; the
+  ranks' gradients then differ, which the timing does not mind) and ``no_sync``.
 * ``kill``: rank 1 kills itself with SIGKILL at step 8; the others would run 10 000 steps.
 * ``loader``: each rank reads the gpuwise store ARG for one epoch, twice, and saves the
   labels of every batch (``loader-<rank>.json``).
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
@@ -73,14 +76,19 @@ def run_equiv(out: Path, rank: int, world: int) -> None:
     np.save(out / f"params-{rank}.npy", flat_params(model.module))
 
 
-def batches(rank: int, size: int, steps: int, delay_s: float = 0.0) -> DataLoader:
+def batches(
+    rank: int, size: int, steps: int, delay_s: float = 0.0, slept: list[float] | None = None
+) -> DataLoader:
     """A torch DataLoader (so the profile hooks time its waits), sharded by rank."""
     g = torch.Generator().manual_seed(2)
     data = TensorDataset(torch.randn(steps * size * 2, 1024, generator=g))
 
     def collate(items: list[tuple[torch.Tensor]]) -> torch.Tensor:
         if delay_s and rank == 1:
+            t0 = time.perf_counter()
             time.sleep(delay_s)  # the injected straggler: slower data on rank 1
+            if slept is not None:
+                slept.append(time.perf_counter() - t0)
         return torch.stack([t[0] for t in items])
 
     sampler = DistributedSampler(data, shuffle=False, drop_last=True)
@@ -95,20 +103,40 @@ def wide_mlp(layers: int) -> nn.Module:
 def run_straggler(out: Path, rank: int, delay_ms: float) -> None:
     model = DistributedDataParallel(wide_mlp(2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
-    for x in batches(rank, 32, 20, delay_ms / 1e3):
+    slept: list[float] = []
+    for x in batches(rank, 32, 20, delay_ms / 1e3, slept):
         loss = model(x).square().mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    (out / f"slept-{rank}.json").write_text(json.dumps(slept))  # how long the sleeps took
+
+
+COMM_KINDS = ("allreduce", "no_op", "no_sync")
+
+
+def comm_kind(step: int) -> str:
+    """What step ``step`` of the ``comm`` mode runs (blocks of 4 steps, in turn)."""
+    return COMM_KINDS[(step // 4) % len(COMM_KINDS)]
 
 
 def run_comm(out: Path, rank: int) -> None:
     # one bucket holding every gradient: its all-reduce starts when backward has finished
     model = DistributedDataParallel(wide_mlp(4), bucket_cap_mb=1000)
+    kind = {"now": "allreduce"}
+
+    def hook(state, bucket):  # type: ignore[no-untyped-def]  # torch checks real annotations
+        if kind["now"] == "allreduce":
+            return allreduce_hook(state, bucket)
+        done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        done.set_result(bucket.buffer())  # no communication: DDP's own work only
+        return done
+
+    model.register_comm_hook(None, hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
     for step, x in enumerate(batches(rank, 32, 96)):
-        sync = (step // 4) % 2 == 0
-        with contextlib.nullcontext() if sync else model.no_sync():
+        kind["now"] = comm_kind(step)
+        with model.no_sync() if kind["now"] == "no_sync" else contextlib.nullcontext():
             loss = model(x).square().mean()
             optimizer.zero_grad()
             loss.backward()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,10 +64,11 @@ def test_each_synced_backward_is_one_timed_iteration(recorder: RankRecorder) -> 
     comm = of(recorder, "comm")
     assert [c["i"] for c in comm] == [0, 1, 2, 3]
     assert sum(c["bytes"] for c in comm) == 4 * settings["gradient_bytes"]
-    for c in comm:  # the done-callback may run just after backward ends: the later one counts
-        end_s = max(c["backward_end_s"], c["done_s"])
+    for c in comm:  # the done-callback may run just after backward ends: the earlier counts
+        end_s = min(c["backward_end_s"], c["done_s"])
         assert c["done_s"] >= c["ready_last_s"]
         assert c["exposed_s"] == pytest.approx(end_s - c["ready_last_s"])
+        assert c["after_s"] == pytest.approx(c["backward_end_s"] - end_s)  # DDP's copy-back
     assert (comm[-1]["forwards"], comm[-1]["no_sync_forwards"]) == (5, 1)
 
 
@@ -124,3 +126,47 @@ def test_start_rank_recording_is_a_no_op_outside_a_distributed_job(tmp_path: Pat
     assert list(tmp_path.iterdir()) == []
     missing = tmp_path / "gone"
     assert start_rank_recording(missing, RankInfo(world_size=2), origin_s=0.0) is None
+
+
+def test_an_all_reduce_slowed_by_a_known_delay_reads_exactly_that_delay(
+    recorder: RankRecorder,
+) -> None:
+    """Independent truth: a hook whose future completes a known time after it was called
+    (a timer: no CPU used). The exposed time must hold that delay and nothing else."""
+    delay = {"s": 0.0}
+    calls: list[dict[str, float]] = []
+    timers: list[threading.Timer] = []
+
+    def hook(state, bucket):  # type: ignore[no-untyped-def]  # torch checks real annotations
+        future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        call = {"called_s": time.perf_counter()}
+        calls.append(call)
+
+        def fire() -> None:
+            call["fired_s"] = time.perf_counter()
+            future.set_result(bucket.buffer())  # runs the done-callbacks, timing's included
+            call["set_s"] = time.perf_counter()
+
+        timers.append(threading.Timer(delay["s"], fire))
+        timers[-1].start()
+        return future
+
+    ddp = DistributedDataParallel(model(), bucket_cap_mb=1000)
+    ddp.register_comm_hook(None, hook)
+    for delay["s"] in (0.0, 0.05, 0.0, 0.05):
+        step(ddp)
+    for timer in timers:
+        timer.join()
+    flush_until(recorder, ddp, 4)
+    records = of(recorder, "comm")
+    for c, call in zip(records[1::2], calls[1::2], strict=True):  # the delayed iterations
+        assert call["fired_s"] - call["called_s"] >= 0.05  # a timer never fires early
+        # ordering, true on any machine: the window opens before the hook is called and
+        # closes while the future is being completed, so it holds the delay and the hook's
+        # own call, not DDP's copy of the gradients back (``after_s``)
+        low_s = call["fired_s"] - call["called_s"]
+        high_s = call["set_s"] - c["ready_last_s"]
+        assert low_s <= c["exposed_s"] <= high_s, (c, call)
+        assert c["ready_last_s"] + c["exposed_s"] + c["after_s"] == pytest.approx(
+            c["backward_end_s"]
+        )

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.profiling.runner import ProfileConfig, profile_command
 from gpuwise.session import profile
+from tests.scenarios.harness import LoadProbe
 
 SLEEP_S = 0.01
 
@@ -57,18 +58,21 @@ def loader(n: int = 24, batch: int = 4) -> DataLoader[tuple[torch.Tensor, ...]]:
 def test_split_measures_forward_and_optimizer_of_a_real_loop() -> None:
     model = SlowForward()
     opt = SlowSGD(model.parameters(), lr=0.01)
-    with profile(sample=False, diagnose=False) as prof:
+    with LoadProbe() as probe, profile(sample=False, diagnose=False) as prof:
         for (x,) in loader():
             model(x).sum().backward()
             opt.step()
             opt.zero_grad()
+    load = probe.load()
+    # the hooks' own calls add microseconds around the model's and optimizer's own time:
+    # 2 ms on an idle machine, scaled by this run's measured slowdown and late wake-ups
+    tol_s = 0.002 * load.slowdown + load.overshoot_s
     assert prof.run is not None
     steps = prof.run.steps
     assert len(steps) == 6
     for s, forward_s, optimizer_s in zip(steps[1:], model.took_s[1:], opt.took_s[1:], strict=True):
-        # the hooks' own calls add microseconds around the model's and optimizer's own time
-        assert forward_s <= s.forward_s < forward_s + 0.002
-        assert optimizer_s <= s.optimizer_s < optimizer_s + 0.002
+        assert forward_s <= s.forward_s < forward_s + tol_s
+        assert optimizer_s <= s.optimizer_s < optimizer_s + tol_s
         assert s.backward_s is not None
         assert 0.0 < s.backward_s < s.compute_s
         assert s.forward_s + s.backward_s + s.optimizer_s <= s.compute_s + 1e-6
@@ -114,6 +118,8 @@ def test_large_optimizer_share_names_the_fused_optimizer() -> None:
     assert "optimizer_bound" in found
     share = found["optimizer_bound"].evidence["optimizer_fraction"]
     assert isinstance(share, float)
+    # analytic, any machine: the optimizer sleeps 2x what the forward sleeps (2/3 of the
+    # sleeps); the bounds leave room for the untimed work to be as long as the sleeps
     assert 0.35 < share < 0.8
     assert any("foreach" in fix.how or "fused" in fix.how for fix in found["optimizer_bound"].fixes)
 

@@ -41,6 +41,14 @@ def profiled(source: Source, work: Path) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
+def measured_here(source: Source) -> dict[str, Any]:
+    """``measure.py``'s separate measurement, run now on this machine."""
+    cmd = [sys.executable, "-m", "tests.realscripts.measure", source.name]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1])[source.name])
+
+
 @pytest.mark.parametrize("source", SOURCES, ids=[s.name for s in SOURCES])
 def test_real_script_gets_the_expected_verdict(source: Source, tmp_path: Path) -> None:
     run = profiled(source, tmp_path)
@@ -51,6 +59,7 @@ def test_real_script_gets_the_expected_verdict(source: Source, tmp_path: Path) -
     split = steps["compute_split"]
     assert split is not None
     assert sum(split.values()) == pytest.approx(steps["fractions"]["compute"], abs=0.02)
-    measured = source.measured["optimizer_fraction"]
-    # a different instrument on a shared machine: the same order, not the same figure
+    measured = measured_here(source)["optimizer_fraction"]
+    # a different instrument (the profiler's spans, CPU time) in the same session on this
+    # machine, not the figure recorded in sources.py: the same order, not the same figure
     assert split["optimizer"] == pytest.approx(measured, abs=max(0.1, measured * 0.5))

@@ -40,6 +40,11 @@ def test_peak_of_sweeps_allocations_and_frees() -> None:
     assert peak_of(records) == (1160, 7)
     assert {r.alloc_seq for r in live_at(records, 3)} == {1, 2, 3}
     assert {r.alloc_seq for r in live_at(records, 5)} == {1}
+    host = frozenset({"host"})
+    # a kernel's workspace counts only during its operator, on top of what is live then
+    assert peak_of(records, skip=host, transient={6: 10}) == (220, 3)  # 100 + 60 + 10
+    assert peak_of(records, skip=host, transient={6: 70}) == (230, 6)
+    assert peak_of(records, skip=host, transient={8: 500}) == (660, 8)  # after every event
 
 
 def test_mode_tracks_real_tensors_until_freed() -> None:

@@ -89,8 +89,12 @@ def test_cnn_peak_matches_cpu_allocator_record(optimizer: str) -> None:
     spec = InputSpec("image", (3, 32, 32), num_classes=1000)
     est = estimate("resnet18", (3, 32, 32), batch_size=4, optimizer=optimizer, device="cpu")
     measured = measure_training_peak(resnet18(), spec, 4, optimizer)
-    assert abs(est.peak_bytes - measured) / measured < 0.10
-    assert abs(est.peak_bytes - measured) / measured < 0.02  # what it achieves today
+    # the same process, threads and CPU kernels: the trace sees every storage and the
+    # convolution workspaces probed on this CPU (cpu_workspace), so the two agree to the
+    # byte but for the 0-dim tensors PyTorch wraps Python numbers in (<= 8 B each, a few
+    # alive at once), which no operator outputs. True on any CPU; without the workspaces
+    # this was 30 % low on AVX2 with 2 threads (141.4 vs 201.8 MB).
+    assert 0 <= measured - est.peak_bytes <= 64, (est.peak_bytes, measured, est.cpu_kernels)
 
 
 def test_mlp_adam_peak_matches_cpu_allocator_record() -> None:
@@ -105,7 +109,7 @@ def test_mlp_adam_peak_matches_cpu_allocator_record() -> None:
     measured = measure_training_peak(
         factories.mlp_with_bias(), spec, 256, "adamw", loss_fn=lambda out, _: out.float().sum()
     )
-    assert abs(est.peak_bytes - measured) / measured < 0.01
+    assert 0 <= measured - est.peak_bytes <= 64  # as in the CNN test: to the byte, on any CPU
 
 
 def test_cuda_rounding_raises_every_allocation_to_512_bytes() -> None:
@@ -142,7 +146,7 @@ def test_bf16_autocast_shrinks_activations_but_caches_weight_copies() -> None:
             optimizer="sgd",
             precision=precision,
             training=training,
-            device="cpu",
+            device="cuda",  # the trace alone: the CPU route adds this CPU's kernel workspaces
         )
 
     fp32, bf16 = run("fp32", True), run("bf16", True)

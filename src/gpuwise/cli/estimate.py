@@ -60,6 +60,8 @@ def _lines(est: MemoryEstimate) -> list[str]:
         ("activations", est.activations_bytes),
         ("temporaries", est.temporaries_bytes),
     ]
+    if est.device == "cpu":
+        parts.append(("CPU kernel work", est.cpu_workspace_bytes))  # Note [CPU workspaces]
     lines = [
         f"{est.model} · input {shape} · batch {est.batch_size} · {est.precision} · {step}",
         f"  {est.parameter_count:,} parameters{_trainable(est)}; {rounding}",
@@ -72,6 +74,14 @@ def _lines(est: MemoryEstimate) -> list[str]:
         f" ({est.params_grads_optimizer_bytes / peak:.2f}x the peak; what parameter-counting"
         " estimators report)"
     )
+    if est.cpu_kernels:
+        unprobed = est.cpu_workspace_unprobed_ops
+        lines.append(
+            f"  CPU kernel workspaces measured on this CPU ({est.cpu_kernels['isa']},"
+            f" {est.cpu_kernels['threads']} threads): another instruction set or thread count"
+            " changes them"
+            + (f"; {unprobed} convolutions too large to probe, not counted" if unprobed else "")
+        )
     if est.device == "cuda":
         from gpuwise.sizing.calibration import CUBLAS_WORKSPACE_BYTES
 

@@ -111,6 +111,12 @@ class MemoryEstimate:
             a Hugging Face config builds in its ``torch_dtype``, as ``from_pretrained``
             loads it.
         job: The sizing job traced (``job.SizingJob``); its setup is the JSON's ``job``.
+        cpu_workspace_bytes: ``device="cpu"``: the CPU kernels' workspace live at the peak,
+            included in ``peak_bytes`` (``cpu_workspace``).
+        cpu_workspace_unprobed_ops: ``device="cpu"``: convolutions too large to probe; the
+            peak leaves their workspaces out and may be low by them.
+        cpu_kernels: ``device="cpu"``: what the workspaces were measured with,
+            ``{"isa", "threads"}`` (``torch.backends.cpu.get_cpu_capability()``, threads).
     """
 
     model: str
@@ -139,6 +145,9 @@ class MemoryEstimate:
     channels_last: bool = False
     trainable_parameter_count: int | None = None
     weight_dtype: str | None = None
+    cpu_workspace_bytes: int = 0
+    cpu_workspace_unprobed_ops: int = 0
+    cpu_kernels: dict[str, Any] | None = None
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
     job: SizingJob | None = field(default=None, repr=False, compare=False)
 

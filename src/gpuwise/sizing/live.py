@@ -17,13 +17,16 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from gpuwise.sizing.opcost import OpCost, op_cost
+
+if TYPE_CHECKING:
+    from gpuwise.sizing.cpu_workspace import CpuWorkspaces
 
 _MIN_BLOCK_BYTES = 512
 _SMALL_SIZE_BYTES = 1 << 20  # requests up to 1 MiB come from the small pool
@@ -73,9 +76,10 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
         cuda_rounding: Round sizes as the CUDA caching allocator does.
     """
 
-    def __init__(self, cuda_rounding: bool) -> None:
+    def __init__(self, cuda_rounding: bool, workspaces: CpuWorkspaces | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.cuda_rounding = cuda_rounding
+        self.workspaces = workspaces
         self.records: dict[int, StorageRecord] = {}
         self._refs: dict[int, weakref.ref[Any]] = {}
         self.phase = "build"
@@ -132,6 +136,8 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         for tensor in outputs:
             self.track(tensor)
+        if self.workspaces is not None:
+            self.workspaces.note(self.seq, func, args, kwargs or {})
         if not getattr(func, "is_view", False) and getattr(func, "namespace", "aten") == "aten":
             inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
             moved = sum(t.numel() * t.element_size() for t in (*inputs, *outputs))
@@ -148,12 +154,18 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
         return [*self.finished, *self.records.values()]
 
 
-def peak_of(records: list[StorageRecord], skip: frozenset[str] = frozenset()) -> tuple[int, int]:
+def peak_of(
+    records: list[StorageRecord],
+    skip: frozenset[str] = frozenset(),
+    transient: dict[int, int] | None = None,
+) -> tuple[int, int]:
     """The live-bytes peak over ``records`` and the sequence number where it happened.
 
     Args:
         records: Storage records with allocation and free sequence numbers.
         skip: Categories left out of the sum (e.g. ``"host"`` for CPU-side scalars).
+        transient: Bytes live only during the operator at a sequence number, on top of its
+            outputs (a kernel's workspace, ``cpu_workspace``).
 
     Returns:
         ``(peak_bytes, peak_seq)``.
@@ -165,11 +177,12 @@ def peak_of(records: list[StorageRecord], skip: frozenset[str] = frozenset()) ->
         deltas[r.alloc_seq] = deltas.get(r.alloc_seq, 0) + r.rounded_bytes
         if r.free_seq is not None:
             deltas[r.free_seq] = deltas.get(r.free_seq, 0) - r.rounded_bytes
+    transient = transient or {}
     live = peak = peak_seq = 0
-    for seq in sorted(deltas):
-        live += deltas[seq]
-        if live > peak:
-            peak, peak_seq = live, seq
+    for seq in sorted(deltas.keys() | transient.keys()):
+        live += deltas.get(seq, 0)
+        if live + transient.get(seq, 0) > peak:
+            peak, peak_seq = live + transient.get(seq, 0), seq
     return peak, peak_seq
 
 

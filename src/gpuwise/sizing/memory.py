@@ -30,6 +30,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.errors import UsageError
 from gpuwise.sizing import hf_config, layer_scaling, model_source
+from gpuwise.sizing.cpu_workspace import CpuWorkspaces, workspace_fields
 from gpuwise.sizing.estimate_types import (
     OPTIMIZERS,
     PRECISIONS,
@@ -131,7 +132,8 @@ def estimate(
         training: Trace forward, backward and optimizer step; False traces a forward
             under ``torch.no_grad``.
         device: ``"cuda"`` rounds sizes as the CUDA caching allocator does; ``"cpu"``
-            counts exact bytes as the CPU allocator does.
+            counts exact bytes as the CPU allocator does, with the workspaces this CPU's
+            convolution kernels take (``cpu_workspace``).
         seq_len: Sequence length for token models (built-ins default to their context).
         foreach: Use the multi-tensor optimizer path (PyTorch's default on CUDA).
         loss_fn: ``loss_fn(output, inputs) -> scalar``; default cross-entropy for the
@@ -226,7 +228,8 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
     batch_size = job.batch_size or (_batch_of(example_input) if tensors_given else 1)
     shape_text = "x".join(map(str, spec.shape)) if spec else "(example tensors)"
     started = time.perf_counter()
-    tracker = LiveBytesMode(cuda_rounding=job.device == "cuda")
+    workspaces = CpuWorkspaces() if job.device == "cpu" else None  # Note [CPU workspaces]
+    tracker = LiveBytesMode(cuda_rounding=job.device == "cuda", workspaces=workspaces)
     loss = job.make_loss(spec if source.input_spec else None)
     to_route = cast_input(job.precision)
     with FakeTensorMode(allow_non_fake_inputs=False) as fake_mode:
@@ -316,7 +319,9 @@ def _summarize(
     tracer: Tracer,
     trace_s: float,
 ) -> MemoryEstimate:
-    peak, peak_seq = peak_of(records, skip=frozenset({"host"}))
+    transient = tracker.workspaces.measure() if tracker.workspaces else {}
+    host = frozenset({"host"} if device == "cuda" else ())  # CPU-side scalars: CPU memory
+    peak, peak_seq = peak_of(records, skip=host, transient=transient)
     by_category: dict[str, int] = {}
     for r in live_at(records, peak_seq):
         key = r.category or "temporaries"
@@ -358,4 +363,5 @@ def _summarize(
         ops=tuple(tracker.ops),
         trainable_parameter_count=trainable,
         weight_dtype=max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
+        **workspace_fields(tracker.workspaces, transient.get(peak_seq, 0)),
     )
