@@ -119,6 +119,9 @@ def _read(path: Path) -> bytes:
 
 def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
     data = _read(path)
+    fast = _fast_jpeg_resize(data, config)  # guarded on its downscaled decode cost
+    if fast is not None:
+        return {"image": fast, "label": label}
     try:
         codec.check_pixels(data)
     except ValueError as err:
@@ -126,9 +129,6 @@ def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
     if codec.is_sixteen_bit(data):
         rec = _decoded_record(data, label, config)
         return {**rec, NOTE_KEY: "16-bit grey image, scaled to 8 bits (value / 257)"}
-    fast = _fast_jpeg_resize(data, config)
-    if fast is not None:
-        return {"image": fast, "label": label}
     if config.mode == "jpeg" and _loader_reads(data):
         return {"image": data, "label": label}
     return _decoded_record(data, label, config)
