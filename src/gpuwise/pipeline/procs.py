@@ -324,15 +324,19 @@ class ProcessPre:
         with self.lock:
             self.workers.append(_Worker(proc, mine))
 
-    def _receive(self, worker: _Worker) -> None:
+    def _receive(self, worker: _Worker) -> bool:
+        """Take one message from a worker; ``False`` at the end of its pipe (it died)."""
         try:
             msg = worker.conn.recv()
         except (EOFError, OSError):
-            return  # it died: its sentinel says so
+            return False  # it died: its sentinel says so
         if msg[0] == "ready":
             self._ready(worker)
-            return
-        index, kind, value = msg
+        else:
+            self._result(worker, *msg)
+        return True
+
+    def _result(self, worker: _Worker, index: int, kind: str, value: Any) -> None:
         with self.lock:
             req, slot = worker.busy if worker.busy is not None else (None, None)
             worker.busy = None
@@ -361,8 +365,8 @@ class ProcessPre:
 
     def _died(self, worker: _Worker) -> None:
         with contextlib.suppress(EOFError, OSError):
-            while worker.conn.poll():  # results it sent before it died
-                self._receive(worker)
+            while worker.conn.poll() and self._receive(worker):  # results sent before it died
+                pass
         worker.proc.join(timeout=1.0)
         with self.lock:
             if not worker.alive:
