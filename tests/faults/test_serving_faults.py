@@ -122,7 +122,7 @@ def test_deadlines_fire_behind_a_stuck_stage_and_close_resolves_everything() -> 
     stuck = pipe.submit(("sleep", 4.0))  # holds the only pre worker
     timed = [pipe.submit(i, deadline_ms=200) for i in range(5)]
     for f in timed:
-        with pytest.raises(DeadlineExceeded, match="past its deadline of 200.0 ms"):
+        with pytest.raises(DeadlineExceeded, match=r"past its deadline of 200\.0 ms"):
             f.result(timeout=WAIT_S)  # pending forever before the timer
     pipe.close(timeout_s=0.5)
     assert stuck.done()  # close returned: no future is left pending
