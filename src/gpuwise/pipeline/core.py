@@ -294,8 +294,9 @@ class Pipeline:
     def __enter__(self) -> Pipeline:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        interrupted = kind is not None and not issubclass(kind, Exception)
+        self.close(timeout_s=1.0 if interrupted else 60.0)  # Ctrl-C: do not wait 60 s
 
     def alive_threads(self) -> list[str]:
         """Names of the pipeline's threads still running (empty after ``close()``)."""
