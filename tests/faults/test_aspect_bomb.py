@@ -34,6 +34,21 @@ def _thin_jpeg(path: Path) -> Path:
     return path
 
 
+def _python(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c ARGS`` in ``tmp_path``; it must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-c", *args],
+        cwd=tmp_path,
+        env=env_for(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 SERVE = """
 import json, resource, sys
 from gpuwise.pipeline import Pipeline
@@ -51,15 +66,7 @@ print(json.dumps({"growth_mb": (after - before) / 1024, "top5": json.loads(resul
 
 def test_serving_a_thin_jpeg_stays_small(tmp_path: Path) -> None:
     bomb = _thin_jpeg(tmp_path / "thin.jpg")
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE, str(bomb)],
-        env=env_for(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _python([SERVE, str(bomb)], tmp_path)
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     print(doc["growth_mb"])
     assert doc["growth_mb"] < PEAK_GROWTH_MB
@@ -74,16 +81,7 @@ def test_pack_size_of_a_thin_jpeg_stays_small(tmp_path: Path) -> None:
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr); "
         "sys.exit(code)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        env=env_for(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _python([script], tmp_path)
     assert json.loads(done.stdout)["records"] == 1
     peak_mb = float(done.stderr.strip().splitlines()[-1])
     assert peak_mb < 1000  # the whole process, torch imported: far under one 3.2 GB row

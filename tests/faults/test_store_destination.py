@@ -14,21 +14,17 @@ import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gpuwise.data.store import open_store
-from tests.faults.helpers import GPUWISE, WAIT_S, env_for, output, run, start
+from tests.faults.helpers import GPUWISE, WAIT_S, env_for, image_arrays, output, run, start
 
 IMAGES = 4000
 
 
 @pytest.fixture
 def arrays(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 255, (IMAGES, 32, 32, 3), dtype=np.uint8)
-    np.savez(tmp_path / "d.npz", images=images, labels=np.arange(IMAGES))
-    return tmp_path / "d.npz"
+    return image_arrays(tmp_path, IMAGES, 32)
 
 
 def _wait_writing(tmp_path: Path, proc: object) -> None:

@@ -140,6 +140,7 @@ class Pipeline:
         self._close_done = threading.Event()
         self.origin_t = time.perf_counter()
         self._ledger = Ledger(self.origin_t, keep_records)
+        self._finish = self._ledger.end  # every end goes through Note [one end per request]
         rows = max(self.settings.buckets or (max_batch,))
         self._device = DeviceStage(
             Batcher(self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s),
@@ -411,16 +412,6 @@ class Pipeline:
     def _expire(self, req: Request, now: float) -> None:
         """The deadline timer's end of a request (a no-op when it already ended)."""
         self._finish(req, "deadline", now, deadline_error(req, now, "its result"))
-
-    def _finish(
-        self,
-        req: Request,
-        outcome: str,
-        end_t: float,
-        error: BaseException | None = None,
-        result: Any = None,
-    ) -> None:
-        self._ledger.end(req, outcome, end_t, error, result)
 
     def _fail_queued(self) -> None:
         for q in (self._pre_q, self._batch_q, self._post_q):

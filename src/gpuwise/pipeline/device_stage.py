@@ -18,7 +18,7 @@ from gpuwise.pipeline.request import Request
 from gpuwise.pipeline.staging import Stager, bucket_for, output_row
 from gpuwise.records.serving import BatchRecord, ServingSettings
 
-Finish = Callable[[Request, str, float, "BaseException | None"], None]
+Finish = Callable[[Request, str, float, "BaseException | None"], object]
 
 
 class DeviceStage:
