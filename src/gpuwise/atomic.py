@@ -50,7 +50,7 @@ def output_target(path: str | Path) -> tuple[Path, bool]:
     target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     try:
         mode = os.stat(target).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a new file: its folder is checked later
         return target, False
     except OSError as err:
         raise WriteError(f"cannot write to '{path}': {err.strerror or err}") from err
@@ -118,8 +118,8 @@ def check_output(path: str | Path, what: str) -> str | None:
     """
     try:
         target, stream = output_target(path)
-    except WriteError:
-        return "it is a folder"
+    except WriteError as err:
+        return str(err).split(": ", 1)[-1]
     if stream:
         return None if os.access(target, os.W_OK) else f"{target} is not writable"
     folder = target.parent if str(target.parent) else Path(".")
