@@ -125,6 +125,7 @@ class _Book:
         self.sending = True
         self.first_error: str | None = None
         self.halted = False  # Ctrl-C or a raising make_input: no more requests
+        self.answers = 0  # answered so far: a server still answering is not stuck
         self.input_error: InputFactoryError | None = None
 
     def halt(self) -> None:
@@ -183,6 +184,7 @@ class _Book:
     def _answer(self, index: int, t0: float, t1: float | None, outcome: str) -> None:
         with self.lock:
             self.entries.set(index, t0, t1, outcome)
+            self.answers += 1
             self.outstanding -= 1
             if self.outstanding == 0 and not self.sending:
                 self.all_answered.set()
@@ -203,13 +205,15 @@ def run_load(
         make_input: Request number -> input.
         spec: How to offer load.
         concurrency: Closed-loop clients when ``spec.concurrency`` is ``None``.
-        answer_timeout_s: Longest wait, after the window, for outstanding answers.
+        answer_timeout_s: Longest wait without a single answer (a server still
+            answering, however slowly, is waited for).
 
     Returns:
         The window's counts and latencies.
 
     Raises:
-        GpuwiseError: Requests were still unanswered ``answer_timeout_s`` after the load.
+        GpuwiseError: No request was answered for ``answer_timeout_s`` while some were
+            outstanding.
         InputFactoryError: ``make_input`` raised (the load stops at once).
         KeyboardInterrupt: Ctrl-C; the load stops sending first.
 
@@ -228,8 +232,7 @@ def run_load(
         else:
             _open_loop(book, start_t, float(spec.rate_per_s or 1.0))
         book.stop_sending()
-        limit_s = spec.warmup_s + spec.duration_s + answer_timeout_s
-        answered = book.all_answered.wait(timeout=limit_s)
+        answered = _wait_answers(book, answer_timeout_s)
     except KeyboardInterrupt:
         book.halt()  # the clients' callbacks stop submitting
         raise
@@ -237,10 +240,23 @@ def run_load(
         raise book.input_error
     if not answered:
         raise GpuwiseError(
-            f"{book.outstanding} requests were still unanswered {answer_timeout_s:.0f} s after "
-            "the load ended; the server is stuck or far too slow for this load; lower it"
+            f"no request was answered for {answer_timeout_s:.0f} s while {book.outstanding} "
+            "were outstanding; the server is stuck (a stage that never returns?); check its "
+            "stages, or pass deadlines"
         )
     return _window(book.entries, start_t + spec.warmup_s, spec.duration_s, book.first_error)
+
+
+def _wait_answers(book: _Book, answer_timeout_s: float) -> bool:
+    """Wait for every answer while answers keep coming; ``False`` after a silence."""
+    last = (book.answers, time.monotonic())
+    while not book.all_answered.wait(timeout=min(1.0, answer_timeout_s)):
+        now = time.monotonic()
+        if book.answers != last[0]:
+            last = (book.answers, now)
+        elif now - last[1] >= answer_timeout_s:
+            return False
+    return True
 
 
 def _open_loop(book: _Book, start_t: float, rate_per_s: float) -> None:
