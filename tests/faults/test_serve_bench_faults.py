@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gpuwise.errors import GpuwiseError
+from gpuwise.pipeline.load import LoadSpec, run_load
 from tests.faults.helpers import WAIT_S, output, run, start
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,3 +96,30 @@ def test_ctrl_c_in_a_run_ends_it(tmp_path: Path) -> None:
     print(f"ended {time.monotonic() - t0:.2f} s after SIGINT")
     assert code == 130, output(tmp_path)[1]
     assert "interrupted" in output(tmp_path)[1]
+
+
+def _slow_server(gap_s: float | None) -> Any:
+    """``submit`` whose answers come one per ``gap_s`` after the load (``None``: never)."""
+    futures: list[Future[Any]] = []
+
+    def submit(x: Any, deadline_ms: float | None) -> Future[Any]:
+        futures.append(Future())
+        return futures[-1]
+
+    def answer() -> None:
+        time.sleep(0.3)
+        for f in list(futures):
+            time.sleep(gap_s or 0)
+            f.set_result(1)
+
+    if gap_s is not None:
+        threading.Thread(target=answer, daemon=True).start()
+    return submit
+
+
+def test_a_slow_server_is_waited_for_and_a_silent_one_is_called_stuck() -> None:
+    spec = LoadSpec(concurrency=8, duration_s=0.1, warmup_s=0.0)
+    seen = run_load(_slow_server(0.1), lambda i: i, spec, answer_timeout_s=0.5)  # 0.8 s of answers
+    assert seen.submitted == 8
+    with pytest.raises(GpuwiseError, match="no request was answered for 0 s while 8 were"):
+        run_load(_slow_server(None), lambda i: i, spec, answer_timeout_s=0.4)
