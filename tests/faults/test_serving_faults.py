@@ -70,7 +70,10 @@ def test_a_busy_worker_killed_fails_its_request_by_name() -> None:
         assert pipe.submit(1).result(timeout=WAIT_S) == 2
         (pid,) = _worker_pids(pipe)
         slow = pipe.submit(("sleep", 30.0))
-        time.sleep(0.5)  # let the worker start on it (a fault test may sleep; nothing is timed)
+        deadline = time.monotonic() + WAIT_S
+        while pipe._procs is not None and pipe._procs.workers[0].busy is None:  # sent to it
+            assert time.monotonic() < deadline, "the request never reached the worker"
+            time.sleep(0.01)
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(StageError, match=rf"pid {pid}\) was killed by SIGKILL while running"):
             slow.result(timeout=WAIT_S)
