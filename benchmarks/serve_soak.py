@@ -75,7 +75,9 @@ def faulty_pre(item: tuple[str, bytes], size: int) -> Any:
 class FaultyStage:
     """Wraps ``post`` or the model: raises at random (thread-safe, seeded)."""
 
-    def __init__(self, fn: Any, faults: list[tuple[float, BaseException]], seed: int) -> None:
+    def __init__(
+        self, fn: Any, faults: list[tuple[float, type[BaseException], str]], seed: int
+    ) -> None:
         self.fn, self.faults = fn, faults
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
@@ -84,9 +86,9 @@ class FaultyStage:
         """Run the stage, or raise one of the faults (drawn with their probabilities)."""
         with self.lock:
             draw = self.rng.random()
-        for p, err in self.faults:
+        for p, kind, text in self.faults:
             if draw < p:
-                raise err
+                raise kind(text)  # a new one each time: a re-raised instance grows its traceback
             draw -= p
         return self.fn(x)
 
@@ -126,8 +128,10 @@ def soak(requests: int, seed: int) -> dict[str, Any]:
     """Run the soak; return its figures."""
     app = image_classifier(size=SIZE, images=32, seed=seed)
     rng = random.Random(seed)
-    post = FaultyStage(app.post, [(0.003, RuntimeError("post failed")), (0.001, SystemExit(4))], 1)
-    model = FaultyStage(app.model, [(0.001, RuntimeError("CUDA error: an illegal access"))], 2)
+    post = FaultyStage(
+        app.post, [(0.003, RuntimeError, "post failed"), (0.001, SystemExit, "4")], 1
+    )
+    model = FaultyStage(app.model, [(0.001, RuntimeError, "CUDA error: an illegal access")], 2)
     shm_before = shm_entries()
     pipe = Pipeline(
         functools.partial(faulty_pre, size=SIZE),
