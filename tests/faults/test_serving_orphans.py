@@ -11,11 +11,20 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.faults.helpers import WAIT_S, env_for, gone_within, kill_quietly, wait_for
+from tests.faults.helpers import (
+    WAIT_S,
+    env_for,
+    gone_within,
+    kill_quietly,
+    output,
+    start,
+    wait_for,
+)
 
 SERVER = """
 import os, sys, time
@@ -74,3 +83,28 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_serve_bench_with_pre_processes_leaves_no_worker(
+    tmp_path: Path, signum: signal.Signals, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.getcwd())  # the app lives in tests/faults
+    args = ["serve-bench", "tests.faults.serve_apps:fine", "--pre-processes", "2"]
+    server = start([*args, "--duration", "600"], tmp_path)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(workers) < 2:
+            assert server.poll() is None, output(tmp_path)
+            assert time.monotonic() < deadline, "the workers never started"
+            workers = [k for k in _children(server.pid) if "spawn_main" in _cmdline(k)]
+            time.sleep(0.05)
+        os.kill(server.pid, signum)
+        server.wait(timeout=WAIT_S)
+        for w in workers:
+            assert gone_within(w, 10.0), f"worker {w} outlived serve-bench"
+    finally:
+        kill_quietly(server.pid)
+        for w in workers:
+            kill_quietly(w)
