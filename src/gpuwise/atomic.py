@@ -1,8 +1,16 @@
 """Write a file all at once or not at all: a temporary sibling, fsync, then rename.
 
-Every report file (``--out``, ``--html``, ``--trace``) and every store header goes
-through :func:`write_atomic`, so a full disk, a signal or an exception leaves either the
-old file or none, never a truncated one, and never a temporary file behind.
+Every report file (``--out``, ``--html``, ``--trace``, ``--json FILE``) and every store
+header goes through :func:`write_atomic`, so a full disk, a signal or an exception leaves
+either the old file or none, never a truncated one, and never a temporary file behind.
+
+Note [output kinds]
+    Only a regular file is replaced by a rename. A symlink is written through: its final
+    target (created when missing) is the file replaced atomically, and the link stays a
+    link. A character or block device, a FIFO or a socket is written as a stream, opened
+    for writing as it is (``--out /dev/stdout``, ``--out /dev/null`` or a named pipe a
+    reader waits on); renaming over it would replace the device node itself. A folder is
+    refused.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from gpuwise.errors import GpuwiseError
@@ -27,8 +36,34 @@ def tmp_name(path: Path) -> Path:
     return path.with_name(f"{path.name}{TMP_MARK}{os.getpid()}")
 
 
+def output_target(path: str | Path) -> tuple[Path, bool]:
+    """Where a write to ``path`` lands, and whether it is a stream (Note [output kinds]).
+
+    Returns:
+        The final target (a symlink's target, followed to its end) and ``True`` for a
+        device, FIFO or socket (written in place), ``False`` for a regular file (new or
+        existing: replaced atomically).
+
+    Raises:
+        WriteError: ``path`` is a folder, or a symlink loop.
+    """
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    try:
+        mode = os.stat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # a new file: its folder is checked later
+        return target, False
+    except OSError as err:
+        raise WriteError(f"cannot write to '{path}': {err.strerror or err}") from err
+    if stat.S_ISDIR(mode):
+        raise WriteError(f"cannot write to '{path}': it is a folder; give a file name")
+    return target, not stat.S_ISREG(mode)
+
+
 def write_atomic(path: str | Path, data: bytes | str, *, what: str = "file") -> None:
-    """Write ``data`` to ``path`` atomically; on any error remove the partial file.
+    """Write ``data`` to ``path``: atomically for a file, as a stream for a device.
+
+    See Note [output kinds]: a symlink's target is replaced (the link stays), a device
+    or FIFO is written in place, a regular file is replaced by a fsynced sibling.
 
     Args:
         path: The file to create or replace; its folder must exist.
@@ -41,23 +76,60 @@ def write_atomic(path: str | Path, data: bytes | str, *, what: str = "file") -> 
     Example:
         >>> write_atomic("run.json", "{}", what="run")  # doctest: +SKIP
     """
-    target = Path(path)
-    tmp = tmp_name(target)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        target, stream = output_target(path)
+    except WriteError as err:
+        raise WriteError(str(err).replace("write to", f"write the {what} to", 1)) from err
+    if stream:
+        try:
+            with open(target, "wb") as fh:
+                fh.write(payload)
+        except OSError as err:
+            raise _write_error(what, path, err) from err
+        return
+    tmp = tmp_name(target)
     try:
         with open(tmp, "wb") as fh:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
+        with contextlib.suppress(OSError):  # keep the permissions of the file replaced
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
         os.replace(tmp, target)
     except BaseException as err:
         remove_quietly(tmp)
         if isinstance(err, OSError):
-            raise WriteError(
-                f"cannot write the {what} to '{path}': {err.strerror or err}; "
-                "free space or choose another path"
-            ) from err
+            raise _write_error(what, path, err) from err
         raise
+
+
+def _write_error(what: str, path: str | Path, err: OSError) -> WriteError:
+    return WriteError(
+        f"cannot write the {what} to '{path}': {err.strerror or err}; "
+        "free space or choose another path"
+    )
+
+
+def check_output(path: str | Path, what: str) -> str | None:
+    """Why ``path`` cannot be written as an output file, or ``None`` when it can.
+
+    Checked before long work, so that a run does not end in a failed write.
+    """
+    try:
+        target, stream = output_target(path)
+    except WriteError as err:
+        return str(err).split(": ", 1)[-1]
+    if stream:
+        return None if os.access(target, os.W_OK) else f"{target} is not writable"
+    folder = target.parent if str(target.parent) else Path(".")
+    if folder.exists() and not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    if not folder.is_dir():
+        return f"the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"the folder {folder} is not writable"
+    return None
 
 
 def remove_quietly(path: Path) -> None:

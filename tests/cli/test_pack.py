@@ -66,7 +66,7 @@ def test_text_info_and_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "jpeg mode" in out
     assert "records: 5" in out
     assert "classes: 2 (ant, bee)" in out
-    assert main(["pack", str(tmp_path / "src"), dst]) == 1
+    assert main(["pack", str(tmp_path / "src"), dst]) == 2  # a usage error: pick another DST
     assert "already exists" in capsys.readouterr().err
     assert main(["pack", str(tmp_path / "src"), str(tmp_path / "t"), "--mode", "raw"]) == 1
     err = capsys.readouterr().err

@@ -108,3 +108,13 @@ def sleeper(pid_file: Path, seconds: float = 60.0, code: int = 0) -> list[str]:
         f"time.sleep({seconds}); sys.exit({code})"
     )
     return [sys.executable, "-c", script]
+
+
+def image_arrays(tmp_path: Path, count: int, side: int) -> Path:
+    """``tmp_path/d.npz`` with ``count`` random ``side x side`` RGB images and labels."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 255, (count, side, side, 3), dtype=np.uint8)
+    np.savez(tmp_path / "d.npz", images=images, labels=np.arange(count))
+    return tmp_path / "d.npz"

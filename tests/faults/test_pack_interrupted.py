@@ -12,21 +12,17 @@ import signal
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gpuwise.data.store import open_store
-from tests.faults.helpers import WAIT_S, output, run, start
+from tests.faults.helpers import WAIT_S, image_arrays, output, run, start
 
 IMAGES = 6000
 
 
 @pytest.fixture
 def arrays(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 255, (IMAGES, 48, 48, 3), dtype=np.uint8)
-    np.savez(tmp_path / "d.npz", images=images, labels=np.arange(IMAGES))
-    return tmp_path / "d.npz"
+    return image_arrays(tmp_path, IMAGES, 48)
 
 
 def _interrupt(tmp_path: Path, signum: signal.Signals, seed: int) -> tuple[int, float]:

@@ -192,7 +192,7 @@ def test_buckets_pad_batches_to_repeated_sizes():
 def test_close_joins_every_thread_and_restores_torch_threads():
     before = torch.get_num_threads()
     pipe = Pipeline(pre, FakeModel(0, 0), post, model_threads=1, pre_workers=2, post_workers=2)
-    assert len(_gpuwise_threads()) == 5
+    assert len(_gpuwise_threads()) == 6  # 2 pre, model, 2 post, the deadline timer
     assert torch.get_num_threads() == 1
     futures = [pipe.submit(i) for i in range(20)]
     pipe.close()

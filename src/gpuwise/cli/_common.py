@@ -15,7 +15,6 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.errors import GpuwiseError
@@ -132,17 +131,9 @@ def check_writable(path: str | None, what: str) -> None:
     """
     if path is None:
         return
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    problem = None
-    if target.is_dir():
-        problem = "it is a folder"
-    elif folder.exists() and not folder.is_dir():
-        problem = f"{folder} is a file, not a folder"
-    elif not folder.is_dir():
-        problem = f"the folder {folder} does not exist"
-    elif not os.access(folder, os.W_OK):
-        problem = f"the folder {folder} is not writable"
+    from gpuwise.atomic import check_output
+
+    problem = check_output(path, what)
     if problem:
         raise GpuwiseError(f"cannot write the {what} to '{path}': {problem}; choose another path")
 

@@ -102,7 +102,7 @@ def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve the app under load (or sweep), diagnose, and print the report."""
     from gpuwise.diagnose.serving import main_kind, serving_run
-    from gpuwise.pipeline.bench import BenchConfig, SweepSpec, serve_bench
+    from gpuwise.pipeline.bench import BenchConfig, SweepInterrupted, SweepSpec, serve_bench
     from gpuwise.pipeline.example import load_app
     from gpuwise.pipeline.load import LoadSpec
 
@@ -125,7 +125,11 @@ def run(args: argparse.Namespace) -> int:
         grid = SweepSpec(args.batches, args.delays, args.slo_p99_ms / 1e3, workers)
     if not args.json:
         print(_progress(app.name, grid), file=sys.stderr)
-    result = serve_bench(app, load, config, grid, main_kind)
+    interrupted = None
+    try:
+        result = serve_bench(app, load, config, grid, main_kind)
+    except SweepInterrupted as stop:  # Ctrl-C: keep the settings already measured
+        result, interrupted = stop.result, stop
     report = serving_run(result, _command(), app.name)
     _write_files(args, report)
     if args.json:
@@ -134,6 +138,13 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.report.serving_text import render_serving
 
         render_serving(report, make_console())
+    if interrupted is not None:
+        print(
+            f"gpuwise serve-bench: interrupted after {interrupted.measured} of "
+            f"{interrupted.total} settings; the report holds the ones measured",
+            file=sys.stderr,
+        )
+        return 130
     return 0
 
 

@@ -9,11 +9,12 @@ GIL, so threads scale.
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 import numpy as np
 
-from gpuwise.errors import MissingExtraError
+from gpuwise.errors import GpuwiseError, MissingExtraError
 
 
 def is_jpeg(data: bytes | memoryview | np.ndarray) -> bool:
@@ -29,18 +30,55 @@ def is_jpeg(data: bytes | memoryview | np.ndarray) -> bool:
 
 
 MAX_PIXELS = 178_956_970
-"""Largest image decoded (Pillow's own bomb limit, ~179 MP, about 537 MB as RGB): an image
-claiming more is a decompression bomb and is skipped, not decoded."""
+"""Pillow's own bomb limit (~179 MP); ``MAX_DECODE_BYTES`` is that many RGB pixels."""
+
+MAX_DECODE_BYTES = 3 * MAX_PIXELS
+"""Largest decode, in bytes of decoded pixels (height x width x channels, after the
+decoder's own DCT downscale): ~537 MB. An image costing more is a decompression bomb
+(a 65500 x 65500 JPEG of a few KB, say) and is refused before a byte of it is decoded.
+Every decoding path checks it (:func:`check_decode_cost`): the serving ``pre``
+(``jpeg.decode_resize``), the loader's crops, and ``pack``."""
+
+
+class ImageTooLarge(GpuwiseError, ValueError):
+    """An image would cost more than ``MAX_DECODE_BYTES`` to decode (a decompression bomb).
+
+    A ``ValueError`` as well, so that ``pack`` skips the record with the reason.
+    """
+
+
+def check_decode_cost(height: int, width: int, channels: int = 3) -> None:
+    """Refuse a decode of ``height x width x channels`` bytes over ``MAX_DECODE_BYTES``.
+
+    Args:
+        height: Rows the decoder will produce (after its own downscale).
+        width: Columns the decoder will produce.
+        channels: Bytes per pixel of the decoded image.
+
+    Raises:
+        ImageTooLarge: The decode would cost more (the message gives the sizes).
+    """
+    cost = int(height) * int(width) * int(channels)
+    if cost > MAX_DECODE_BYTES:
+        raise ImageTooLarge(
+            f"image decodes to {width} x {height} x {channels} = {cost / 1e6:.0f} MB, over the "
+            f"{MAX_DECODE_BYTES / 1e6:.0f} MB decode limit (a decompression bomb, or an image "
+            "to downscale before it is served or packed)"
+        )
+
 
 SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 """Pillow modes of 16-bit grey images: scaled to 8 bits, not clipped."""
 
 
 def check_pixels(data: bytes | memoryview | np.ndarray) -> None:
-    """Refuse an image whose header claims more than ``MAX_PIXELS`` before decoding it.
+    """Refuse an image whose full decode would cost more than ``MAX_DECODE_BYTES``.
+
+    Reads only the header (JPEG: simplejpeg's; other formats: Pillow's lazy open).
 
     Raises:
-        ValueError: The image claims too many pixels (the message gives its size).
+        ImageTooLarge: The full decode costs too much (a ``ValueError``).
+        ValueError: Pillow calls the image a decompression bomb.
     """
     if is_jpeg(data):
         simplejpeg = _simplejpeg()
@@ -50,11 +88,7 @@ def check_pixels(data: bytes | memoryview | np.ndarray) -> None:
             return  # a corrupt header: the strict decode names the problem
     else:
         h, w = _pillow_size(data)
-    if h * w > MAX_PIXELS:
-        raise ValueError(
-            f"image claims {w} x {h} pixels, over the {MAX_PIXELS} pixel limit "
-            "(a decompression bomb, or an image to downscale first)"
-        )
+    check_decode_cost(h, w, 3)
 
 
 def _pillow_size(data: bytes | memoryview | np.ndarray) -> tuple[int, int]:
@@ -113,6 +147,7 @@ def decode_rgb(data: bytes | memoryview | np.ndarray) -> np.ndarray:
             ``MAX_PIXELS`` pixels (message = reason).
     """
     jpeg_error = None
+    check_pixels(data)
     if is_jpeg(data):
         simplejpeg = _simplejpeg()
         try:
@@ -120,7 +155,6 @@ def decode_rgb(data: bytes | memoryview | np.ndarray) -> np.ndarray:
         except ValueError as err:  # CMYK and other rare JPEGs: let Pillow try
             jpeg_error = err
     Image = _pillow()
-    check_pixels(data)
     try:
         with Image.open(io.BytesIO(bytes(data))) as im:
             if im.mode in SIXTEEN_BIT_MODES:
@@ -176,16 +210,51 @@ def fit(img: np.ndarray, size: int, resize: str = "center") -> np.ndarray:
 
     Returns:
         A new ``size x size x C`` uint8 array.
+
+    Only the part of the source that the centre crop keeps is resized, so the work and
+    memory are bounded by the source and the output (a 65500 x 1 image costs no
+    8 M-pixel-wide row).
     """
-    cv2 = _cv2()
     h, w = img.shape[:2]
     if resize == "stretch":
-        th, tw = size, size
-    else:
-        scale = size / min(h, w)
-        th, tw = max(size, round(h * scale)), max(size, round(w * scale))
-    shrink = th * tw < h * w
-    out = cv2.resize(img, (tw, th), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
-    out = out.reshape(th, tw, img.shape[-1])
-    y, x = (th - size) // 2, (tw - size) // 2
-    return np.ascontiguousarray(out[y : y + size, x : x + size])
+        cv2 = _cv2()
+        shrink = size * size < h * w
+        interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+        out = cv2.resize(img, (size, size), interpolation=interp)
+        return np.ascontiguousarray(out.reshape(size, size, img.shape[-1]))
+    scale = size / min(h, w)
+    return cover_crop(img, max(size, round(h * scale)), max(size, round(w * scale)), size, size)
+
+
+def cover_crop(image: np.ndarray, cover_h: int, cover_w: int, out_h: int, out_w: int) -> np.ndarray:
+    """The centre ``out_h x out_w`` of ``image`` resized to ``cover_h x cover_w``.
+
+    Equal to resizing the whole image to the cover and cutting out its centre, but only
+    the source rows and columns under the centre are resized: the cost is bounded by the
+    output (plus one source pixel each side), whatever the cover's size.
+
+    Args:
+        image: ``H x W x C`` uint8.
+        cover_h: Height of the (never built) resized image.
+        cover_w: Width of the resized image.
+        out_h: Height of the centre kept (at most ``cover_h``).
+        out_w: Width of the centre kept (at most ``cover_w``).
+
+    Returns:
+        A new ``out_h x out_w x C`` uint8 array.
+    """
+    cv2 = _cv2()
+    height, width = image.shape[:2]
+    fy, fx = cover_h / height, cover_w / width
+    yc, xc = (cover_h - out_h) // 2, (cover_w - out_w) // 2
+    y0, x0 = math.floor(yc / fy), math.floor(xc / fx)
+    y1 = min(height, math.ceil((yc + out_h) / fy))
+    x1 = min(width, math.ceil((xc + out_w) / fx))
+    part_h = max(round(y1 * fy) - round(y0 * fy), yc + out_h - round(y0 * fy))
+    part_w = max(round(x1 * fx) - round(x0 * fx), xc + out_w - round(x0 * fx))
+    shrink = part_h * part_w < (y1 - y0) * (x1 - x0)
+    interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+    part = cv2.resize(image[y0:y1, x0:x1], (part_w, part_h), interpolation=interp)
+    part = part.reshape(part_h, part_w, image.shape[-1])
+    oy, ox = yc - round(y0 * fy), xc - round(x0 * fx)
+    return np.ascontiguousarray(part[oy : oy + out_h, ox : ox + out_w])

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.data.codec import check_decode_cost, cover_crop
 from gpuwise.errors import GpuwiseError, MissingExtraError, UsageError
 
 Buffer = bytes | bytearray | memoryview | np.ndarray
@@ -75,8 +76,15 @@ def _modules() -> tuple[Any, Any]:
     return _mods
 
 
+KEEP_SCRATCH_BYTES = 64 << 20
+"""Largest decode buffer a thread keeps for the next image; a bigger one is freed after
+its image, so one large image does not pin its memory in every worker thread."""
+
+
 def _scratch(nbytes: int) -> np.ndarray:
     """Return this thread's reusable decode buffer, grown to at least ``nbytes``."""
+    if nbytes > KEEP_SCRATCH_BYTES:
+        return np.empty(nbytes, dtype=np.uint8)
     buf: np.ndarray | None = getattr(_local, "buf", None)
     if buf is None or buf.size < nbytes:
         buf = np.empty(max(nbytes, 1 << 20), dtype=np.uint8)
@@ -183,9 +191,14 @@ def dct_scale(box_h: int, box_w: int, out_h: int, out_w: int) -> int:
 
 
 def _decode_scaled(buf: Buffer, height: int, width: int, m: int, fast: bool) -> np.ndarray:
-    """Decode at scale m/8 (libjpeg-turbo's IDCT scaling) into this thread's buffer."""
+    """Decode at scale m/8 (libjpeg-turbo's IDCT scaling) into this thread's buffer.
+
+    Every JPEG decode passes here, so the decode-cost guard is checked here, on the
+    scaled size, before any pixel is decoded.
+    """
     simplejpeg, _ = _modules()
     min_h, min_w = -(-height * m // 8), -(-width * m // 8)
+    check_decode_cost(min_h, min_w, 3)
     scratch = _scratch(max(min_h, 1) * max(min_w, 1) * 3 + 4096)
     if m == 8:
         min_h = min_w = 0
@@ -357,6 +370,7 @@ def decode_resize(buf: Buffer, size: int | tuple[int, int]) -> np.ndarray:
 
     Raises:
         CorruptImageError: The bytes are corrupt, truncated, or not a JPEG.
+        ImageTooLarge: The decode would cost more than ``codec.MAX_DECODE_BYTES``.
         UsageError: ``size`` is not positive.
 
     Example:
@@ -372,8 +386,6 @@ def decode_resize(buf: Buffer, size: int | tuple[int, int]) -> np.ndarray:
     cover_w = max(out_w, round(width * factor))
     m = dct_scale(height, width, cover_h, cover_w)
     image = _decode_scaled(buf, height, width, m, fast=False)
-    cover = np.empty((cover_h, cover_w, 3), dtype=np.uint8)
-    shrink = cover_h * cover_w < image.shape[0] * image.shape[1]
-    _resize_into(image, cover, mirror=False, area=shrink)
-    y, x = (cover_h - out_h) // 2, (cover_w - out_w) // 2
-    return np.ascontiguousarray(cover[y : y + out_h, x : x + out_w])
+    # only the source under the centre is resized: bounded whatever the aspect ratio
+    # (a 65500 x 1 JPEG never becomes an 8 M-pixel-wide cover row)
+    return cover_crop(image, cover_h, cover_w, out_h, out_w)

@@ -268,6 +268,7 @@ class _Epoch(Iterator[tuple[torch.Tensor, ...]]):
     """One epoch's iterator: schedules batch fills on a thread pool (Note [batch ring])."""
 
     def __init__(self, loader: Loader, epoch: int) -> None:
+        loader.store.check_sizes()  # a shard changed since the last epoch: say so, no SIGBUS
         self.loader, self.epoch = loader, epoch
         self.batches = loader.batches(epoch)
         self.ring = loader.ring()
@@ -316,6 +317,11 @@ class _Epoch(Iterator[tuple[torch.Tensor, ...]]):
 
     def _submit(self, k: int) -> None:
         assert self.pool is not None
+        try:
+            self.loader.store.check_sizes()  # one fstat per shard: cheap beside a batch
+        except GpuwiseError:
+            self.close()
+            raise
         idx = self.batches[k]
         slot = self.ring[k % len(self.ring)]
         step = -(-len(idx) // self.loader.num_threads)

@@ -152,7 +152,7 @@ def write_source(
             store could not be written (the message names the path and the cause).
     """
     start = time.perf_counter()
-    found = _Found()
+    found = _Found(notes=list(source.notes))
     writer: StoreWriter | None = None
     try:
         writer = _write_records(source, dst, config, progress, found)

@@ -8,8 +8,9 @@ decoded raises ``SkipRecord`` with the reason.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ class Source:
     load: Callable[[int], dict[str, Any]]
     classes: list[str] | None = None
     kind: str = "arrays"
+    notes: list[dict[str, str]] = field(default_factory=list)
 
 
 def _image_value(img: np.ndarray, config: PackConfig) -> np.ndarray | bytes:
@@ -119,6 +121,9 @@ def _read(path: Path) -> bytes:
 
 def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
     data = _read(path)
+    fast = _fast_jpeg_resize(data, config)  # guarded on its downscaled decode cost
+    if fast is not None:
+        return {"image": fast, "label": label}
     try:
         codec.check_pixels(data)
     except ValueError as err:
@@ -126,9 +131,6 @@ def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
     if codec.is_sixteen_bit(data):
         rec = _decoded_record(data, label, config)
         return {**rec, NOTE_KEY: "16-bit grey image, scaled to 8 bits (value / 257)"}
-    fast = _fast_jpeg_resize(data, config)
-    if fast is not None:
-        return {"image": fast, "label": label}
     if config.mode == "jpeg" and _loader_reads(data):
         return {"image": data, "label": label}
     return _decoded_record(data, label, config)
@@ -155,12 +157,18 @@ def imagefolder_source(root: Path, config: PackConfig) -> Source:
     Raises:
         UsageError: No class directories or no images, or raw mode without a size.
     """
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    notes: list[dict[str, str]] = []
+    classes = []
+    for p in sorted(root.iterdir()):
+        if p.name.startswith(".") or not p.is_dir():
+            continue
+        if p.is_symlink():  # `c3 -> /` would pack the whole filesystem
+            notes.append(_link_note(p, root))
+            continue
+        classes.append(p.name)
     files: list[tuple[Path, int]] = []
     for label, name in enumerate(classes):
-        for p in sorted((root / name).rglob("*")):
-            if p.suffix.lower() in IMAGE_SUFFIXES and (p.is_file() or p.is_symlink()):
-                files.append((p, label))  # a dangling link is listed as skipped, not dropped
+        files += [(p, label) for p in _class_images(root / name, root, notes)]
     if not files:
         raise UsageError(
             f"{root} holds no images in class subdirectories (looked for "
@@ -175,9 +183,38 @@ def imagefolder_source(root: Path, config: PackConfig) -> Source:
     def load(i: int) -> dict[str, Any]:
         return _file_record(files[i][0], files[i][1], config)
 
-    return Source(
-        len(files), lambda i: str(files[i][0].relative_to(root)), load, classes, "imagefolder"
-    )
+    def item(i: int) -> str:
+        return str(files[i][0].relative_to(root))
+
+    return Source(len(files), item, load, classes, "imagefolder", notes)
+
+
+def _class_images(folder: Path, root: Path, notes: list[dict[str, str]]) -> list[Path]:
+    """The images under one class folder, in sorted order; linked folders are not followed.
+
+    A symlinked image file is kept (a dangling one is listed as skipped, not dropped); a
+    symlinked folder is skipped with a note, so a link to ``/`` or a cycle packs nothing.
+    """
+    found: list[Path] = []
+    for top, dirs, names in os.walk(folder, followlinks=False):
+        here = Path(top)
+        for d in sorted(dirs):
+            if (here / d).is_symlink():
+                notes.append(_link_note(here / d, root))
+        dirs.sort()
+        for n in names:
+            if Path(n).suffix.lower() in IMAGE_SUFFIXES:
+                found.append(here / n)
+    return sorted(found)
+
+
+def _link_note(link: Path, root: Path) -> dict[str, str]:
+    target = os.readlink(link)
+    return {
+        "item": str(link.relative_to(root)),
+        "note": f"a symlinked folder (-> {target}) was not followed; link the images "
+        "themselves, or copy the folder in",
+    }
 
 
 def array_source(

@@ -317,6 +317,32 @@ class Store:
             )
         return file
 
+    def check_sizes(self) -> None:
+        """Check that every mapped shard still has the size its header gives.
+
+        Reading a memory-mapped page past the end of a file that shrank kills the process
+        with SIGBUS, which Python cannot catch; the Loader calls this at each epoch and
+        before each batch, so a shard truncated or rewritten under a running job becomes
+        this error, naming the shard, instead.
+
+        Raises:
+            StoreFormatError: A shard is smaller (or larger) than the header says.
+        """
+        maps = [*self._raw.items(), *((name, m) for name, (m, _) in self._jpeg.items())]
+        for name, array in maps:
+            spec = self.fields[name]
+            shard = self._shards.get(spec.file)
+            handle = getattr(array, "_mmap", None)
+            if shard is None or handle is None:
+                continue  # an empty shard is not mapped
+            size, want = handle.size(), int(shard["bytes"])  # fstat of the mapped file
+            if size != want:
+                raise StoreFormatError(
+                    f"shard {self.path / spec.file} now has {size} bytes, its header says "
+                    f"{want}: it was truncated or rewritten while the store was open; reading "
+                    f"it would crash the process (SIGBUS); {_NEXT.format(path=self.path)}"
+                )
+
     def _map(self, spec: FieldSpec) -> None:
         if spec.kind == "raw":
             assert spec.shape is not None

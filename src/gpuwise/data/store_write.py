@@ -2,7 +2,9 @@
 
 The writer fills ``DST.tmp-<pid>/`` and renames it to ``DST`` in ``commit()``; an
 exception or interruption before that removes the temporary directory, so a reader never
-sees half a store. Checksums are computed while writing, not by re-reading.
+sees half a store. It holds the destination's lock from start to end and replaces only a
+store gpuwise wrote (Note [store ownership] in ``store_owner.py``). Checksums are
+computed while writing, not by re-reading.
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ import numpy as np
 from gpuwise._version import __version__
 from gpuwise.atomic import remove_quietly, remove_stale, tmp_name, write_atomic
 from gpuwise.data.store import FORMAT, FORMAT_VERSION, HEADER, INDEX_DTYPE, FieldSpec
+from gpuwise.data.store_owner import (
+    MARKER,
+    DestinationLock,
+    check_destination,
+    marker_text,
+    move_into_place,
+)
 from gpuwise.errors import UsageError
+
+__all__ = ["StoreWriter", "check_destination"]
 
 
 class _Shard:
@@ -46,10 +57,11 @@ class StoreWriter:
     Args:
         dst: The store directory to create.
         fields: The record layout (raw fields with dtype and shape, jpeg fields).
-        overwrite: Replace an existing ``dst`` (only when it is a gpuwise store).
+        overwrite: Replace an existing ``dst`` (only when it is a store gpuwise wrote).
 
     Raises:
-        UsageError: ``dst`` exists and ``overwrite`` is false, or is not a store.
+        DestinationTaken: ``dst`` exists and ``overwrite`` is false, or is not a store
+            gpuwise wrote, or another process is writing it.
 
     Example:
         >>> spec = FieldSpec("x", "raw", np.dtype("<f4"), (3,), "x.bin")  # doctest: +SKIP
@@ -60,11 +72,19 @@ class StoreWriter:
 
     def __init__(self, dst: str | Path, fields: list[FieldSpec], *, overwrite: bool = False):
         self.dst = Path(dst)
+        self.overwrite = overwrite
         check_destination(self.dst, overwrite)
         self.fields = fields
         self.tmp = tmp_name(self.dst)
-        remove_stale(self.dst)  # left by a writer killed before it could clean up
-        self.tmp.mkdir(parents=True)
+        self.dst.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = DestinationLock(self.dst)
+        try:
+            check_destination(self.dst, overwrite)  # again, now that no writer can change it
+            remove_stale(self.dst)  # left by a writer killed before it could clean up
+            self.tmp.mkdir()
+        except BaseException:
+            self._lock.release()
+            raise
         self.records = 0
         self._shards: dict[str, _Shard] = {}
         self._offsets: dict[str, int] = {}
@@ -81,6 +101,7 @@ class StoreWriter:
     def __exit__(self, *exc: object) -> None:
         if self.tmp.exists():
             self.abort()
+        self._lock.release()
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record: an array per raw field, encoded bytes per jpeg field.
@@ -133,11 +154,13 @@ class StoreWriter:
             **header_extra,
         }
         write_atomic(self.tmp / HEADER, json.dumps(header, indent=1) + "\n", what="store header")
-        old = self.dst.with_name(f"{self.dst.name}.old-{os.getpid()}")
-        if self.dst.exists():  # replaced by two renames: never a moment with half a store
-            self.dst.rename(old)
-        self.tmp.rename(self.dst)
-        remove_quietly(old)
+        write_atomic(self.tmp / MARKER, marker_text(header["created_by"]), what="store marker")
+        try:
+            move_into_place(self.tmp, self.dst, self.overwrite)
+        except BaseException:
+            self.abort()
+            raise
+        self._lock.release()
         return header
 
     def abort(self) -> None:
@@ -149,24 +172,4 @@ class StoreWriter:
             with contextlib.suppress(OSError):
                 shard.file.close()
         remove_quietly(self.tmp)
-
-
-def check_destination(dst: Path, overwrite: bool) -> None:
-    """Check that a store may be written at ``dst``.
-
-    Args:
-        dst: The destination directory.
-        overwrite: Whether an existing store there may be replaced.
-
-    Raises:
-        UsageError: ``dst`` exists and ``overwrite`` is false, or it is not a store.
-    """
-    if not dst.exists():
-        return
-    if not overwrite:
-        raise UsageError(f"{dst} already exists; pick a new destination or pass --overwrite")
-    if not (dst / HEADER).is_file():
-        raise UsageError(
-            f"{dst} exists and is not a gpuwise store; refusing to overwrite it; "
-            "pick a new destination"
-        )
+        self._lock.release()

@@ -279,14 +279,57 @@ def _failure(
     silent = [r for r, (how, _) in endings.items() if how in ("killed", "missing")]
     bad = [r for r, (how, _) in endings.items() if how not in ("exit", "killed", "missing")]
     rank = silent[0] if silent else min(bad, key=lambda r: endings[r][1] or 0.0)
+    how = endings[rank][0]
+    hung = None if silent else _hung_rank(rank, endings, facts, by_rank)
+    if hung is not None:  # the first error was a peer's timeout: blame whom it waited for
+        waited = f"rank {rank} timed out waiting for it"
+        how = f"stopped making progress ({waited}); then {endings[hung][0]}"
+        rank = hung
     steps = by_rank.get(rank) or []
     return {
         "rank": rank,
-        "how": endings[rank][0],
+        "how": how,
         "steps_recorded": len(steps),
         "last_step_end_s": _r(steps[-1].start_s + steps[-1].total_s) if steps else None,
         "endings": {str(r): how for r, (how, _) in endings.items()},
     }
+
+
+TIMEOUT_WORDS = ("timed out", "timeout", "deadline exceeded")
+"""How gloo and NCCL word a collective that waited past the process group's timeout."""
+
+
+def _hung_rank(
+    first: int,
+    endings: Mapping[int, tuple[str, float | None]],
+    facts: Mapping[int, Mapping[str, Any]],
+    by_rank: Mapping[int, list[Step]],
+) -> int | None:
+    """The rank that stopped making progress, when the first error is a collective timeout.
+
+    A rank hung inside its step (or a collective) raises nothing: its peers time out
+    waiting for it and raise first, and torchrun then stops it with a signal. So when the
+    first bad ending is a timeout, the rank blamed is the one that did *not* time out
+    itself and made the least progress (fewest steps, then fewest completed all-reduces,
+    then the earliest last step); ``None`` when every rank timed out or the first error
+    was no timeout.
+    """
+    if not any(word in endings[first][0].lower() for word in TIMEOUT_WORDS):
+        return None
+    others = [
+        r
+        for r, (how, _) in endings.items()
+        if r != first and not any(word in how.lower() for word in TIMEOUT_WORDS)
+    ]
+    if not others:
+        return None
+
+    def progress(rank: int) -> tuple[int, int, float]:
+        steps = by_rank.get(rank) or []
+        last = steps[-1].start_s + steps[-1].total_s if steps else 0.0
+        return len(steps), len((facts.get(rank) or {}).get("comm") or []), last
+
+    return min(others, key=progress)
 
 
 def _expected(

@@ -3,8 +3,9 @@
 Lightning's training-batch hooks mark each step (see ``gpuwise.integrations.recorder``);
 devices are sampled alongside. At fit end the callback holds a diagnosed Run
 (``callback.run``), writes the asked-for report files, and logs the phase fractions, step
-time, MFU and energy per step to every logger of the Trainer. Works with the ``lightning``
-package and with ``pytorch_lightning``.
+time, MFU and energy per step to every logger of the Trainer. When training raises, the
+callback stops sampling and writes the partial Run (``extra["interrupted"]``). Works with
+the ``lightning`` package and with ``pytorch_lightning``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class _LightningCore(CallbackCore):
     ) -> None:
         """The optimizer step is done."""
         self._end(batch_size_of(batch), rank=int(trainer.global_rank), model=pl_module)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        """Training raised (Ctrl-C too): stop sampling, write the partial report."""
+        self._fail(exception)
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         """Build the Run, write the reports, log the numbers to the Trainer's loggers."""

@@ -12,6 +12,7 @@ its diagnosis.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -20,10 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.atomic import write_atomic
+from gpuwise.errors import GpuwiseError
 from gpuwise.profiling.recording import build_run, run_meta
 from gpuwise.profiling.step_files import StepFiles
 from gpuwise.records import Run, Step
 from gpuwise.sizing.efficiency import HostEnergy, add_efficiency
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,26 @@ class CallbackCore:
         self._recorder = None
         write_reports(self.run, self.json_path, self.html_path)
         return run_metrics(self.run)
+
+    def _fail(self, err: BaseException) -> None:
+        """Training raised: stop sampling and write the partial Run, marked with the error.
+
+        The steps recorded up to the error are kept; the Run's ``extra["interrupted"]``
+        names the error. A report that cannot be written is logged, never raised: the
+        training's own error is the one the caller must see.
+        """
+        if self._recorder is None:
+            return
+        self.run = self._recorder.finish()  # stops the sampler thread
+        self._recorder = None
+        self.run.extra["interrupted"] = {
+            "error": f"{type(err).__name__}: {err}",
+            "steps": len(self.run.steps),
+        }
+        try:
+            write_reports(self.run, self.json_path, self.html_path)
+        except GpuwiseError as write_err:
+            log.warning("the partial gpuwise report was not written: %s", write_err)
 
 
 def _open_count() -> Any:

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwise.errors import UsageError
+from gpuwise.errors import GpuwiseError, UsageError
+from gpuwise.pipeline.budget import check_fits, value_bytes
 from gpuwise.pipeline.core import Pipeline
 from gpuwise.pipeline.example import ServingApp
 from gpuwise.pipeline.load import LoadResult, LoadSpec, run_load
@@ -41,10 +42,20 @@ def measure(
     Returns:
         The pipeline's view (stage times, batches) of the window's requests, and the
         clients' view.
+
+    Raises:
+        GpuwiseError: Every request of the window failed (the message gives the first
+            error).
+        InputFactoryError: ``make_input`` raised.
     """
     clients = load.concurrency or 2 * pipe.settings.max_batch
     seen = run_load(pipe.submit, make_input, load, concurrency=clients)
     pipe.drain()
+    if seen.submitted and not seen.completed and seen.first_error is not None:
+        raise GpuwiseError(
+            f"all {seen.submitted} requests of the measured window failed; the first with "
+            f"{seen.first_error}; fix the stage that raised it (see the message)"
+        )
     start_s = seen.window_start_t - pipe.origin_t
     end_s = start_s + seen.window_s
     requests, batches = pipe.records()
@@ -115,10 +126,18 @@ def sweep(
     """
     points: list[SweepPoint] = []
     results: list[ServingResult] = []
-    grid = itertools.product(spec.max_batches, spec.max_delays_ms, spec.pre_workers)
+    grid = list(itertools.product(spec.max_batches, spec.max_delays_ms, spec.pre_workers))
     for max_batch, delay_ms, workers in grid:
-        with build(max_batch, delay_ms, workers) as pipe:
-            result, _ = measure(pipe, make_input, load)
+        try:
+            with build(max_batch, delay_ms, workers) as pipe:
+                result, _ = measure(pipe, make_input, load)
+        except KeyboardInterrupt:
+            if not results:
+                raise
+            partial = dataclasses.replace(
+                results[best_point(points)], sweep=tuple(points), slo_p99_s=spec.slo_p99_s
+            )
+            raise SweepInterrupted(partial, len(points), len(grid)) from None
         p99_s = result.latency_s()["p99"]
         meets = p99_s is not None and p99_s <= spec.slo_p99_s
         kind = label(result) if label is not None else ""
@@ -129,6 +148,21 @@ def sweep(
         )
     best = best_point(points)
     return dataclasses.replace(results[best], sweep=tuple(points), slo_p99_s=spec.slo_p99_s)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep, after some settings were measured: their best result.
+
+    Attributes:
+        result: The best measured setting's result, its ``sweep`` holding the points
+            measured so far.
+        measured: Settings measured.
+        total: Settings in the grid.
+    """
+
+    def __init__(self, result: ServingResult, measured: int, total: int) -> None:
+        super().__init__(f"sweep interrupted after {measured} of {total} settings")
+        self.result, self.measured, self.total = result, measured, total
 
 
 def best_point(points: Sequence[SweepPoint]) -> int:
@@ -181,7 +215,12 @@ def serve_bench(
 
     Returns:
         The measured (or best) setting's result.
+
+    Raises:
+        UsageError: A setting does not fit the machine's memory (checked first).
+        SweepInterrupted: Ctrl-C after at least one setting of a sweep was measured.
     """
+    _check_memory(app, load, config, grid)
 
     def build(max_batch: int, delay_ms: float, workers: int | None) -> Pipeline:
         clients = load.concurrency or 2 * max_batch
@@ -199,6 +238,7 @@ def serve_bench(
             max_queue=max(4 * max_batch, clients),
             buckets=config.buckets,
             transform=app.transform,
+            keep_records=BENCH_RECORDS,
         )
 
     if grid is not None:
@@ -206,3 +246,32 @@ def serve_bench(
     with build(config.max_batch, config.max_delay_ms, config.pre_workers) as pipe:
         result, _ = measure(pipe, app.make_input, load)
     return result
+
+
+BENCH_RECORDS = 1_000_000
+"""Request timings a benchmark pipeline keeps: the measured window must be whole
+(a million requests: ~200 MB, a window of minutes at thousands per second)."""
+
+
+def _check_memory(
+    app: ServingApp, load: LoadSpec, config: BenchConfig, grid: SweepSpec | None
+) -> None:
+    """Refuse, before building anything, a setting that cannot fit in memory."""
+    from gpuwise.pipeline.load import InputFactoryError
+
+    try:
+        x = app.make_input(0)
+    except Exception as err:
+        raise InputFactoryError(
+            f"the app's make_input(0) raised {type(err).__name__}: {err}; this is an error "
+            "in the serving app's code, not in gpuwise; fix make_input"
+        ) from err
+    try:
+        sample_bytes = value_bytes(app.pre(x))
+    except Exception:  # pre's own errors show up per request, with their message
+        sample_bytes = value_bytes(x)
+    batches = grid.max_batches if grid is not None else (config.max_batch,)
+    for max_batch in batches:
+        clients = load.concurrency or 2 * max_batch
+        in_flight = max(4 * max_batch, clients) + 2 * max_batch
+        check_fits(max_batch, in_flight, value_bytes(x), sample_bytes, config.pre_processes)

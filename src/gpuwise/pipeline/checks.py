@@ -21,6 +21,21 @@ def deadline_error(req: Request, now: float, before: str) -> DeadlineExceeded:
     )
 
 
+def stage_error(stage: str, err: BaseException) -> BaseException:
+    """What a request that ``stage`` raised ``err`` on fails with.
+
+    An ``Exception`` is passed on as it is (the caller sees their own error); a
+    ``SystemExit``, ``KeyboardInterrupt`` or other ``BaseException`` becomes a
+    ``StageError``: it ends the request, never the pipeline's worker thread.
+    """
+    if isinstance(err, Exception):
+        return err
+    return StageError(
+        f"{stage} raised {type(err).__name__}({err}); the request failed and the pipeline "
+        f"goes on; return or raise an Exception from {stage} instead"
+    )
+
+
 def shape_error(sample: torch.Tensor, spec: tuple[tuple[int, ...], torch.dtype]) -> StageError:
     """The error of a sample whose shape or dtype differs from its batch's."""
     return StageError(

@@ -11,7 +11,11 @@ Note [pipeline threads]
     Every wait is a queue ``get``/``put`` with a timeout of ``poll_s`` that then checks
     the stop event; ``close()`` waits for in-flight requests, sets the event and joins
     every thread. A request's future is resolved before the in-flight count drops, so a
-    callback that submits more work keeps ``drain()`` waiting.
+    callback that submits more work keeps ``drain()`` waiting. Each request ends once
+    (Note [one end per request] in ``ledger.py``): by its stage, by the deadline timer
+    (``deadlines.py``) whatever the stage is doing, or by ``close()``, which fails every
+    request still live after its timeout. A stage raising anything, ``SystemExit`` and
+    ``KeyboardInterrupt`` included, fails its request, never its worker thread.
 """
 
 from __future__ import annotations
@@ -23,15 +27,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any
 
 import torch
 
 from gpuwise.pipeline.batcher import Batcher
-from gpuwise.pipeline.checks import check_settings, deadline_error, torch_device
+from gpuwise.pipeline.checks import check_settings, deadline_error, stage_error, torch_device
+from gpuwise.pipeline.deadlines import DeadlineTimer, deadline_t
 from gpuwise.pipeline.device_stage import DeviceStage
 from gpuwise.pipeline.errors import Overloaded, PipelineClosed
+from gpuwise.pipeline.ledger import KEEP_RECORDS, Ledger
 from gpuwise.pipeline.procs import ProcessPre
 from gpuwise.pipeline.request import Request
 from gpuwise.pipeline.staging import Stager, Transform, as_tensor
@@ -67,9 +73,11 @@ class Pipeline:
             GIL-bound Python (``pre`` must be a module-level function; samples come back
             through shared memory, see Note [process pre]); 0: threads.
         poll_s: Longest single blocking wait of a worker before it checks for stop.
+        keep_records: Request timings and batch records kept for ``records()`` and
+            ``result()`` (the most recent; counts by outcome cover every request).
 
     Raises:
-        UsageError: A setting is out of range.
+        UsageError: A setting is out of range, or ``pre`` cannot be sent to processes.
         NoDeviceError: ``device`` is CUDA and no CUDA device is available.
 
     Example:
@@ -96,6 +104,7 @@ class Pipeline:
         filter: Callable[[Any], bool] | None = None,
         pre_processes: int = 0,
         poll_s: float = 0.05,
+        keep_records: int = KEEP_RECORDS,
     ) -> None:
         self.device = torch_device(device)
         check_settings(max_batch, max_delay_ms, max_queue, buckets)
@@ -126,10 +135,12 @@ class Pipeline:
         self._post_q: queue.Queue[Request] = queue.Queue()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._inflight = self._submitted = 0
         self._closing = self._closed = False
-        self._records: list[RequestTiming] = []
+        self._close_started = False
+        self._close_done = threading.Event()
+        self.origin_t = time.perf_counter()
+        self._ledger = Ledger(self.origin_t, keep_records)
+        self._finish = self._ledger.end  # every end goes through Note [one end per request]
         rows = max(self.settings.buckets or (max_batch,))
         self._device = DeviceStage(
             Batcher(self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s),
@@ -138,16 +149,16 @@ class Pipeline:
             self.settings,
             self._finish,
             self._post_q,
-            self._lock,
+            self._ledger,
         )
+        self._procs: ProcessPre | None = None
+        if pre_processes:  # before torch's threads change: a failed start leaves them alone
+            slots = depth + pre_processes
+            self._procs = ProcessPre(pre, pre_processes, slots, self._pre_done, self._pre_failed)
         self._torch_threads = torch.get_num_threads()
         if self.plan.model_threads is not None:
             torch.set_num_threads(self.plan.model_threads)
-        self.origin_t = time.perf_counter()
-        self._procs: ProcessPre | None = None
-        if pre_processes:
-            slots = depth + pre_processes
-            self._procs = ProcessPre(pre, pre_processes, slots, self._pre_done, self._pre_failed)
+        self._timer = DeadlineTimer(self._expire, self._stop, poll_s)
         self._threads = self._start_threads()
 
     def _start_threads(self) -> list[threading.Thread]:
@@ -168,12 +179,13 @@ class Pipeline:
 
         Args:
             x: The input ``pre`` takes.
-            deadline_ms: Drop the request (``DeadlineExceeded``) if it has not reached the
-                device this many milliseconds after submission.
+            deadline_ms: Fail the request (``DeadlineExceeded``) if it has not finished
+                this many milliseconds after submission, whatever stage holds it.
 
         Raises:
             Overloaded: The queue is full; nothing was queued (backpressure).
             PipelineClosed: ``close()`` was called.
+            UsageError: ``deadline_ms`` is NaN or negative.
         """
         req = self._new_request(x, deadline_ms)
         try:
@@ -222,61 +234,85 @@ class Pipeline:
 
     def _new_request(self, x: Any, deadline_ms: float | None) -> Request:
         now = time.perf_counter()
+        expires_t = deadline_t(now, deadline_ms)
         with self._lock:
             if self._closing:
                 raise PipelineClosed("the pipeline is closed; build a new Pipeline to serve")
-            index, self._submitted = self._submitted, self._submitted + 1
-            self._inflight += 1
-        deadline_t = None if deadline_ms is None else now + deadline_ms / 1e3
-        return Request(index, x, now, deadline_t)
+            req = Request(self._ledger.submitted, x, now, expires_t)
+            self._ledger.admit(req)
+        self._timer.add(req)
+        return req
 
     def drain(self, timeout_s: float = 60.0) -> bool:
         """Wait until no request is in flight; return whether that happened in time."""
-        end = time.monotonic() + timeout_s
-        with self._idle:
-            while self._inflight > 0:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(timeout=min(left, self.poll_s))
-        return True
+        return self._ledger.wait_idle(timeout_s, self.poll_s)
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Finish in-flight requests, stop and join every thread, restore torch's threads.
 
-        Requests still queued after ``timeout_s`` fail with ``PipelineClosed``.
+        Every request not finished ``timeout_s`` after the call fails with
+        ``PipelineClosed`` (also one whose stage is stuck: its thread is left to end on
+        its own). Called from a done-callback (a pipeline thread), it returns at once and
+        the closing happens on a thread of its own.
         """
+        in_callback = threading.current_thread() in self._threads
         with self._lock:
-            if self._closed:
-                return
+            first, self._close_started = not self._close_started, True
             self._closing = True
+        if first and in_callback:  # a done-callback: close on a thread of its own
+            closer = threading.Thread(
+                target=self._close, args=(timeout_s,), name="gpuwise-close", daemon=True
+            )
+            self._threads.append(closer)
+            closer.start()
+        elif first:
+            self._close(timeout_s)
+        elif not in_callback:  # another caller is closing: wait for it to finish
+            self._close_done.wait(timeout=timeout_s + 30.0)
+
+    def _close(self, timeout_s: float) -> None:
         if not self.drain(timeout_s):
             log.warning("pipeline closed with requests in flight after %.1f s", timeout_s)
         self._stop.set()
         for t in self._threads:
-            t.join(timeout=max(1.0, 10 * self.poll_s))
+            if t is not threading.current_thread():
+                t.join(timeout=max(1.0, 10 * self.poll_s))
         if self._procs is not None:
             for req in self._procs.close():
                 self._finish(req, "error", time.perf_counter(), PipelineClosed("closed"))
         self._fail_queued()
+        self._ledger.end_all(
+            lambda: PipelineClosed(
+                f"the pipeline closed {timeout_s:g} s after close() with this request "
+                "unfinished (its stage did not return); raise close's timeout_s"
+            )
+        )
         if self.plan.model_threads is not None:
             torch.set_num_threads(self._torch_threads)
         self._closed = True
+        self._close_done.set()
 
     def __enter__(self) -> Pipeline:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        interrupted = kind is not None and not issubclass(kind, Exception)
+        self.close(timeout_s=1.0 if interrupted else 60.0)  # Ctrl-C: do not wait 60 s
 
     def alive_threads(self) -> list[str]:
         """Names of the pipeline's threads still running (empty after ``close()``)."""
-        return [t.name for t in self._threads if t.is_alive()]
+        threads = [*self._threads, self._timer.thread]
+        if self._procs is not None:
+            threads.append(self._procs.supervisor)
+        return [t.name for t in threads if t.is_alive()]
 
     def records(self) -> tuple[list[RequestTiming], list[BatchRecord]]:
-        """Copies of the finished requests' timings and the batch records so far."""
-        with self._lock:
-            return list(self._records), list(self._device.batches)
+        """Copies of the most recent requests' timings and batch records (``keep_records``)."""
+        return self._ledger.snapshot()
+
+    def counts(self) -> dict[str, int]:
+        """Requests ended so far by outcome, every one since the start."""
+        return self._ledger.totals()
 
     def result(self, load: dict[str, Any] | None = None) -> ServingResult:
         """Everything measured so far as a ``ServingResult`` (first submit to last finish)."""
@@ -306,8 +342,8 @@ class Pipeline:
             return
         try:
             sample = as_tensor(self.pre(req.payload))
-        except Exception as err:
-            self._pre_failed(req, err)
+        except BaseException as err:  # SystemExit too: the request fails, not the worker
+            self._pre_failed(req, stage_error("pre", err))
             return
         self._pre_done(req, sample)
 
@@ -320,15 +356,20 @@ class Pipeline:
                 self._finish(req, "error", time.perf_counter(), PipelineClosed("closed"))
 
     def _pre_admit(self, req: Request) -> bool:
-        """Stamp the start of pre; drop an expired or filtered request (``False``)."""
+        """Stamp the start of pre; drop a cancelled, expired or filtered request (``False``)."""
         req.pre_start_t = now = time.perf_counter()
+        if not self._ledger.is_live(req):  # its deadline passed while it queued
+            return False
+        if not req.future.set_running_or_notify_cancel():  # cancelled: never run
+            self._finish(req, "cancelled", now)
+            return False
         if req.expired(now):
             self._finish(req, "deadline", now, deadline_error(req, now, "a pre worker"))
             return False
         try:
             keep = self.filter is None or self.filter(req.payload)
-        except Exception as err:
-            self._pre_failed(req, err)
+        except BaseException as err:
+            self._pre_failed(req, stage_error("filter", err))
             return False
         if not keep:
             self._finish(req, "filtered", time.perf_counter())
@@ -339,6 +380,8 @@ class Pipeline:
 
     def _pre_done(self, req: Request, sample: torch.Tensor) -> None:
         """Hand a preprocessed sample to the batcher (waits while the batch queue is full)."""
+        if not self._ledger.is_live(req):
+            return  # ended meanwhile (deadline): drop the sample
         req.sample, req.pre_end_t = sample, time.perf_counter()
         while not self._stop.is_set():
             try:
@@ -355,37 +398,20 @@ class Pipeline:
     def _post_loop(self) -> None:
         while not self._stop.is_set():
             req = self._get(self._post_q)
-            if req is None:
+            if req is None or not self._ledger.is_live(req):
                 continue
             req.post_start_t = time.perf_counter()
             try:
                 result = self.post(req.output)
-            except Exception as err:
-                self._finish(req, "error", time.perf_counter(), err)
+            except BaseException as err:
+                self._finish(req, "error", time.perf_counter(), stage_error("post", err))
                 continue
             req.output = None
             self._finish(req, "ok", time.perf_counter(), result=result)
 
-    def _finish(
-        self,
-        req: Request,
-        outcome: str,
-        end_t: float,
-        error: BaseException | None = None,
-        result: Any = None,
-    ) -> None:
-        timing = req.timing(outcome, end_t, self.origin_t)
-        try:
-            if error is not None:
-                req.future.set_exception(error)
-            else:
-                req.future.set_result(result)
-        except InvalidStateError:  # the caller cancelled it
-            pass
-        with self._idle:
-            self._records.append(timing)
-            self._inflight -= 1
-            self._idle.notify_all()
+    def _expire(self, req: Request, now: float) -> None:
+        """The deadline timer's end of a request (a no-op when it already ended)."""
+        self._finish(req, "deadline", now, deadline_error(req, now, "its result"))
 
     def _fail_queued(self) -> None:
         for q in (self._pre_q, self._batch_q, self._post_q):

@@ -7,18 +7,18 @@ See Note [pipeline threads] in ``gpuwise.pipeline.core`` and Note [one staging s
 from __future__ import annotations
 
 import queue
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from gpuwise.pipeline.batcher import Batcher
-from gpuwise.pipeline.checks import deadline_error, shape_error
+from gpuwise.pipeline.checks import deadline_error, shape_error, stage_error
+from gpuwise.pipeline.ledger import Ledger
 from gpuwise.pipeline.request import Request
 from gpuwise.pipeline.staging import Stager, bucket_for, output_row
 from gpuwise.records.serving import BatchRecord, ServingSettings
 
-Finish = Callable[[Request, str, float, "BaseException | None"], None]
+Finish = Callable[[Request, str, float, "BaseException | None"], object]
 
 
 class DeviceStage:
@@ -31,7 +31,7 @@ class DeviceStage:
         settings: The pipeline's settings (``max_batch``, ``buckets``).
         finish: Ends a request that will not reach post (outcome, end time, error).
         post_q: Where served requests go, each with its output row.
-        lock: Guards ``batches`` (read by other threads).
+        ledger: Keeps the batch records (the most recent) and knows the live requests.
     """
 
     def __init__(
@@ -42,11 +42,10 @@ class DeviceStage:
         settings: ServingSettings,
         finish: Finish,
         post_q: queue.Queue[Request],
-        lock: threading.Lock,
+        ledger: Ledger,
     ) -> None:
         self.batcher, self.stager, self.model, self.settings = batcher, stager, model, settings
-        self.finish, self.post_q, self.lock = finish, post_q, lock
-        self.batches: list[BatchRecord] = []
+        self.finish, self.post_q, self.ledger = finish, post_q, ledger
         self._count = 0
 
     def step(self, origin_t: float) -> None:
@@ -67,10 +66,10 @@ class DeviceStage:
         try:
             samples = [r.sample for r in reqs if r.sample is not None]  # all, see _admit
             staged = self.stager.run(self.model, samples, rows)
-        except Exception as err:
+        except BaseException as err:  # SystemExit too: the batch fails, not the model thread
             end_t = time.perf_counter()
             for r in reqs:
-                self.finish(r, "error", end_t, err)
+                self.finish(r, "error", end_t, stage_error("model", err))
             return
         end_t = time.perf_counter()
         d2h_s = end_t - batch_t - staged.h2d_s - staged.compute_s
@@ -86,8 +85,7 @@ class DeviceStage:
             d2h_s,
             staged.h2d_bytes,
         )
-        with self.lock:
-            self.batches.append(record)
+        self.ledger.add_batch(record)
         for i, r in enumerate(reqs):
             r.h2d_s, r.compute_s = staged.h2d_s, staged.compute_s
             r.d2h_end_t, r.sample = end_t, None  # the staging buffer is reused next batch
@@ -100,7 +98,8 @@ class DeviceStage:
         spec = self.stager.sample_spec()
         kept = []
         for r in reqs:
-            assert r.sample is not None
+            if r.sample is None or not self.ledger.is_live(r):
+                continue  # ended meanwhile (deadline, close): not run
             if spec is None:
                 spec = (tuple(r.sample.shape), r.sample.dtype)
             if r.expired(now):

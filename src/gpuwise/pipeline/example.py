@@ -113,15 +113,21 @@ def load_app(spec: str | None) -> ServingApp:
     """Return the app a ``module:factory`` names (the built-in example for ``None``).
 
     Raises:
-        UsageError: The module cannot be imported, or the factory is missing or returns
-            something other than a ``ServingApp``.
+        UsageError: The module cannot be imported, or the factory is missing, raises, or
+            returns something other than a ``ServingApp``.
     """
     if spec is None:
         return image_classifier()
     factory = import_factory(
         spec, default_attr="app", returns="a gpuwise.pipeline.example.ServingApp"
     )
-    app = factory()
+    try:
+        app = factory()
+    except Exception as err:  # the user's code: say so, it is not a gpuwise bug
+        raise UsageError(
+            f"the app factory {spec} raised {type(err).__name__}: {err}; this is an error in "
+            "the serving app's code, not in gpuwise; fix the factory"
+        ) from err
     if not isinstance(app, ServingApp):
         raise UsageError(
             f"{spec} returned a {type(app).__name__}; it must return a "

@@ -16,8 +16,11 @@ Note [closed-loop clients]
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import threading
 import time
+from array import array
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -26,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from gpuwise.errors import GpuwiseError, UsageError
+
+log = logging.getLogger(__name__)
 
 Submit = Callable[[Any, "float | None"], "Future[Any]"]
 
@@ -79,6 +84,7 @@ class LoadResult:
         failed: Of those, requests whose future raised.
         rejected: Of those, requests the server refused at once.
         latencies_s: Client-side latency of each completed request, in submission order.
+        first_error: The first failed request's error, as text (``None``: none failed).
     """
 
     window_start_t: float
@@ -88,6 +94,7 @@ class LoadResult:
     failed: int
     rejected: int
     latencies_s: tuple[float, ...]
+    first_error: str | None = None
 
     @property
     def throughput_per_s(self) -> float:
@@ -101,17 +108,31 @@ class LoadResult:
         return float(np.percentile(np.asarray(self.latencies_s), q))
 
 
+class InputFactoryError(UsageError):
+    """The app's ``make_input`` raised: an error in the user's code, not in gpuwise."""
+
+
 class _Book:
     """The clients' shared ledger: one entry per request, and when all are answered."""
 
     def __init__(self, submit: Submit, make_input: Callable[[int], Any], spec: LoadSpec) -> None:
         self.submit, self.make_input, self.spec = submit, make_input, spec
         self.lock = threading.Lock()
-        self.entries: list[tuple[float, float | None, str]] = []
+        self.entries = _Entries()
         self.outstanding = 0
         self.all_answered = threading.Event()
         self.end_t = 0.0
         self.sending = True
+        self.first_error: str | None = None
+        self.halted = False  # Ctrl-C or a raising make_input: no more requests
+        self.answers = 0  # answered so far: a server still answering is not stuck
+        self.input_error: InputFactoryError | None = None
+
+    def halt(self) -> None:
+        """Send nothing more (the closed loop's callbacks stop too)."""
+        with self.lock:
+            self.halted = True
+        self.stop_sending()
 
     def stop_sending(self) -> None:
         with self.lock:
@@ -121,10 +142,15 @@ class _Book:
 
     def send(self, then_more: bool) -> bool:
         with self.lock:
-            index = len(self.entries)
-            self.entries.append((0.0, None, "pending"))
+            if self.halted:
+                return False
+            index = self.entries.add()
             self.outstanding += 1
-        x = self.make_input(index)
+        try:
+            x = self.make_input(index)
+        except Exception as err:  # the user's code: stop the load and say whose error it is
+            self._input_failed(index, err)
+            return False
         t0 = time.perf_counter()
         try:
             future = self.submit(x, self.spec.deadline_ms)
@@ -134,16 +160,31 @@ class _Book:
         future.add_done_callback(lambda f: self._done(f, index, t0, then_more))
         return True
 
+    def _input_failed(self, index: int, err: Exception) -> None:
+        with self.lock:
+            if self.input_error is None:
+                self.input_error = InputFactoryError(
+                    f"the app's make_input({index}) raised {type(err).__name__}: {err}; this "
+                    "is an error in the serving app's code, not in gpuwise; fix make_input"
+                )
+                self.input_error.__cause__ = err
+        self.halt()
+        self._answer(index, time.perf_counter(), None, "rejected")
+
     def _done(self, future: Future[Any], index: int, t0: float, then_more: bool) -> None:
         t1 = time.perf_counter()
-        outcome = "failed" if future.cancelled() or future.exception() is not None else "ok"
-        if then_more and t1 < self.end_t:
+        error = None if future.cancelled() else future.exception()
+        outcome = "failed" if future.cancelled() or error is not None else "ok"
+        if error is not None and self.first_error is None:
+            self.first_error = f"{type(error).__name__}: {error}"
+        if then_more and t1 < self.end_t and not self.halted:
             self.send(then_more=True)
         self._answer(index, t0, t1, outcome)
 
     def _answer(self, index: int, t0: float, t1: float | None, outcome: str) -> None:
         with self.lock:
-            self.entries[index] = (t0, t1, outcome)
+            self.entries.set(index, t0, t1, outcome)
+            self.answers += 1
             self.outstanding -= 1
             if self.outstanding == 0 and not self.sending:
                 self.all_answered.set()
@@ -164,13 +205,17 @@ def run_load(
         make_input: Request number -> input.
         spec: How to offer load.
         concurrency: Closed-loop clients when ``spec.concurrency`` is ``None``.
-        answer_timeout_s: Longest wait, after the window, for outstanding answers.
+        answer_timeout_s: Longest wait without a single answer (a server still
+            answering, however slowly, is waited for).
 
     Returns:
         The window's counts and latencies.
 
     Raises:
-        GpuwiseError: Requests were still unanswered ``answer_timeout_s`` after the load.
+        GpuwiseError: No request was answered for ``answer_timeout_s`` while some were
+            outstanding.
+        InputFactoryError: ``make_input`` raised (the load stops at once).
+        KeyboardInterrupt: Ctrl-C; the load stops sending first.
 
     Example:
         >>> res = run_load(pipe.submit, lambda i: images[i % 64], LoadSpec(concurrency=16))
@@ -179,25 +224,46 @@ def run_load(
     book = _Book(submit, make_input, spec)
     start_t = time.perf_counter()
     book.end_t = start_t + spec.warmup_s + spec.duration_s
-    if spec.mode == "closed":
-        for _ in range(spec.concurrency or concurrency or 1):
-            book.send(then_more=True)
-    else:
-        _open_loop(book, start_t, float(spec.rate_per_s or 1.0))
-    book.stop_sending()
-    if not book.all_answered.wait(timeout=spec.warmup_s + spec.duration_s + answer_timeout_s):
+    try:
+        if spec.mode == "closed":
+            for _ in range(spec.concurrency or concurrency or 1):
+                if not book.send(then_more=True) and book.input_error is not None:
+                    break
+        else:
+            _open_loop(book, start_t, float(spec.rate_per_s or 1.0))
+        book.stop_sending()
+        answered = _wait_answers(book, answer_timeout_s)
+    except KeyboardInterrupt:
+        book.halt()  # the clients' callbacks stop submitting
+        raise
+    if book.input_error is not None:
+        raise book.input_error
+    if not answered:
         raise GpuwiseError(
-            f"{book.outstanding} requests were still unanswered {answer_timeout_s:.0f} s after "
-            "the load ended; the server is stuck or far too slow for this load; lower it"
+            f"no request was answered for {answer_timeout_s:.0f} s while {book.outstanding} "
+            "were outstanding; the server is stuck (a stage that never returns?); check its "
+            "stages, or pass deadlines"
         )
-    return _window(book.entries, start_t + spec.warmup_s, spec.duration_s)
+    return _window(book.entries, start_t + spec.warmup_s, spec.duration_s, book.first_error)
+
+
+def _wait_answers(book: _Book, answer_timeout_s: float) -> bool:
+    """Wait for every answer while answers keep coming; ``False`` after a silence."""
+    last = (book.answers, time.monotonic())
+    while not book.all_answered.wait(timeout=min(1.0, answer_timeout_s)):
+        now = time.monotonic()
+        if book.answers != last[0]:
+            last = (book.answers, now)
+        elif now - last[1] >= answer_timeout_s:
+            return False
+    return True
 
 
 def _open_loop(book: _Book, start_t: float, rate_per_s: float) -> None:
     """Submit at Poisson arrival times until the window ends (this thread sleeps between)."""
     rng = np.random.default_rng(book.spec.seed)
     arrival_t = start_t
-    while True:
+    while book.input_error is None:
         arrival_t += float(rng.exponential(1.0 / rate_per_s))
         if arrival_t >= book.end_t:
             break
@@ -207,17 +273,41 @@ def _open_loop(book: _Book, start_t: float, rate_per_s: float) -> None:
         book.send(then_more=False)
 
 
+class _Entries:
+    """One entry per request, 17 bytes each (arrays, not tuples: a long run stays small)."""
+
+    CODES = ("pending", "ok", "failed", "rejected")
+
+    def __init__(self) -> None:
+        self.t0, self.t1, self.outcome = array("d"), array("d"), array("b")
+
+    def add(self) -> int:
+        self.t0.append(0.0)
+        self.t1.append(math.nan)
+        self.outcome.append(0)
+        return len(self.t0) - 1
+
+    def set(self, index: int, t0: float, t1: float | None, outcome: str) -> None:
+        self.t0[index] = t0
+        self.t1[index] = math.nan if t1 is None else t1
+        self.outcome[index] = self.CODES.index(outcome)
+
+
 def _window(
-    entries: list[tuple[float, float | None, str]], start_t: float, length_s: float
+    entries: _Entries, start_t: float, length_s: float, first_error: str | None = None
 ) -> LoadResult:
-    inside = [e for e in entries if start_t <= e[0] < start_t + length_s]
-    ok = [t1 - t0 for t0, t1, outcome in inside if outcome == "ok" and t1 is not None]
+    t0 = np.frombuffer(entries.t0, np.float64)
+    t1 = np.frombuffer(entries.t1, np.float64)
+    outcome = np.frombuffer(entries.outcome, np.int8)
+    inside = (t0 >= start_t) & (t0 < start_t + length_s)
+    ok = inside & (outcome == 1) & ~np.isnan(t1)
     return LoadResult(
         start_t,
         length_s,
-        len(inside),
-        len(ok),
-        sum(1 for e in inside if e[2] == "failed"),
-        sum(1 for e in inside if e[2] == "rejected"),
-        tuple(ok),
+        int(inside.sum()),
+        int(ok.sum()),
+        int((inside & (outcome == 2)).sum()),
+        int((inside & (outcome == 3)).sum()),
+        tuple(float(v) for v in (t1 - t0)[ok]),
+        first_error,
     )

@@ -1,105 +1,99 @@
-"""``pre`` in worker processes, for GIL-bound Python preprocessing; samples return by shared memory.
+"""``pre`` in supervised worker processes, for GIL-bound Python; samples return by shared memory.
 
 Note [process pre]
-    A dispatcher thread takes admitted requests, waits for a free shared-memory slot and
-    sends ``(request, payload, slot name)`` to the worker processes; each worker runs
-    ``pre`` and writes the sample's bytes into the slot, sending back only its shape and
-    dtype; a collector thread copies the sample out of the slot (one memcpy), frees the
-    slot and hands the sample on. Slots are sized by the first sample, which a worker
-    returns through the result queue itself (the dispatcher holds further requests until
-    it is back). Workers are started with ``spawn`` (safe beside torch's threads), so
-    ``pre`` and the inputs must be picklable: ``pre`` a module-level function.
-    ``close()`` sends each worker a stop message, joins it (terminating a stuck one),
-    closes the queues and unlinks the slots.
+    Each worker process has its own duplex pipe to the parent; nothing is shared between
+    workers, so a worker killed at any moment cannot leave a lock held (a shared
+    ``multiprocessing.Queue`` can: its reader lock dies with a killed reader). A
+    *supervisor* thread starts the workers, waits on every pipe and every process
+    sentinel at once, and
+    - on a result: hands the sample on (or the error) and marks the worker idle;
+    - on a worker's death: fails the request it was running with a ``StageError``
+      naming the worker and how it died, and starts a new worker (three deaths in a row
+      before a worker is ready mark the pool broken: every request then fails at once
+      with the reason, instead of waiting).
+    The dispatcher (``send``) pickles the input *before* it takes a slot or a worker, so
+    an input that cannot be sent fails its own request and holds nothing; it then waits
+    for a free slot and an idle worker and sends the task. A worker runs ``pre`` under
+    ``except BaseException`` (``SystemExit`` and ``KeyboardInterrupt`` fail the request,
+    not the worker), checks that the sample is a tensor or array of numbers, and writes
+    its bytes into its slot, sending back only the shape and dtype.
+
+    The slots are one anonymous shared-memory region (``memfd_create``), sized by the
+    first sample (returned through the pipe itself) and passed to every worker as a file
+    descriptor over its pipe: the region has no name in ``/dev/shm``, so nothing is left
+    there whatever kills the server, and the kernel frees it with the last process.
+    Workers are started with ``spawn`` (safe beside torch's threads) by the supervisor
+    thread, ignore SIGINT (the server decides), and ask the kernel to kill them when that
+    thread ends (``PR_SET_PDEATHSIG``): a server killed with SIGKILL leaves no worker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import multiprocessing as mp
+import os
+import pickle
 import queue
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing import shared_memory
-from typing import Any, cast
+from dataclasses import dataclass, field
+from multiprocessing import connection, reduction
+from typing import Any
 
 import numpy as np
 import torch
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.pipeline.errors import StageError
+from gpuwise.pipeline.proc_worker import (
+    anonymous_region,
+    check_picklable,
+    exit_text,
+    unpicklable_input,
+    worker_main,
+)
 from gpuwise.pipeline.request import Request
 
 SampleDone = Callable[[Request, torch.Tensor], None]
 SampleFailed = Callable[[Request, BaseException], None]
 
-
-def _worker(pre: Callable[[Any], Any], tasks: Any, results: Any) -> None:
-    """Worker process: run ``pre`` on each task until the stop message (``None``)."""
-    blocks: dict[str, shared_memory.SharedMemory] = {}
-    results.put((-1, "ready", None))
-    try:
-        while (task := tasks.get()) is not None:
-            index, payload, slot = task
-            results.put(_run_one(pre, index, payload, slot, blocks))
-    finally:
-        for block in blocks.values():
-            block.close()
+MAX_FAILED_STARTS = 3
+"""Workers in a row that die before they are ready before the pool is declared broken."""
 
 
-def _run_one(
-    pre: Callable[[Any], Any],
-    index: int,
-    payload: Any,
-    slot: str | None,
-    blocks: dict[str, shared_memory.SharedMemory],
-) -> tuple[Any, ...]:
-    try:
-        sample = pre(payload)
-        array = sample.numpy() if isinstance(sample, torch.Tensor) else np.asarray(sample)
-        array = np.ascontiguousarray(array)
-        if slot is None:
-            return (index, "inline", array)
-        block = blocks.get(slot) or blocks.setdefault(slot, shared_memory.SharedMemory(slot))
-        if array.nbytes > block.size:
-            raise StageError(
-                f"pre returned {array.nbytes} bytes; the slots hold {block.size} (the first "
-                "sample's size); make pre return one shape"
-            )
-        np.frombuffer(_buf(block), np.uint8, array.nbytes)[:] = array.reshape(-1).view(np.uint8)
-        return (index, "slot", (array.shape, array.dtype.str, slot))
-    except Exception as err:
-        return (index, "error", _picklable(err))
+@dataclass(eq=False)
+class _Worker:
+    proc: Any
+    conn: Any
+    ready: bool = False
+    alive: bool = True
+    busy: tuple[Request, int | None] | None = None
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
 
-
-def _buf(block: shared_memory.SharedMemory) -> memoryview:
-    return cast(memoryview, block.buf)
-
-
-def _picklable(err: Exception) -> Exception:
-    import pickle
-
-    try:
-        pickle.loads(pickle.dumps(err))
-    except Exception:
-        return StageError(f"pre raised {type(err).__name__}: {err}")
-    return err
+    def send(self, msg: Any, fd: int | None = None) -> None:
+        with self.send_lock:
+            self.conn.send(msg)
+            if fd is not None:
+                reduction.send_handle(self.conn, fd, self.proc.pid)
 
 
 class ProcessPre:
-    """Runs ``pre`` in ``processes`` worker processes (see Note [process pre]).
+    """Runs ``pre`` in ``processes`` supervised worker processes (see Note [process pre]).
 
     Args:
         pre: Picklable (module-level) function: one input -> one sample.
         processes: Worker processes.
         slots: Shared-memory slots (samples in flight between the processes and the batcher).
         on_done: Called with each request and its sample (a tensor the pipeline owns).
-        on_error: Called with each request whose ``pre`` raised.
+        on_error: Called with each request whose ``pre`` failed (or whose worker died).
         poll_s: Longest single blocking wait.
         startup_timeout_s: Longest wait for the workers to start.
 
     Raises:
-        GpuwiseError: A worker did not start in time (all are stopped again).
+        UsageError: ``pre`` cannot be sent to a process (a lambda, a local function).
+        GpuwiseError: A worker died or did not start in time (all are stopped again).
     """
 
     def __init__(
@@ -112,58 +106,92 @@ class ProcessPre:
         poll_s: float = 0.05,
         startup_timeout_s: float = 120.0,
     ) -> None:
-        ctx = mp.get_context("spawn")
-        self.tasks: Any = ctx.Queue()
-        self.results: Any = ctx.Queue()
+        check_picklable(pre)
+        self.ctx = mp.get_context("spawn")
+        self.pre, self.processes = pre, processes
         self.on_done, self.on_error, self.poll_s = on_done, on_error, poll_s
         self.slot_count = slots
-        self.free: queue.Queue[str] = queue.Queue()
-        self.blocks: dict[str, shared_memory.SharedMemory] = {}
+        self.free: queue.Queue[int] = queue.Queue()
+        self.idle: queue.Queue[_Worker] = queue.Queue()
+        self.workers: list[_Worker] = []
+        self.region: mmap.mmap | None = None
+        self.region_fd = -1
+        self.slot_bytes = 0
         self.sized = threading.Event()
         self.first_sent = False
-        self.waiting: dict[int, tuple[Request, str | None]] = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
-        self.procs = [
-            ctx.Process(target=_worker, args=(pre, self.tasks, self.results), daemon=True)
-            for _ in range(processes)
-        ]
-        self.collector: threading.Thread | None = None
-        for p in self.procs:
-            p.start()
-        self._wait_ready(startup_timeout_s)
-        self.collector = threading.Thread(target=self._collect, name="gpuwise-pre-collect")
-        self.collector.daemon = True
-        self.collector.start()
+        self.started = threading.Event()
+        self.failed_starts = 0
+        self.deaths = 0
+        self.broken: str | None = None
+        self.supervisor = threading.Thread(
+            target=self._supervise, name="gpuwise-pre-supervisor", daemon=True
+        )
+        self.supervisor.start()
+        self._wait_started(startup_timeout_s)
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        """Wait until every worker has started (imports done), so that no request waits."""
-        end = time.monotonic() + timeout_s
-        ready = 0
-        while ready < len(self.procs):
-            try:
-                self.results.get(timeout=max(0.01, end - time.monotonic()))
-                ready += 1
-            except queue.Empty:
-                self.close()
-                raise GpuwiseError(
-                    f"{len(self.procs) - ready} of {len(self.procs)} pre processes did not start "
-                    f"within {timeout_s:.0f} s; check that pre's module imports on its own, "
-                    "or use threads (pre_processes=0)"
-                ) from None
+    def _wait_started(self, timeout_s: float) -> None:
+        """Wait until every worker is ready (imports done), or fail at the first death."""
+        if self.started.wait(timeout=timeout_s) and self.broken is None:
+            return
+        ready = sum(w.ready for w in self.workers)
+        why = self.broken or (
+            f"{self.processes - ready} of {self.processes} pre processes did not start "
+            f"within {timeout_s:.0f} s"
+        )
+        self.close()
+        raise GpuwiseError(
+            f"{why}; check that pre's module imports on its own (python -c 'import MODULE'), "
+            "or use threads (pre_processes=0)"
+        )
+
+    # -- dispatcher side ---------------------------------------------------------------
 
     def send(self, req: Request) -> bool:
-        """Send an admitted request to a worker; ``False`` if the pool stopped first."""
+        """Send an admitted request to a worker; ``False`` if the pool stopped first.
+
+        A request that cannot be sent (unpicklable input, broken pool) is failed through
+        ``on_error`` and counts as sent.
+        """
+        try:
+            blob = pickle.dumps(req.payload, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as err:
+            self.on_error(req, StageError(unpicklable_input(req.index, err)))
+            return True
         slot = self._slot()
         if slot is False:
             return False
-        name = slot if isinstance(slot, str) else None
-        with self.lock:
-            self.waiting[req.index] = (req, name)
-        self.tasks.put((req.index, req.payload, name))
-        return True
+        taken = slot if isinstance(slot, int) and not isinstance(slot, bool) else None
+        while not self.stop.is_set():
+            if self.broken is not None:
+                self._release(taken)
+                self.on_error(req, GpuwiseError(self.broken))
+                return True
+            try:
+                worker = self.idle.get(timeout=self.poll_s)
+            except queue.Empty:
+                continue
+            if self._hand_to(worker, req, taken, blob):
+                return True
+        self._release(taken)
+        return False
 
-    def _slot(self) -> str | bool | None:
+    def _hand_to(self, worker: _Worker, req: Request, slot: int | None, blob: bytes) -> bool:
+        with self.lock:
+            if not worker.alive:
+                return False
+            worker.busy = (req, slot)
+        try:
+            worker.send(("task", req.index, slot, self.slot_bytes, blob))
+            return True
+        except OSError:  # it died just now: the supervisor restarts it; try another
+            with self.lock:
+                mine = worker.busy is not None and worker.busy[0] is req
+                worker.busy = None if mine else worker.busy
+            return not mine  # already failed by the supervisor: nothing more to do
+
+    def _slot(self) -> int | bool | None:
         while not self.stop.is_set():
             if not self.first_sent:  # the first sample sizes the slots
                 self.first_sent = True
@@ -175,61 +203,161 @@ class ProcessPre:
                     continue
         return False
 
-    def _collect(self) -> None:
+    def _release(self, slot: int | None) -> None:
+        if slot is not None:
+            self.free.put(slot)
+        elif not self.sized.is_set():
+            self.first_sent = False  # the next request sizes the slots instead
+
+    # -- supervisor side -----------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        for _ in range(self.processes):
+            self._spawn()
         while not self.stop.is_set():
-            try:
-                index, kind, value = self.results.get(timeout=self.poll_s)
-            except queue.Empty:
-                continue
             with self.lock:
-                req, slot = self.waiting.pop(index)
-            if kind == "error":
-                if slot is not None:
-                    self.free.put(slot)
-                elif not self.sized.is_set():
-                    self.first_sent = False  # the next request sizes the slots instead
-                self.on_error(req, value)
-            elif kind == "inline":
-                self._size_slots(value.nbytes)
-                self.on_done(req, torch.from_numpy(value))
-            else:
-                self.on_done(req, self._take(*value))
+                workers = list(self.workers)
+            pipes = {w.conn: w for w in workers}
+            sentinels = {w.proc.sentinel: w for w in workers}
+            try:
+                ready = connection.wait([*pipes, *sentinels], timeout=self.poll_s)
+            except OSError:  # a pipe closed under us: look again
+                continue
+            for handle in ready:
+                if handle in pipes:
+                    self._receive(pipes[handle])
+            for handle in ready:
+                if handle in sentinels:
+                    self._died(sentinels[handle])
+
+    def _spawn(self) -> None:
+        mine, theirs = self.ctx.Pipe(duplex=True)
+        proc = self.ctx.Process(
+            target=worker_main, args=(self.pre, theirs, os.getpid()), daemon=True
+        )
+        proc.start()
+        theirs.close()
+        with self.lock:
+            self.workers.append(_Worker(proc, mine))
+
+    def _receive(self, worker: _Worker) -> bool:
+        """Take one message from a worker; ``False`` at the end of its pipe (it died)."""
+        try:
+            msg = worker.conn.recv()
+        except (EOFError, OSError):
+            return False  # it died: its sentinel says so
+        if msg[0] == "ready":
+            self._ready(worker)
+        else:
+            self._result(worker, *msg)
+        return True
+
+    def _result(self, worker: _Worker, index: int, kind: str, value: Any) -> None:
+        with self.lock:
+            req, slot = worker.busy if worker.busy is not None else (None, None)
+            worker.busy = None
+        self.idle.put(worker)
+        if req is None or req.index != index:
+            return
+        if kind == "error":
+            self._release(slot)
+            self.on_error(req, value)
+        elif kind == "inline":
+            self._size_slots(max(1, value.nbytes))
+            self.on_done(req, torch.from_numpy(value))
+        else:
+            assert slot is not None
+            shape, dtype = value
+            self.on_done(req, self._take(shape, dtype, slot))
+
+    def _ready(self, worker: _Worker) -> None:
+        worker.ready = True
+        self.failed_starts = 0
+        if self.region is not None:
+            worker.send(("shm", len(self.region)), self.region_fd)
+        self.idle.put(worker)
+        if all(w.ready for w in self.workers) and len(self.workers) == self.processes:
+            self.started.set()
+
+    def _died(self, worker: _Worker) -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while worker.conn.poll() and self._receive(worker):  # results sent before it died
+                pass
+        worker.proc.join(timeout=1.0)
+        with self.lock:
+            if not worker.alive:
+                return
+            worker.alive = False
+            self.workers.remove(worker)
+            busy, worker.busy = worker.busy, None
+        worker.conn.close()
+        self.deaths += 1
+        how = exit_text(worker.proc.exitcode)
+        if busy is not None:
+            req, slot = busy
+            self._release(slot)
+            self.on_error(
+                req,
+                StageError(
+                    f"the pre process (pid {worker.proc.pid}) {how} while running request "
+                    f"{req.index}; the request failed and a new process was started; "
+                    "if this repeats, check pre for crashes or memory use"
+                ),
+            )
+        if not worker.ready:
+            self.failed_starts += 1
+        if not self.started.is_set() or self.failed_starts >= MAX_FAILED_STARTS:
+            self.broken = f"a pre process (pid {worker.proc.pid}) {how} before it was ready" + (
+                "" if self.started.is_set() else " (at start)"
+            )
+            self.started.set()
+            return
+        self._spawn()
 
     def _size_slots(self, nbytes: int) -> None:
         if self.sized.is_set():
             return
-        for _ in range(self.slot_count):
-            block = shared_memory.SharedMemory(create=True, size=max(1, nbytes))
-            self.blocks[block.name] = block
-            self.free.put(block.name)
+        self.slot_bytes = nbytes
+        self.region_fd, self.region = anonymous_region(nbytes * self.slot_count)
+        for w in list(self.workers):
+            if w.ready and w.alive:
+                with contextlib.suppress(OSError):
+                    w.send(("shm", len(self.region)), self.region_fd)
+        for slot in range(self.slot_count):
+            self.free.put(slot)
         self.sized.set()
 
-    def _take(self, shape: tuple[int, ...], dtype: str, slot: str) -> torch.Tensor:
+    def _take(self, shape: tuple[int, ...], dtype: str, slot: int) -> torch.Tensor:
+        assert self.region is not None
         count = int(np.prod(shape))
-        view = np.frombuffer(_buf(self.blocks[slot]), np.dtype(dtype), count).reshape(shape)
+        offset = slot * self.slot_bytes
+        view = np.frombuffer(self.region, np.dtype(dtype), count, offset=offset).reshape(shape)
         sample = torch.from_numpy(view.copy())  # own the bytes: the slot is reused next
         del view
         self.free.put(slot)
         return sample
 
     def close(self, timeout_s: float = 5.0) -> list[Request]:
-        """Stop the workers and the collector; return the requests never answered."""
-        for _ in self.procs:
-            self.tasks.put(None)
-        for p in self.procs:
-            p.join(timeout=timeout_s)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=timeout_s)
+        """Stop the supervisor and the workers; return the requests never answered."""
         self.stop.set()
-        if self.collector is not None:
-            self.collector.join(timeout=timeout_s)
-        for q in (self.tasks, self.results):
-            q.close()
-            q.join_thread()
-        for block in self.blocks.values():
-            block.close()
-            block.unlink()
+        if self.supervisor.is_alive() and self.supervisor is not threading.current_thread():
+            self.supervisor.join(timeout=timeout_s)
         with self.lock:
-            left, self.waiting = [req for req, _ in self.waiting.values()], {}
+            workers, self.workers = list(self.workers), []
+        for w in workers:
+            with contextlib.suppress(OSError):
+                w.send(None)
+        end = time.monotonic() + timeout_s
+        for w in workers:
+            w.proc.join(timeout=max(0.0, end - time.monotonic()))
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join(timeout=timeout_s)
+            w.conn.close()
+        left = [w.busy[0] for w in workers if w.busy is not None]
+        if self.region is not None:
+            with contextlib.suppress(BufferError):  # a view still alive: freed with it
+                self.region.close()
+            os.close(self.region_fd)
+            self.region = None
         return left

@@ -27,7 +27,7 @@ its batch to close (the batch forming, or the device busy with earlier batches).
 ``h2d``/``compute``/``d2h``: its batch's copy in, model, copy out. ``post_wait``: waiting
 for a post worker."""
 
-OUTCOMES = ("ok", "error", "deadline", "filtered", "overloaded")
+OUTCOMES = ("ok", "error", "deadline", "filtered", "overloaded", "cancelled")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise._version import __version__
-from gpuwise.errors import UsageError
+from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Run
 from gpuwise.report.compare_text import headline, part_text
 from gpuwise.report.svg import WIDTH
@@ -36,15 +36,9 @@ def write_compare_html(
             over the other on one time scale (without them, the page has no timelines).
 
     Raises:
-        UsageError: When the file cannot be written.
+        WriteError: When the file cannot be written (no partial file is left).
     """
-    try:
-        Path(path).write_text(render_compare_html(doc, runs), encoding="utf-8")
-    except OSError as err:
-        raise UsageError(
-            f"cannot write the HTML report to '{path}' ({err.strerror}); "
-            "give a path in an existing, writable directory"
-        ) from err
+    write_atomic(path, render_compare_html(doc, runs), what="HTML report")
 
 
 def render_compare_html(doc: Mapping[str, Any], runs: tuple[Run, Run] | None = None) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuwise._version import __version__
-from gpuwise.errors import UsageError
+from gpuwise.atomic import write_atomic
 from gpuwise.records import Run
 from gpuwise.records.serving import SERVING_STAGES, ServingResult, SweepPoint
 from gpuwise.report import bars, svg
@@ -35,18 +35,12 @@ def write_serving_html(run: Run, path: str | Path) -> None:
     """Write a serving Run's report as one self-contained HTML file.
 
     Raises:
-        UsageError: The file cannot be written.
+        WriteError: The file cannot be written (no partial file is left).
 
     Example:
         >>> write_serving_html(run, "serving.html")  # doctest: +SKIP
     """
-    try:
-        Path(path).write_text(render_serving_html(run), encoding="utf-8")
-    except OSError as err:
-        raise UsageError(
-            f"cannot write the HTML report to '{path}' ({err.strerror}); "
-            "give a path in an existing, writable directory"
-        ) from err
+    write_atomic(path, render_serving_html(run), what="HTML report")
 
 
 def render_serving_html(run: Run) -> str:

@@ -1,0 +1,78 @@
+"""Report files written onto what is not a plain file: symlinks, devices, named pipes.
+
+Promise (Note [output kinds] in ``gpuwise.atomic``): ``--out``/``--html``/``--trace`` onto
+a symlink write the link's target (the link stays a link); onto a device node or a FIFO
+they write a stream (the node stays); only a regular file is replaced atomically, and it
+keeps its permissions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.faults.helpers import run
+
+
+@pytest.fixture
+def base_run(tmp_path: Path) -> Path:
+    script = [sys.executable, "-c", "pass"]
+    done = run(["profile", "--out", "base.json", "--", *script], tmp_path)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "base.json"
+
+
+def test_symlinks_are_written_through(tmp_path: Path, base_run: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "r.json").write_text("old")
+    os.chmod(elsewhere / "r.json", 0o600)
+    (tmp_path / "r.json").symlink_to(elsewhere / "r.json")
+    (tmp_path / "r.html").symlink_to(elsewhere / "new.html")  # dangling: target is created
+    args = ["analyze", "base.json", "--out", "r.json", "--html", "r.html"]
+    done = run(args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "r.json").is_symlink()
+    assert (tmp_path / "r.html").is_symlink()
+    assert json.loads((elsewhere / "r.json").read_text())["exit_code"] == 0
+    assert stat.S_IMODE((elsewhere / "r.json").stat().st_mode) == 0o600
+    assert (elsewhere / "new.html").read_text().startswith("<!doctype html>")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["new.html", "r.json"]
+
+
+def test_a_fifo_gets_a_stream(tmp_path: Path, base_run: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    done = run(["analyze", "base.json", "--out", "pipe"], tmp_path)
+    reader.join(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(got[0])["exit_code"] == 0
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node (mknod) needs root")
+def test_a_device_node_stays_a_device(tmp_path: Path, base_run: Path) -> None:
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # the same device as /dev/null
+    done = run(["analyze", "base.json", "--out", "null", "--trace", "null"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISCHR(null.lstat().st_mode)
+    assert list(tmp_path.glob("null.tmp-*")) == []
+
+
+def test_dev_null_is_written_not_replaced(tmp_path: Path, base_run: Path) -> None:
+    before = os.stat("/dev/null")
+    done = run(["analyze", "base.json", "--out", "/dev/null", "--html", "/dev/null"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode)
+    assert after.st_ino == before.st_ino
