@@ -1,8 +1,9 @@
 """Write a file all at once or not at all: a temporary sibling, fsync, then rename.
 
 Every report file (``--out``, ``--html``, ``--trace``, ``--json FILE``) and every store
-header goes through :func:`write_atomic`, so a full disk, a signal or an exception leaves
-either the old file or none, never a truncated one, and never a temporary file behind.
+header goes through :func:`write_atomic` (:func:`open_output` when written piece by piece),
+so a full disk, a signal or an exception leaves either the old file or none, never a
+truncated one, and never a temporary file behind.
 
 Note [output kinds]
     Only a regular file is replaced by a rename. A symlink is written through: its final
@@ -19,7 +20,9 @@ import contextlib
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from gpuwise.errors import GpuwiseError
 
@@ -77,6 +80,26 @@ def write_atomic(path: str | Path, data: bytes | str, *, what: str = "file") -> 
         >>> write_atomic("run.json", "{}", what="run")  # doctest: +SKIP
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    with open_output(path, what=what) as fh:
+        fh.write(payload)
+
+
+@contextlib.contextmanager
+def open_output(path: str | Path, *, what: str = "file") -> Iterator[BinaryIO]:
+    """Open ``path`` for writing in binary, committed only when the block ends cleanly.
+
+    The streaming form of :func:`write_atomic`, for outputs written piece by piece (a
+    copied trace): the same Note [output kinds] applies. A regular file's new content
+    goes to a fsynced sibling renamed over it at the end; an exception in the block
+    removes the sibling and leaves the old file. A device or FIFO is written in place.
+
+    Raises:
+        WriteError: The file could not be opened or written; nothing partial is left.
+
+    Example:
+        >>> with open_output("out.json", what="trace") as fh:  # doctest: +SKIP
+        ...     fh.write(b"{}")
+    """
     try:
         target, stream = output_target(path)
     except WriteError as err:
@@ -84,14 +107,14 @@ def write_atomic(path: str | Path, data: bytes | str, *, what: str = "file") -> 
     if stream:
         try:
             with open(target, "wb") as fh:
-                fh.write(payload)
+                yield fh
         except OSError as err:
             raise _write_error(what, path, err) from err
         return
     tmp = tmp_name(target)
     try:
         with open(tmp, "wb") as fh:
-            fh.write(payload)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         with contextlib.suppress(OSError):  # keep the permissions of the file replaced

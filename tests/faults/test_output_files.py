@@ -8,6 +8,7 @@ keeps its permissions.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import stat
@@ -76,3 +77,33 @@ def test_dev_null_is_written_not_replaced(tmp_path: Path, base_run: Path) -> Non
     after = os.stat("/dev/null")
     assert stat.S_ISCHR(after.st_mode)
     assert after.st_ino == before.st_ino
+
+
+EXAMPLE_TRACE = (
+    Path(__file__).parents[2] / "src/gpuwise/profiling/example_data/naive_cpu.pt.trace.json.gz"
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node (mknod) needs root")
+def test_the_annotated_trace_streams_onto_a_device(tmp_path: Path) -> None:
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # the same device as /dev/null
+    done = run(["analyze", str(EXAMPLE_TRACE), "--trace", "null"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISCHR(null.lstat().st_mode)
+    assert list(tmp_path.glob("null.tmp-*")) == []
+
+
+def test_the_annotated_trace_is_written_through_a_symlink(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "t.json.gz").symlink_to(elsewhere / "t.json.gz")
+    done = run(["analyze", str(EXAMPLE_TRACE), "--trace", "t.json.gz"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "t.json.gz").is_symlink()
+    with gzip.open(elsewhere / "t.json.gz", "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    with gzip.open(EXAMPLE_TRACE, "rt", encoding="utf-8") as fh:
+        original = json.load(fh)["traceEvents"]
+    assert len(events) > len(original)  # every original event kept, gpuwise's tracks added
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["t.json.gz"]

@@ -23,19 +23,21 @@ goes to a temporary sibling that is renamed into place when complete; a name end
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 import os
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 
 from gpuwise._version import __version__
-from gpuwise.atomic import WriteError, remove_quietly, tmp_name
+from gpuwise.atomic import open_output
 from gpuwise.errors import LogFormatError
 from gpuwise.records import Finding, Run
 from gpuwise.report.trace import step_slices
@@ -129,29 +131,28 @@ def write_annotated_trace(
         >>> run = analyze(["worker0.pt.trace.json.gz"])  # doctest: +SKIP
         >>> write_annotated_trace("worker0.pt.trace.json.gz", run, "out.json.gz")  # doctest: +SKIP
     """
-    target = Path(path)
-    tmp = tmp_name(target)
-    try:
-        with _open_out(tmp, target) as out, TextSource(os.fspath(source)) as fh:
-            stats = _copy(JsonStream(fh), out, run)
-        os.replace(tmp, target)
-    except OSError as err:
-        remove_quietly(tmp)
-        if isinstance(err, FileNotFoundError) and not Path(source).exists():
-            raise LogFormatError(f"cannot open trace {os.fspath(source)!r}: no such file") from err
-        raise WriteError(
-            f"cannot write the trace to '{path}': {err.strerror or err}; choose another path"
-        ) from err
-    except BaseException:
-        remove_quietly(tmp)
-        raise
-    return stats
+    if not Path(source).exists():
+        raise LogFormatError(f"cannot open trace {os.fspath(source)!r}: no such file")
+    with (
+        open_output(path, what="trace") as raw,
+        _text_out(raw, Path(path)) as out,
+        TextSource(os.fspath(source)) as fh,
+    ):
+        return _copy(JsonStream(fh), out, run)
 
 
-def _open_out(tmp: Path, target: Path) -> IO[str]:
+@contextlib.contextmanager
+def _text_out(raw: BinaryIO, target: Path) -> Iterator[IO[str]]:
+    """Text over ``raw``, finished (gzip trailer, buffers) but ``raw`` left open for its commit."""
+    binary: BinaryIO = raw
     if target.name.endswith(".gz"):
-        return gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6)
-    return open(tmp, "w", encoding="utf-8")
+        binary = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6)  # type: ignore[assignment]
+    text = io.TextIOWrapper(binary, encoding="utf-8")
+    yield text
+    text.flush()
+    text.detach()
+    if binary is not raw:
+        binary.close()  # writes the gzip trailer; a GzipFile given a fileobj leaves it open
 
 
 def _dump(value: Any) -> str:
