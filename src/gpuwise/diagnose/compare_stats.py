@@ -70,17 +70,40 @@ def trimmed_mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return ordered.take(range(cut, n - cut), axis=axis).mean(axis=axis)  # type: ignore[no-any-return]
 
 
+CHUNK_ELEMENTS = 1 << 22
+"""Resamples are drawn in chunks of at most this many indices (32 MiB of int64), so a
+comparison of a million steps holds megabytes, not ``RESAMPLES`` copies of the run."""
+
+
 def _block_means(
     x: np.ndarray, resamples: int, rng: np.random.Generator, trimmed: bool = False
 ) -> np.ndarray:
-    """Means (or trimmed means) of ``resamples`` moving-block bootstrap resamples of ``x``."""
+    """Means (or trimmed means) of ``resamples`` moving-block bootstrap resamples of ``x``.
+
+    A resample is ``ceil(n / length)`` blocks of ``length`` consecutive steps, cut to ``n``
+    steps. Its mean is read from block sums of a cumulative sum (no copy of the steps);
+    the trimmed mean needs the steps themselves, so those resamples are built a chunk at a
+    time.
+    """
     n = len(x)
     length = block_length(n)
     blocks = -(-n // length)  # ceil: enough blocks to cover n steps
-    starts = rng.integers(0, n - length + 1, size=(resamples, blocks))
-    index = (starts[:, :, None] + np.arange(length)[None, None, :]).reshape(resamples, -1)
-    sample = x[index[:, :n]]
-    return trimmed_mean(sample, axis=1) if trimmed else sample.mean(axis=1)  # type: ignore[no-any-return]
+    last = n - (blocks - 1) * length  # steps the last block keeps
+    per_resample = n if trimmed else blocks
+    chunk = max(1, CHUNK_ELEMENTS // per_resample)
+    cumsum = np.concatenate(([0.0], np.cumsum(x, dtype=np.float64)))
+    out = np.empty(resamples)
+    for first in range(0, resamples, chunk):
+        k = min(chunk, resamples - first)
+        starts = rng.integers(0, n - length + 1, size=(k, blocks))
+        if trimmed:
+            index = (starts[:, :, None] + np.arange(length)[None, None, :]).reshape(k, -1)
+            out[first : first + k] = trimmed_mean(x[index[:, :n]], axis=1)
+            continue
+        sums = cumsum[starts[:, :-1] + length] - cumsum[starts[:, :-1]]
+        tail = cumsum[starts[:, -1] + last] - cumsum[starts[:, -1]]
+        out[first : first + k] = (sums.sum(axis=1) + tail) / n
+    return out
 
 
 def ratio_interval(
