@@ -32,7 +32,9 @@ def test_json_run_has_the_serving_section_and_a_diagnosis(capsys, tmp_path: Path
     assert not {"pre_bound", "post_bound"} & set(kinds)
     page = html.read_text()
     assert "end-to-end latency" in page
-    assert page.count("<svg") == 2
+    # stage shares, latency CDF, latency over time, latency and batch histograms (no sweep)
+    assert page.count("<svg") == 5
+    assert '<section id="sweep">' not in page
 
 
 def test_sweep_reports_the_best_setting_meeting_the_target(capsys):
