@@ -94,8 +94,25 @@ def test_exposed_comm_equals_the_step_time_the_all_reduce_adds(tmp_path: Path) -
     step-time difference is what communication costs; the instrument must read exactly that.
     (``no_sync`` steps are no reference: they also skip DDP's gradient copies into and out of
     the bucket, which cost 0.2-0.3 of a step on 2-core CPUs with no communication at all.)"""
+    # A stall of the shared machine can make one run's block-to-block spread larger than
+    # communication itself; such a run cannot decide, so it is run once more.
+    for attempt in range(2):
+        truth_s, tolerance_s, exposed = _comm_truth_and_reading(tmp_path / f"try-{attempt}")
+        if truth_s > tolerance_s:  # the check means something only if communication shows
+            break
+    assert truth_s > tolerance_s, (truth_s, tolerance_s)
+    measured_s = statistics.fmean(exposed["allreduce"])
+    assert measured_s == pytest.approx(truth_s, abs=tolerance_s), (measured_s, truth_s)
+    assert statistics.fmean(exposed["no_op"]) < tolerance_s  # nothing to wait for: ~0
+
+
+def _comm_truth_and_reading(
+    tmp_path: Path,
+) -> tuple[float, float, dict[str, list[float]]]:
+    """One run of the comm job: the truth, its tolerance, and the instrument's readings."""
     from gpuwise.distributed.rank_files import read_rank_files
 
+    tmp_path.mkdir()
     run, _ = profile_job(tmp_path, "comm")
     assert run.exit_code == 0
     comm = run.to_dict(include_samples=False)["ranks"]["comm"]
@@ -120,10 +137,7 @@ def test_exposed_comm_equals_the_step_time_the_all_reduce_adds(tmp_path: Path) -
                 exposed[ddp_job.comm_kind(step)].append(c["exposed_s"])
     # tolerance: 3 standard errors of the truth, from this run's block-to-block spread
     tolerance_s = 3 * sum(statistics.variance(v) / len(v) for v in means.values()) ** 0.5
-    assert truth_s > tolerance_s  # the check means something only if communication shows
-    measured_s = statistics.fmean(exposed["allreduce"])
-    assert measured_s == pytest.approx(truth_s, abs=tolerance_s), (measured_s, truth_s)
-    assert statistics.fmean(exposed["no_op"]) < tolerance_s  # nothing to wait for: ~0
+    return truth_s, tolerance_s, exposed
 
 
 def test_a_killed_rank_fails_the_job_cleanly_and_is_named(tmp_path: Path) -> None:
