@@ -42,9 +42,7 @@ def read_config(path: str | Path) -> Any:
     try:
         from transformers import AutoConfig
     except ImportError as err:
-        raise UsageError(
-            "--hf-config needs transformers: pip install 'gpuwise[hf]'"
-        ) from err
+        raise UsageError("--hf-config needs transformers: pip install 'gpuwise[hf]'") from err
     file = Path(path)
     file = file / "config.json" if file.is_dir() else file
     try:
