@@ -37,8 +37,8 @@ CAUSES = {"data_wait": "data", "h2d": "copy", "compute": "compute", "post": "pos
 
 COMM_METHOD = (
     "DDP communication hook around the all-reduce: per iteration and rank, the time from "
-    "the last gradient bucket ready to the end of DDP's backward work (all-reduces done, "
-    "gradients copied back); transfer = the smallest over the ranks, wait = the rest"
+    "the last gradient bucket ready to the completion of the last all-reduce (DDP's copy "
+    "back into .grad excluded); transfer = the smallest over the ranks, wait = the rest"
 )
 PHASES_ONLY = (
     "phases only (no communication timing): a rank's compute above the fastest rank's is "
