@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwise.diagnose import fixes as fx
+from gpuwise.diagnose import trace_capture as tc
 from gpuwise.diagnose import trace_host as th
 from gpuwise.diagnose import trace_rules as tr
 from gpuwise.diagnose.context import Context
@@ -78,6 +79,9 @@ def diagnose(run: Run) -> list[Finding]:
     ctx = Context.of(run)
     found = [f for rule in RULES if (f := rule(ctx)) is not None]
     found.extend(th.host_blocking(ctx))
+    capture = tc.graph_capture(ctx)
+    if capture is not None:  # nothing ran yet: the feed findings would misread the trace
+        found = [capture, *(f for f in found if f.kind not in tc.CAPTURE_MISREADS)]
     kinds = {f.kind for f in found}
     found.extend(f for f in _distributed(run) if f.kind not in kinds)
     found = tr.fit_to_job(found, ctx)

@@ -24,8 +24,9 @@ from typing import Any
 from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import fixes_inference as fxi
 from gpuwise.diagnose.context import Context
-from gpuwise.diagnose.trace_rules import job_of
+from gpuwise.diagnose.trace_premises import job_of
 from gpuwise.records import Finding, Fix
+from gpuwise.records.trace_section import TraceSection
 
 SYNC_EVENTS_NOTE = 10
 """Ten or more explicit synchronisations are worth naming, even when short."""
@@ -54,6 +55,17 @@ def host_blocking(ctx: Context) -> list[Finding]:
         if found is not None:
             out.append(found)
     return out
+
+
+def blocked_idle(t: TraceSection) -> float:
+    """Share of the window the device idles while blocking host calls hold the host.
+
+    That idle is this module's findings' to explain; ``trace_rules.device_idle`` judges
+    only the rest.
+    """
+    rows: Sequence[Mapping[str, Any]] = (t.sync or {}).get("blocking") or []
+    idle_s = sum(float(r.get("device_idle_s") or 0.0) for r in rows)
+    return min(1.0, idle_s / t.window_s) if t.window_s else 0.0
 
 
 def _finding(

@@ -17,6 +17,7 @@ from typing import Any
 from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import fixes_inference as fxi
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.trace_host import blocked_idle
 from gpuwise.diagnose.trace_premises import (
     Premises,
     facts_of,
@@ -227,8 +228,10 @@ def device_idle(ctx: Context) -> Finding | None:
     t, f = ctx.trace, facts_of(ctx)
     if t is None or f is None or t.busy_fraction is None or not f.device_events:
         return None
-    # Time waiting for the DataLoader is input_bound's; what is left is this rule's.
-    sig = IdleSignals.of(f, max(0.0, 1.0 - t.busy_fraction - float(t.dataloader_fraction or 0)))
+    # Time waiting for the DataLoader is input_bound's, idle while the host is blocked in
+    # allocator calls, synchronous copies or syncs is host_blocking's; the rest is this rule's.
+    taken = float(t.dataloader_fraction or 0) + blocked_idle(t)
+    sig = IdleSignals.of(f, max(0.0, 1.0 - t.busy_fraction - taken))
     severity = fx.severity_for(fx.amdahl(sig.idle))
     if severity is None or (_comm_explains_gaps(f, sig.idle) and not sig.behind):
         return None  # nothing to report, or the gaps sit around communication: comm_bound
@@ -338,7 +341,8 @@ def _launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
         if p.ungraphed:
             fixes.append(fxi.replay_graphs(engine, vendor))
         fixes.append(fxi.serve_bigger_batches(engine))
-        fixes.append(fxi.kv_cache_room(engine))
+        if engine:  # a serving engine's KV cache; a plain forward has none to size
+            fixes.append(fxi.kv_cache_room(engine))
         return tuple(fixes)
     if p.eager:
         fixes.append(fx.fewer_launches())

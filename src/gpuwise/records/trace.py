@@ -215,11 +215,13 @@ class TraceFacts:
         vendor: ``"nvidia"`` or ``"amd"`` from the trace's devices or runtime calls (None:
             not known).
         graphs: ``launches`` of CUDA/HIP graphs and the ``device_share`` of device time
-            they replayed.
+            they replayed; ``capture_calls`` (graph capture/instantiate calls),
+            ``captured_launches`` (launches captured into a graph, never run) and
+            ``launch_calls``.
         excerpt: ``trace_span_s``, the host ``prologue_s`` before the first device event
-            and ``epilogue_s`` after the last, and ``outside_wait_s``: a blocking host
-            call already waiting when the first device work began (it waited on work
-            queued before the trace started).
+            and ``epilogue_s`` after the last, and ``outside_wait_s``: a blocking sync or
+            synchronous copy at the head of the trace that waited, the recorded device
+            idle, on work queued before the trace started (the window starts after it).
     """
 
     device_events: int

@@ -95,13 +95,20 @@ def _job_line(f: TraceFacts) -> str:
         return "not read (a document written before job kinds)"
     ev = job.get("evidence") or {}
     kind = str(job.get("kind"))
-    if kind == "training":
+    if kind == "training" and not (ev.get("backward_spans") or ev.get("optimizer_spans")):
+        why = (
+            f"backward kernels {format_seconds(float(ev.get('backward_kernel_s') or 0.0))}; "
+            "the trace records no host ops to confirm it"
+        )
+    elif kind == "training":
         why = (
             f"{ev.get('backward_spans', 0)} backward and {ev.get('optimizer_spans', 0)} "
             "optimizer spans"
         )
     elif kind == "evaluation":
         why = f"{ev.get('evaluation_spans', 0)} evaluation spans, no backward"
+    elif kind == "unknown":
+        why = "device events only: no host op tells a forward pass from training"
     elif job.get("engine"):
         why = f"engine {job['engine']}, no backward or optimizer"
     else:
@@ -139,9 +146,12 @@ def _classes_line(f: TraceFacts) -> str:
     classes = f.kernel_classes_s
     total = sum(classes.values()) or 1.0
     parts = [f"{k} {format_fraction(v / total)}" for k, v in classes.items() if v > 0]
-    counted = (
-        f" ({f.steady_events} before the last step)" if f.steady_events != f.device_events else ""
-    )
+    counted = ""
+    if f.steady_events != f.device_events:
+        edge = float((f.excerpt or {}).get("outside_wait_s") or 0.0) > 0
+        counted = (
+            f" ({f.steady_events} {'after the outside wait' if edge else 'before the last step'})"
+        )
     return f"{f.device_events} device events{counted}: " + ", ".join(parts)
 
 
@@ -149,10 +159,17 @@ def _comm_line(comm: Communication, dist: Mapping[str, Any]) -> str:
     who = ""
     if dist.get("world_size"):
         who = f" ({dist.get('backend') or '?'}, world size {dist['world_size']})"
-    groups = ""
-    if comm.by_parallelism_s:
-        groups = "; " + ", ".join(
-            f"{k.replace('_', ' ')} {format_seconds(v)}" for k, v in comm.by_parallelism_s.items()
+    kinds = sorted(comm.exposed_by_collective_s.items(), key=lambda kv: -kv[1])
+    groups = (
+        "; exposed by kind "
+        + ", ".join(f"{k.replace('_', '-')} {format_seconds(v)}" for k, v in kinds if v > 0)
+        if any(v > 0 for _, v in kinds)
+        else ""
+    )
+    named = {k: v for k, v in comm.by_parallelism_s.items() if k != "unknown"}
+    if named:  # process groups the trace names; an unnamed group tells nothing
+        groups += "; by group " + ", ".join(
+            f"{k.replace('_', ' ')} {format_seconds(v)}" for k, v in named.items()
         )
     return (
         f"{format_seconds(comm.total_s)} of communication{who}: "

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.records.trace import COLLECTIVES
 from gpuwise.telemetry.readers._kineto_collectives import (
     collective_kind,
     collective_tag,
@@ -123,7 +124,8 @@ class DeviceEvents:
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
         self._of: dict[str, dict[str, tuple[int, int]]] = {k: {} for k in KIND_CODES}
-        self.tags: dict[int, str] = {}
+        self.colls = array("b")
+        self._coll_of: dict[tuple[int, str | None], int] = {}
         self.group_rows, self.group_ids = array("q"), array("l")
         self.group_names: list[str] = []
         self._group_of: dict[str, int] = {}
@@ -134,11 +136,13 @@ class DeviceEvents:
         if known is None:
             known = self._learn(name, kind, args)
         cls, nid = known
+        coll = -1
         if cls == COMMUNICATION:
-            if nid not in self.tags:
-                tag = collective_tag(args)
-                if tag is not None:
-                    self.tags[nid] = tag
+            # Per event: one kernel name (``ncclDevKernel_Generic``) runs every collective.
+            key = (nid, collective_tag(args))
+            coll = self._coll_of.get(key, -2)
+            if coll == -2:
+                coll = self._coll_of[key] = COLLECTIVES.index(collective_kind(name, key[1]))
             group = args.get("Process Group Description") or args.get("Process Group Name")
             if isinstance(group, str) and group:
                 self._group(group)
@@ -151,6 +155,7 @@ class DeviceEvents:
         self.name_ids.append(nid)
         self.kinds.append(KIND_CODES[kind])
         self.correlations.append(corr if type(corr) is int else -1)
+        self.colls.append(coll)
 
     def _group(self, group: str) -> None:
         """Note the process group of the communication event being added."""
@@ -194,6 +199,7 @@ class DeviceEvents:
             launches=launch,
             names=self.names,
             graphed=host.from_graph(corr),
+            colls=np.frombuffer(self.colls, dtype=np.int8),
         )
 
 
@@ -211,11 +217,13 @@ class DeviceColumns:
         launches: np.ndarray[Any, Any],
         names: list[str],
         graphed: np.ndarray[Any, Any] | None = None,
+        colls: np.ndarray[Any, Any] | None = None,
     ) -> None:
         self.starts, self.ends, self.streams = starts, ends, streams
         self.classes, self.name_ids, self.launches = classes, name_ids, launches
         self.names = names
         self.graphed = np.zeros(starts.shape, dtype=bool) if graphed is None else graphed
+        self.colls = np.full(starts.shape, -1, dtype=np.int8) if colls is None else colls
 
     def pick(self, mask: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Return the (starts, ends) of the events selected by ``mask``."""
@@ -236,4 +244,5 @@ class DeviceColumns:
             launches=self.launches[mask],
             names=self.names,
             graphed=self.graphed[mask],
+            colls=self.colls[mask],
         )

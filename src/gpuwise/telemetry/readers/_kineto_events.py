@@ -18,6 +18,7 @@ from gpuwise.telemetry.readers._kineto_device import (
     HOST_CATEGORIES,
     DeviceEvents,
 )
+from gpuwise.telemetry.readers._kineto_excerpt import outside_wait
 from gpuwise.telemetry.readers._kineto_host import HostCalls
 from gpuwise.telemetry.readers._kineto_intervals import US, Intervals, busy_before
 from gpuwise.telemetry.readers._kineto_job import COMPILED, CONV, LOADER, STEP, JobMarks
@@ -100,6 +101,7 @@ class EventTally:
         self.compiled_regions = 0
         self.image_inputs: bool | None = None
         self.distributed: dict[str, Any] = {}
+        self._head_wait: tuple[tuple[float, float] | None] | None = None
 
     def add_member(self, key: str, value: Any) -> None:
         """Take a top-level member other than ``traceEvents``."""
@@ -253,10 +255,24 @@ class EventTally:
             return (min(s for s, _ in spans), max(s + d for s, d in spans), "profiler_steps")
         starts, ends = self.gpu_all()
         if starts.size:
-            return float(starts.min()), float(ends.max()), "device_span"
+            wait = self.head_wait()
+            lo = float(starts.min()) if wait is None else wait[1]
+            return lo, float(ends.max()), "device_span"
         if self.span[0] <= self.span[1]:
             return self.span[0], self.span[1], "whole_trace"
         return 0.0, 0.0, "empty"
+
+    def head_wait(self) -> tuple[float, float] | None:
+        """``(wait_from, cut)`` of a wait on work queued before the trace began (µs).
+
+        Only for traces without profiler steps: the device work before ``cut`` belongs to
+        the excerpt's edge (``_kineto_excerpt.outside_wait``).
+        """
+        if self.steps:
+            return None
+        if self._head_wait is None:
+            self._head_wait = (outside_wait(*self.gpu_all(), *self.host.waits()),)
+        return self._head_wait[0]
 
     def vendor(self) -> str | None:
         """The device vendor: from ``deviceProperties`` names, else from the runtime calls."""

@@ -23,7 +23,7 @@ from gpuwise.records.trace import (
     TopKernel,
     TraceFacts,
 )
-from gpuwise.telemetry.readers._kineto_collectives import collective_kind, parallelism
+from gpuwise.telemetry.readers._kineto_collectives import parallelism
 from gpuwise.telemetry.readers._kineto_device import (
     COMMUNICATION,
     COMPUTE,
@@ -50,6 +50,9 @@ def trace_facts(t: EventTally) -> TraceFacts:
     """Compute the device facts of everything ``t`` has read."""
     every = t.device.columns(t.host)
     cols = _steady(every, sorted(t.steps.values()))
+    wait = t.head_wait()
+    if wait is not None:
+        cols = cols.subset(cols.starts >= wait[1])  # the excerpt's edge, not the job's
     n = len(cols.starts)
     lo = float(cols.starts.min()) if n else 0.0
     hi = float(cols.ends.max()) if n else 0.0
@@ -67,9 +70,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
             name: float(durations[cols.classes == i].sum()) * US
             for i, name in enumerate(KERNEL_CLASSES)
         },
-        communication=_communication(
-            cols, comp, lo, hi, t.device.tags, _by_parallelism(t, every, lo, hi)
-        ),
+        communication=_communication(cols, comp, lo, hi, _by_parallelism(t, every, lo, hi)),
         idle_by_stream=idle,
         h2d=_h2d(cols, durations, idle),
         launch=_launch(cols, len(t.steps)),
@@ -86,7 +87,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
         job=job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()}),
         vendor=t.vendor(),
         graphs=_graphs(t, cols, durations),
-        excerpt=_excerpt(t, lo, hi) if n else {},
+        excerpt=_excerpt(t, float(every.starts.min()), hi, wait) if n else {},
     )
 
 
@@ -130,28 +131,35 @@ def _inside(spans: Pair, times: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def _graphs(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, Any]:
-    """Graph launches (CUDA/HIP graphs) and the share of device time they replayed."""
+    """Graph launches, the device time they replayed, and graph capture.
+
+    Capture: the capture calls, and the launches captured into a graph (made, never run).
+    """
     total = float(durations.sum())
     return {
         "launches": t.host.graph_launches,
         "device_share": float(durations[cols.graphed].sum()) / total if total > 0 else 0.0,
+        "capture_calls": t.host.capture_calls,
+        "captured_launches": t.host.captured(np.frombuffer(t.device.correlations, np.int64)),
+        "launch_calls": t.host.launch_calls,
     }
 
 
-def _excerpt(t: EventTally, lo: float, hi: float) -> dict[str, Any]:
+def _excerpt(
+    t: EventTally, first: float, hi: float, wait: tuple[float, float] | None
+) -> dict[str, Any]:
     """What lies outside the device span: the host prologue/epilogue, outside waits.
 
-    ``outside_wait_s`` is a blocking host call (sync, synchronous copy, free) that was
-    already waiting when the first recorded device work began: it waited on work queued
-    before the trace started.
+    ``first`` is the first recorded device event; ``outside_wait_s`` is a blocking sync or
+    synchronous copy at the head of the trace that waited on work queued before the trace
+    started (``_kineto_excerpt``): the window starts after it.
     """
     span0, span1 = t.span
-    wait = t.host.first_blocking_before(lo)
     return {
         "trace_span_s": max(0.0, span1 - span0) * US,
-        "prologue_s": max(0.0, lo - span0) * US,
+        "prologue_s": max(0.0, first - span0) * US,
         "epilogue_s": max(0.0, span1 - hi) * US,
-        "outside_wait_s": 0.0 if wait is None else (lo - wait[0]) * US,
+        "outside_wait_s": 0.0 if wait is None else (wait[1] - wait[0]) * US,
     }
 
 
@@ -189,7 +197,6 @@ def _communication(
     comp: Pair,
     lo: float,
     hi: float,
-    tags: dict[int, str],
     by_parallelism: dict[str, float],
 ) -> Communication:
     comm = cols.of_class(COMMUNICATION)
@@ -200,21 +207,23 @@ def _communication(
     compute = union_s(comp, lo, hi)
     overlapped = total + compute - union_s(both(comp, comm), lo, hi)
     overlapped = min(total, max(0.0, overlapped))
-    by_kind = _exposed_by_collective(cols, comp, compute, lo, hi, tags)
+    by_kind = _exposed_by_collective(cols, comp, compute, lo, hi)
     return Communication(total, overlapped, total - overlapped, by_kind, by_parallelism)
 
 
 def _exposed_by_collective(
-    cols: DeviceColumns, comp: Pair, compute_s: float, lo: float, hi: float, tags: dict[int, str]
+    cols: DeviceColumns, comp: Pair, compute_s: float, lo: float, hi: float
 ) -> dict[str, float]:
-    """Exposed seconds of each collective kind: |kind's kernels or compute| - |compute|."""
+    """Exposed seconds of each collective kind: |kind's kernels or compute| - |compute|.
+
+    The kind is each event's own (``DeviceColumns.colls``): its name, or the profiler's
+    collective tag when the name is generic (RCCL's ``ncclDevKernel_Generic``).
+    """
     is_comm = cols.classes == COMMUNICATION
-    ids_of: dict[str, list[int]] = {}
-    for nid in np.unique(cols.name_ids[is_comm]).tolist():
-        ids_of.setdefault(collective_kind(cols.names[nid], tags.get(nid)), []).append(nid)
     out: dict[str, float] = {}
-    for kind in (k for k in COLLECTIVES if k in ids_of):
-        mask = is_comm & np.isin(cols.name_ids, ids_of[kind])
+    for i in np.unique(cols.colls[is_comm & (cols.colls >= 0)]).tolist():
+        kind = COLLECTIVES[i]
+        mask = is_comm & (cols.colls == i)
         joint = union_s(both(comp, cols.pick(mask)), lo, hi)
         out[kind] = max(0.0, joint - compute_s)
     return out

@@ -4,6 +4,8 @@ CUDA and ROCm (HIP) runtime/driver calls are read alike. Each call name is class
 
 - ``launch``: puts work on the device (kernel launches, async copies and sets);
 - ``graph``: replays a captured graph (``cudaGraphLaunch``, ``hipGraphLaunch``);
+- ``capture``: records a graph (``cudaStreamBeginCapture``/``EndCapture``,
+  ``hipGraphInstantiate``): launches made meanwhile are captured, not run;
 - ``sync``: blocks the host until the device (or a stream or event) catches up
   (``cudaDeviceSynchronize``, ``hipStreamSynchronize``, ...);
 - ``alloc``: allocates or frees device or pinned memory (``cudaMalloc``, ``hipFree``, ...);
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-LAUNCH, GRAPH, SYNC, ALLOC, COPY, OTHER = range(6)
+LAUNCH, GRAPH, SYNC, ALLOC, COPY, OTHER, CAPTURE = range(7)
 BLOCKING_KINDS = {SYNC: "sync", ALLOC: "alloc", COPY: "copy"}
 """Kinds of host calls that block the host, by the name the trace section uses."""
 
@@ -39,6 +41,7 @@ _COPY = re.compile(
     r"|^cuMemcpy(HtoD|DtoH|DtoD|Peer)?(_v2)?$"
 )
 _GRAPH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
+_CAPTURE = re.compile(r"^(cuda|hip|cu)(StreamBeginCapture|StreamEndCapture|GraphInstantiate)")
 _LAUNCH = re.compile(r"Launch|^(cuda|cu|hip)Memcpy|^(cuda|cu|hip)Memset")
 
 
@@ -46,6 +49,8 @@ def call_kind(name: str) -> int:
     """Return the kind (``LAUNCH`` ... ``OTHER``) of a runtime or driver call name."""
     if _GRAPH.match(name):
         return GRAPH
+    if _CAPTURE.match(name):
+        return CAPTURE
     if _SYNC.match(name):
         return SYNC
     if _ALLOC.match(name):
@@ -63,6 +68,8 @@ class HostCalls:
         self.graph_corr = array("q")
         self.launch_calls = 0
         self.graph_launches = 0
+        self.capture_calls = 0
+        self.launch_corr = array("q")
         self.hip_calls = 0
         self.cuda_calls = 0
         self.b_starts, self.b_ends = array("d"), array("d")
@@ -99,6 +106,11 @@ class HostCalls:
             self.cuda_calls += 1
         if kind == LAUNCH:
             self.launch_calls += 1
+            if type(corr) is int:
+                self.launch_corr.append(corr)
+            return
+        if kind == CAPTURE:
+            self.capture_calls += 1
             return
         if kind == GRAPH:
             self.launch_calls += 1
@@ -131,6 +143,17 @@ class HostCalls:
         """Return a mask of the correlation ids launched by a graph launch."""
         graph = np.frombuffer(self.graph_corr, dtype=np.int64)
         return np.isin(correlations, graph) & (correlations >= 0)
+
+    def captured(self, ran: np.ndarray[Any, Any]) -> int:
+        """Launches whose correlation no device event carries: captured into a graph.
+
+        Counted only when the trace records graph capture calls (elsewhere a launch
+        without its device event is one the profiler dropped).
+        """
+        if not self.capture_calls:
+            return 0
+        launched = np.frombuffer(self.launch_corr, dtype=np.int64)
+        return int((~np.isin(launched, ran)).sum())
 
     def vendor(self) -> str | None:
         """``"amd"`` when the calls are HIP's, ``"nvidia"`` for CUDA's, None without calls."""
@@ -182,14 +205,13 @@ class HostCalls:
             rows.append(row)
         return sorted(rows, key=lambda r: -float(r["time_s"]))
 
-    def first_blocking_before(self, t: float) -> tuple[float, float] | None:
-        """Return the host span of blocking calls that start before ``t`` and end after it."""
+    def waits(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the starts and ends of the calls that wait for device work (sync, copy)."""
         starts = np.frombuffer(self.b_starts, dtype=np.float64)
         ends = np.frombuffer(self.b_ends, dtype=np.float64)
-        mask = (starts < t) & (ends > t)
-        if not mask.any():
-            return None
-        return float(starts[mask].min()), float(ends[mask].max())
+        kinds = np.frombuffer(self.b_kinds, dtype=np.int8)
+        mask = (kinds == SYNC) | (kinds == COPY)
+        return starts[mask], ends[mask]
 
     def _call_sites(self, ext: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Return the name id of the CPU op with each External id (-1 when none)."""

@@ -161,12 +161,7 @@ def job_kind(marks: JobMarks, kernel_time_s: dict[str, float]) -> dict[str, Any]
         "backward_kernel_s": k_time.get(BACKWARD, 0.0),
         "optimizer_kernel_s": k_time.get(OPTIMIZER, 0.0),
     }
-    engine = None
-    for bit, name in ENGINES.items():
-        seen = marks.host_count(bit) + (1 if k_time.get(bit) else 0)
-        if seen:
-            evidence[f"{name}_marks"] = seen
-            engine = engine or name
+    engine = _engine(marks, k_time, evidence)
     trained = evidence["backward_spans"] or evidence["optimizer_spans"]
     # Backward-looking kernels decide only when no host span was recorded: cuDNN runs a
     # transposed convolution's forward as a dgrad kernel, so an inference trace can hold one.
@@ -188,3 +183,26 @@ def job_kind(marks: JobMarks, kernel_time_s: dict[str, float]) -> dict[str, Any]
         "decode_s": k_time.get(DECODE, 0.0),
         "evidence": evidence,
     }
+
+
+def _engine(marks: JobMarks, k_time: dict[int, float], evidence: dict[str, Any]) -> str | None:
+    """The engine that ran the job: the one its host frames name most, else its kernels.
+
+    Engines share kernels (SGLang runs vLLM's paged attention, whose template names
+    ``vllm::``), so a kernel name only decides when no host span names an engine; among
+    host marks the most frequent wins, a named engine over ``llm_serving``.
+    """
+    host: dict[str, int] = {}
+    for bit, name in ENGINES.items():
+        n = marks.host_count(bit)
+        seen = n + (1 if k_time.get(bit) else 0)
+        if seen:
+            evidence[f"{name}_marks"] = seen
+        if n:
+            host[name] = n
+    named = {k: v for k, v in host.items() if k != "llm_serving"} or host
+    if named:
+        return max(named, key=lambda k: named[k])
+    by_time = {name: k_time.get(bit, 0.0) for bit, name in ENGINES.items() if k_time.get(bit)}
+    named_t = {k: v for k, v in by_time.items() if k != "llm_serving"} or by_time
+    return max(named_t, key=lambda k: named_t[k]) if named_t else None
