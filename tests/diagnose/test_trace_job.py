@@ -99,7 +99,13 @@ def test_a_graph_replayed_decode_step_is_not_told_to_use_graphs(tmp_path: Path) 
     run = analyze([write_trace(tmp_path, events)])
     assert run.trace is not None
     assert run.trace.facts is not None
-    assert run.trace.facts.graphs == {"launches": 20, "device_share": pytest.approx(1.0)}
+    assert run.trace.facts.graphs == {
+        "launches": 20,
+        "device_share": pytest.approx(1.0),
+        "capture_calls": 0,
+        "captured_launches": 0,
+        "launch_calls": 20,
+    }
     text = _all_text(run)
     assert "--enforce-eager" not in text
     assert "torch.compile" not in text

@@ -5,7 +5,8 @@ blocked in a synchronisation or synchronous copy (``hipMemcpyWithStream``,
 ``cudaStreamSynchronize``) with the recorded device idle meanwhile: kernels launched just
 before wait behind the unrecorded work, and the call returns once it drains. That wait is
 the excerpt's edge, not the job's idle, so the analysis window starts where the device's
-own work resumes.
+own work resumes; a call already blocked when the first device event began waited the
+same way (the window starts at that event).
 
 The rule, read from the events only: a blocking sync or copy call of at least
 ``MIN_WAIT_US`` that returns while the recorded device has been busy under
@@ -51,6 +52,19 @@ def outside_wait(
     if not starts.size or not wait_starts.size:
         return None
     lo = float(starts.min())
+    found = _head_gap(starts, ends, wait_starts, wait_ends, lo)
+    if found is not None:
+        return found
+    # A call already blocked when the first recorded device work began waited on work
+    # queued before the trace started; the window already starts at that work.
+    spans = (wait_starts < lo) & (wait_ends > lo)
+    return (float(wait_starts[spans].min()), lo) if spans.any() else None
+
+
+def _head_gap(
+    starts: Array, ends: Array, wait_starts: Array, wait_ends: Array, lo: float
+) -> tuple[float, float] | None:
+    """The module's rule: a long wait while the recorded device idles at the head."""
     long_enough = (wait_ends > lo) & (wait_ends - np.maximum(wait_starts, lo) >= MIN_WAIT_US)
     if not long_enough.any():
         return None
