@@ -113,6 +113,9 @@ def is_compiled_kernel(name: str) -> bool:
     return bool(_COMPILED.match(name))
 
 
+OTHER_COLLECTIVE = COLLECTIVES.index("other")
+
+
 class DeviceEvents:
     """Columns of device events (times in microseconds from the trace's first event)."""
 
@@ -125,6 +128,7 @@ class DeviceEvents:
         self._ids: dict[str, int] = {}
         self._of: dict[str, dict[str, tuple[int, int]]] = {k: {} for k in KIND_CODES}
         self.colls = array("b")
+        self.vague_rows, self.vague_ext = array("q"), array("q")
         self._coll_of: dict[tuple[int, str | None], int] = {}
         self.group_rows, self.group_ids = array("q"), array("l")
         self.group_names: list[str] = []
@@ -143,6 +147,10 @@ class DeviceEvents:
             coll = self._coll_of.get(key, -2)
             if coll == -2:
                 coll = self._coll_of[key] = COLLECTIVES.index(collective_kind(name, key[1]))
+            ext = args.get("External id")
+            if coll == OTHER_COLLECTIVE and type(ext) is int:
+                self.vague_rows.append(len(self.starts))  # the op that launched it may say
+                self.vague_ext.append(ext)
             group = args.get("Process Group Description") or args.get("Process Group Name")
             if isinstance(group, str) and group:
                 self._group(group)
@@ -199,8 +207,26 @@ class DeviceEvents:
             launches=launch,
             names=self.names,
             graphed=host.from_graph(corr),
-            colls=np.frombuffer(self.colls, dtype=np.int8),
+            colls=self._collectives(host),
         )
+
+    def _collectives(self, host: HostCalls) -> np.ndarray[Any, Any]:
+        """Each event's collective kind; a generic, untagged kernel's from its launching op.
+
+        ``ncclDevKernel_Generic`` launched by an engine's own NCCL wrapper carries no
+        profiler tag, but its ``External id`` names the op (``vllm::all_reduce``).
+        """
+        colls = np.frombuffer(self.colls, dtype=np.int8)
+        if not self.vague_rows:
+            return colls
+        colls = colls.copy()
+        rows = np.frombuffer(self.vague_rows, dtype=np.int64)
+        ops = host.op_names_of(np.frombuffer(self.vague_ext, dtype=np.int64))
+        kinds = {op: COLLECTIVES.index(collective_kind(op)) for op in set(ops) if op}
+        for row, op in zip(rows.tolist(), ops, strict=True):
+            if op:
+                colls[row] = kinds[op]
+        return colls
 
 
 class DeviceColumns:

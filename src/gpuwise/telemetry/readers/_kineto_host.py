@@ -213,6 +213,10 @@ class HostCalls:
         mask = (kinds == SYNC) | (kinds == COPY)
         return starts[mask], ends[mask]
 
+    def op_names_of(self, ext: np.ndarray[Any, Any]) -> list[str | None]:
+        """The name of the CPU op with each ``External id`` (None when none has it)."""
+        return [self.names[i] if i >= 0 else None for i in self._call_sites(ext).tolist()]
+
     def _call_sites(self, ext: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Return the name id of the CPU op with each External id (-1 when none)."""
         op_ext = np.frombuffer(self.op_ext, dtype=np.int64)
