@@ -98,7 +98,7 @@ def _path(rel: str) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _run(rel: str) -> Run:
     return analyze([_path(rel)])
 
@@ -150,7 +150,8 @@ def test_inference_traces_get_no_training_advice(rel: str) -> None:
     # Optimizer.step, AccumulateGrad among their host ops).
     assert not [e for e in _events(rel) if "Backward" in e["name"] or "Optimizer." in e["name"]]
     run = _run(rel)
-    assert run.trace is not None and run.trace.facts is not None
+    assert run.trace is not None
+    assert run.trace.facts is not None
     assert run.trace.facts.job["kind"] == "inference"
     assert not TRAINING_ONLY.search(_fix_text(run))
 
@@ -160,7 +161,8 @@ def test_rocm_traces_are_read_as_amd_with_amd_tools(rel: str) -> None:
     hip = [e for e in _events(rel) if e.get("cat") == "cuda_runtime" and e["name"][:3] == "hip"]
     assert hip  # ROCm records its HIP calls under the cuda_runtime category
     run = _run(rel)
-    assert run.trace is not None and run.trace.facts is not None
+    assert run.trace is not None
+    assert run.trace.facts is not None
     assert run.trace.facts.vendor == "amd"
     assert "nvidia-smi" not in _fix_text(run)
     assert "CUDA graphs" not in _fix_text(run)
@@ -171,7 +173,8 @@ def test_vllm_on_h100_tp4_is_fed_with_a_tensor_parallel_all_reduce(capsys) -> No
     # cudaGraphLaunch (piecewise CUDA graphs); all-reduce as ncclDevKernel_AllReduce_RING_LL.
     run = _run(VLLM_H100)
     t = run.trace
-    assert t is not None and t.facts is not None
+    assert t is not None
+    assert t.facts is not None
     assert t.facts.job["engine"] == "vllm"
     assert t.facts.graphs["launches"] == len(_calls(VLLM_H100, "cudaGraphLaunch")) == 729
     dev = _device(VLLM_H100)
@@ -195,7 +198,8 @@ def test_vllm_on_mi300x_waits_for_the_host_and_all_reduces_through_rccl() -> Non
     # _allgather_base. The device idles about half the span with nothing queued.
     run = _run(VLLM_MI300X)
     t = run.trace
-    assert t is not None and t.facts is not None
+    assert t is not None
+    assert t.facts is not None
     ops = {
         e["args"]["External id"]: e["name"]
         for e in _events(VLLM_MI300X)
@@ -210,7 +214,8 @@ def test_vllm_on_mi300x_waits_for_the_host_and_all_reduces_through_rccl() -> Non
     assert by_kind["all_reduce"] > 100 * by_kind.get("all_gather", 0.0) > 0
     assert "other" not in by_kind
     top = run.findings[0]
-    assert top.kind == "gpu_idle_between_phases" and top.severity == "critical"
+    assert top.kind == "gpu_idle_between_phases"
+    assert top.severity == "critical"
     assert "raise the batch" in top.fixes[0].action
     interconnect = next(f for f in run.findings if f.kind == "comm_bound").fixes[-1]
     assert "xGMI" in interconnect.action
@@ -222,7 +227,8 @@ def test_sglang_prefill_excerpt_waits_on_work_before_the_trace(capsys) -> None:
     # the profiler started. From then on the device runs the prefill back to back.
     run = _run(SGLANG_PREFILL)
     t = run.trace
-    assert t is not None and t.facts is not None
+    assert t is not None
+    assert t.facts is not None
     assert t.facts.job["engine"] == "sglang"
     copy = max(_calls(SGLANG_PREFILL, "hipMemcpyWithStream"), key=lambda e: e["dur"])
     assert float(copy["dur"]) > 490_000
@@ -240,9 +246,11 @@ def test_sglang_decode_replays_a_hip_graph_after_an_outside_wait() -> None:
     # kernel is vLLM's (template vllm::Fp8KVCacheDataType): the engine is still SGLang.
     run = _run(SGLANG_DECODE)
     t = run.trace
-    assert t is not None and t.facts is not None
+    assert t is not None
+    assert t.facts is not None
     frames = [e["name"] for e in _events(SGLANG_DECODE) if e.get("cat") == "python_function"]
-    assert any("sglang/" in n for n in frames) and not any("vllm/" in n for n in frames)
+    assert any("sglang/" in n for n in frames)
+    assert not any("vllm/" in n for n in frames)
     assert t.facts.job["engine"] == "sglang"
     assert t.facts.graphs["launches"] == len(_calls(SGLANG_DECODE, "hipGraphLaunch")) == 1
     copy = max(_calls(SGLANG_DECODE, "hipMemcpyWithStream"), key=lambda e: e["dur"])
@@ -284,7 +292,8 @@ def test_vllm_graph_replays_keep_the_device_busy(rel: str) -> None:
     lo, hi = dev[0][0], max(e for _, e, _ in dev)
     own = _union_us(dev, lo, hi) / (hi - lo)
     assert own > 0.99
-    assert run.trace is not None and run.trace.busy_fraction == pytest.approx(own, abs=0.005)
+    assert run.trace is not None
+    assert run.trace.busy_fraction == pytest.approx(own, abs=0.005)
     assert run.findings[0].kind == "healthy"
 
 
@@ -293,7 +302,8 @@ def test_b200_tp8_eager_step_is_launch_bound_and_counts_multimem_all_reduce() ->
     # memory) are ~18 % of kernel time; the device idles ~86 % with nothing queued.
     run = _run(B200_TP8)
     t = run.trace
-    assert t is not None and t.facts is not None
+    assert t is not None
+    assert t.facts is not None
     dev = _device(B200_TP8)  # the share is of all device time, copies and sets included
     total = sum(e - s for s, e, _ in dev)
     multimem = sum(e - s for s, e, n in dev if "multimem_all_reduce" in n)
@@ -303,7 +313,8 @@ def test_b200_tp8_eager_step_is_launch_bound_and_counts_multimem_all_reduce() ->
     )
     assert t.facts.job["engine"] == "vllm"
     top = run.findings[0]
-    assert top.kind == "launch_bound" and top.severity == "critical"
+    assert top.kind == "launch_bound"
+    assert top.severity == "critical"
     assert "CUDA graphs" in top.fixes[0].action
 
 
@@ -312,11 +323,13 @@ def test_training_without_the_caching_allocator_is_told_to_reuse_memory() -> Non
     # 1298 hipFree and 1458 hipMalloc in the loop hold the host ~3.4 s of a 3.4 s span.
     run = _run(NO_CACHING)
     t = run.trace
-    assert t is not None and t.facts is not None
+    assert t is not None
+    assert t.facts is not None
     assert t.facts.job["kind"] == "training"
     assert t.facts.communication.total_s == 0.0
     top = run.findings[0]
-    assert top.kind == "allocator_calls" and top.severity == "critical"
+    assert top.kind == "allocator_calls"
+    assert top.severity == "critical"
     dev = _device(NO_CACHING)  # calls made within the device span (the window)
     lo, hi = dev[0][0], max(e for _, e, _ in dev)
     for name in ("hipFree", "hipMalloc"):
@@ -331,7 +344,8 @@ def test_ddp_on_mi300x_reads_each_generic_rccl_kernel_by_its_tag() -> None:
     # "allreduce" (6, ~47 ms) or "broadcast" (6, ~0.06 ms).
     run = _run(DDP_MI300X)
     t = run.trace
-    assert t is not None and t.facts is not None
+    assert t is not None
+    assert t.facts is not None
     tags: dict[str, float] = {}
     for e in _events(DDP_MI300X):
         tag = e.get("args", {}).get("Collective name") if e.get("cat") == "kernel" else None
@@ -357,16 +371,18 @@ def test_kernels_only_trace_says_what_the_job_kind_rests_on(capsys) -> None:
 def test_compiled_model_is_read_as_compiled_and_healthy() -> None:
     triton = [e for e in _events(COMPILED) if e.get("cat") == "kernel" and "triton" in e["name"]]
     run = _run(COMPILED)
-    assert run.trace is not None and run.trace.facts is not None
+    assert run.trace is not None
+    assert run.trace.facts is not None
     assert run.trace.facts.compiled["triton_kernels"] == len(triton) > 0
     assert run.findings[0].kind == "healthy"
 
 
-@pytest.mark.parametrize("rel", (*DIFFUSION, *HF_FORWARD))
+@pytest.mark.parametrize("rel", [*DIFFUSION, *HF_FORWARD])
 def test_a_plain_forward_gets_no_serving_engine_advice(rel: str) -> None:
     # Diffusion and Hugging Face forwards: no engine frames, no KV cache to size.
     assert not [e for e in _events(rel) if re.search(r"vllm/|sglang/", e["name"])]
     run = _run(rel)
-    assert run.trace is not None and run.trace.facts is not None
+    assert run.trace is not None
+    assert run.trace.facts is not None
     assert run.trace.facts.job["engine"] is None
     assert "KV cache" not in _fix_text(run)
