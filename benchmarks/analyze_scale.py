@@ -45,7 +45,7 @@ JSON_LOAD_MB_PER_M = 1400.0
 """Peak RSS of ``json.load`` per million events of this trace (measured: ~1.3 GB)."""
 
 CHILD = r"""
-import json, sys, time
+import gzip, json, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "gpuwise-json":
     sys.modules["orjson"] = None  # the standard library decodes the runs too
@@ -64,7 +64,7 @@ t0 = time.perf_counter()
 if mode.startswith("gpuwise"):
     kinds = [f.kind for f in analyze([path]).findings]
 else:
-    with open(path) as fh:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as fh:
         doc = json.load(fh)
     kinds = []
 elapsed = time.perf_counter() - t0
