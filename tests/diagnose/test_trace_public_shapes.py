@@ -77,6 +77,22 @@ def test_a_slow_free_at_the_head_is_not_an_outside_wait(tmp_path: Path) -> None:
     assert "gpu_idle_between_phases" not in {f.kind for f in run.findings}  # host_blocking's
 
 
+def test_a_slow_sync_later_in_a_sparse_trace_waits_for_recorded_work(tmp_path: Path) -> None:
+    # HTA's simple_add benchmark: a few kernels 50 ms apart; one 5 ms cudaDeviceSynchronize
+    # 100 ms in waits for a kernel the trace holds (the device was slow to start it).
+    events = [kernel("distribution_elementwise_grid_stride_kernel", 0, 5, 7)]
+    events += [kernel("vectorized_elementwise_kernel", 50_000, 3, 7)]
+    events += [event("cuda_runtime", "cudaLaunchKernel", 100_000, 50, correlation=3)]
+    events += [event("cuda_runtime", "cudaDeviceSynchronize", 100_500, 5300)]
+    events += [kernel("vectorized_elementwise_kernel", 105_790, 3, 7, corr=3)]
+    run = analyze([write_trace(tmp_path, events)])
+    t = run.trace
+    assert t is not None
+    assert t.facts is not None
+    assert t.facts.excerpt["outside_wait_s"] == 0.0
+    assert t.window_s == pytest.approx(0.105793, abs=1e-6)
+
+
 def test_the_outside_wait_is_named_in_the_text(tmp_path: Path, capsys) -> None:
     path = write_trace(tmp_path, _outside_wait_trace(), **AMD)
     assert main(["analyze", str(path)]) == 0

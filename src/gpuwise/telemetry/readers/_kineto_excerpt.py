@@ -9,9 +9,10 @@ own work resumes; a call already blocked when the first device event began waite
 same way (the window starts at that event).
 
 The rule, read from the events only: a blocking sync or copy call of at least
-``MIN_WAIT_US`` that returns while the recorded device has been busy under
-``BUSY_SHARE`` of the time since its first event. The window then starts at the end of
-the device's longest gap before the call returned. Allocator calls never qualify: a
+``MIN_WAIT_US``, begun at the head of the device work (within ``HEAD_SHARE`` of its own
+length after the first device event), that returns while the recorded device has been
+busy under ``BUSY_SHARE`` of the time since its first event. The window then starts at
+the end of the device's longest gap before the call returned. Allocator calls never qualify: a
 ``hipFree`` is slow by itself, not because of work outside the trace.
 """
 
@@ -29,6 +30,9 @@ MIN_WAIT_US = 1000.0
 BUSY_SHARE = 0.01
 """The recorded device did under 1 % of work while the host waited: the wait was on
 work the trace does not hold."""
+
+HEAD_SHARE = 0.1
+"""The call began within a tenth of its own duration after the first device event."""
 
 Array = np.ndarray[Any, Any]
 
@@ -71,7 +75,10 @@ def _head_gap(
     w0, w1 = wait_starts[long_enough], wait_ends[long_enough]
     busy = busy_before(starts, ends)
     done = busy(w1) - busy(np.full(w1.shape, lo))
-    head = done <= BUSY_SHARE * (w1 - lo)
+    # at the head: begun within a tenth of its own length of the first device event (a
+    # sync later on waits for work the trace holds, however slow the device is to start it)
+    early = w0 - lo <= HEAD_SHARE * (w1 - np.maximum(w0, lo))
+    head = early & (done <= BUSY_SHARE * (w1 - lo))
     if not head.any():
         return None
     pick = int(np.argmax(np.where(head, w1, -np.inf)))
