@@ -26,6 +26,8 @@ import pytest
 from gpuwise.cli.main import main
 from gpuwise.diagnose.analyze import analyze
 from gpuwise.records import Run
+from gpuwise.records.trace import TraceFacts
+from gpuwise.records.trace_section import TraceSection
 
 ROOT = os.environ.get("GPUWISE_PUBLIC_TRACES")
 pytestmark = pytest.mark.skipif(
@@ -103,6 +105,14 @@ def _run(rel: str) -> Run:
     return analyze([_path(rel)])
 
 
+def _read(rel: str) -> tuple[Run, TraceSection, TraceFacts]:
+    """The Run of one trace, its trace section and device facts (asserted present)."""
+    run = _run(rel)
+    assert run.trace is not None
+    assert run.trace.facts is not None
+    return run, run.trace, run.trace.facts
+
+
 @functools.lru_cache(maxsize=4)
 def _events(rel: str) -> tuple[dict[str, Any], ...]:
     with gzip.open(_path(rel), "rt") as fh:
@@ -149,10 +159,8 @@ def test_inference_traces_get_no_training_advice(rel: str) -> None:
     # No trace here has a backward, an optimizer step or a loss (read: no *Backward0,
     # Optimizer.step, AccumulateGrad among their host ops).
     assert not [e for e in _events(rel) if "Backward" in e["name"] or "Optimizer." in e["name"]]
-    run = _run(rel)
-    assert run.trace is not None
-    assert run.trace.facts is not None
-    assert run.trace.facts.job["kind"] == "inference"
+    run, _, f = _read(rel)
+    assert f.job["kind"] == "inference"
     assert not TRAINING_ONLY.search(_fix_text(run))
 
 
@@ -160,10 +168,8 @@ def test_inference_traces_get_no_training_advice(rel: str) -> None:
 def test_rocm_traces_are_read_as_amd_with_amd_tools(rel: str) -> None:
     hip = [e for e in _events(rel) if e.get("cat") == "cuda_runtime" and e["name"][:3] == "hip"]
     assert hip  # ROCm records its HIP calls under the cuda_runtime category
-    run = _run(rel)
-    assert run.trace is not None
-    assert run.trace.facts is not None
-    assert run.trace.facts.vendor == "amd"
+    run, _, f = _read(rel)
+    assert f.vendor == "amd"
     assert "nvidia-smi" not in _fix_text(run)
     assert "CUDA graphs" not in _fix_text(run)
 
@@ -171,18 +177,15 @@ def test_rocm_traces_are_read_as_amd_with_amd_tools(rel: str) -> None:
 def test_vllm_on_h100_tp4_is_fed_with_a_tensor_parallel_all_reduce(capsys) -> None:
     # vLLM v1 (gpu_model_runner.execute_model x11), TP4 rank 0 of NCCL world 4; 729
     # cudaGraphLaunch (piecewise CUDA graphs); all-reduce as ncclDevKernel_AllReduce_RING_LL.
-    run = _run(VLLM_H100)
-    t = run.trace
-    assert t is not None
-    assert t.facts is not None
-    assert t.facts.job["engine"] == "vllm"
-    assert t.facts.graphs["launches"] == len(_calls(VLLM_H100, "cudaGraphLaunch")) == 729
+    run, t, f = _read(VLLM_H100)
+    assert f.job["engine"] == "vllm"
+    assert f.graphs["launches"] == len(_calls(VLLM_H100, "cudaGraphLaunch")) == 729
     dev = _device(VLLM_H100)
     lo, hi = dev[0][0], max(e for _, e, _ in dev)
     assert t.busy_fraction == pytest.approx(_union_us(dev, lo, hi) / (hi - lo), abs=0.005)
     comm = sum(e - s for s, e, n in dev if COMM.search(n)) / sum(e - s for s, e, _ in dev)
-    assert t.facts.comm_kernel_share == pytest.approx(comm, abs=0.01)
-    by_kind = t.facts.communication.exposed_by_collective_s
+    assert f.comm_kernel_share == pytest.approx(comm, abs=0.01)
+    by_kind = f.communication.exposed_by_collective_s
     assert max(by_kind, key=lambda k: by_kind[k]) == "all_reduce"
     assert run.findings[0].kind == "healthy"  # 89 % busy: no stage dominates
     comm_fix = next(f for f in run.findings if f.kind == "comm_bound").fixes[0]
@@ -196,10 +199,7 @@ def test_vllm_on_mi300x_waits_for_the_host_and_all_reduces_through_rccl() -> Non
     # The same benchmark on MI300X: 161 ncclDevKernel_Generic_2 carry no collective tag
     # but their External id names the op vllm::all_reduce; 10 more are tagged
     # _allgather_base. The device idles about half the span with nothing queued.
-    run = _run(VLLM_MI300X)
-    t = run.trace
-    assert t is not None
-    assert t.facts is not None
+    run, _, f = _read(VLLM_MI300X)
     ops = {
         e["args"]["External id"]: e["name"]
         for e in _events(VLLM_MI300X)
@@ -210,7 +210,7 @@ def test_vllm_on_mi300x_waits_for_the_host_and_all_reduces_through_rccl() -> Non
     ]
     launched_by = {ops.get(e["args"].get("External id")) for e in generic}
     assert launched_by == {"vllm::all_reduce", "record_param_comms"}
-    by_kind = t.facts.communication.exposed_by_collective_s
+    by_kind = f.communication.exposed_by_collective_s
     assert by_kind["all_reduce"] > 100 * by_kind.get("all_gather", 0.0) > 0
     assert "other" not in by_kind
     top = run.findings[0]
@@ -225,17 +225,14 @@ def test_sglang_prefill_excerpt_waits_on_work_before_the_trace(capsys) -> None:
     # The excerpt opens with a 60-byte hipMemcpyWithStream that blocks 493 ms: the recorded
     # device is idle meanwhile (one 3 µs kernel), so the copy waited on work queued before
     # the profiler started. From then on the device runs the prefill back to back.
-    run = _run(SGLANG_PREFILL)
-    t = run.trace
-    assert t is not None
-    assert t.facts is not None
-    assert t.facts.job["engine"] == "sglang"
+    run, t, f = _read(SGLANG_PREFILL)
+    assert f.job["engine"] == "sglang"
     copy = max(_calls(SGLANG_PREFILL, "hipMemcpyWithStream"), key=lambda e: e["dur"])
     assert float(copy["dur"]) > 490_000
     cut = float(copy["ts"]) + float(copy["dur"]) - 1000  # its own copy runs at its end
     assert t.busy_fraction == pytest.approx(_busy_after(SGLANG_PREFILL, cut), abs=0.005)
     assert t.busy_fraction > 0.99
-    assert t.facts.excerpt["outside_wait_s"] == pytest.approx(float(copy["dur"]) * 1e-6, abs=2e-3)
+    assert f.excerpt["outside_wait_s"] == pytest.approx(float(copy["dur"]) * 1e-6, abs=2e-3)
     assert not [f for f in run.findings if f.severity in ("critical", "warning")]
     assert "waited 493" in _text(SGLANG_PREFILL, capsys)
 
@@ -244,19 +241,16 @@ def test_sglang_decode_replays_a_hip_graph_after_an_outside_wait() -> None:
     # SGLang's decode step (cuda_graph_runner.replay, one hipGraphLaunch of 555 kernels)
     # after a 463 ms hipMemcpyWithStream waiting on earlier work. Its paged-attention
     # kernel is vLLM's (template vllm::Fp8KVCacheDataType): the engine is still SGLang.
-    run = _run(SGLANG_DECODE)
-    t = run.trace
-    assert t is not None
-    assert t.facts is not None
+    run, t, f = _read(SGLANG_DECODE)
     frames = [e["name"] for e in _events(SGLANG_DECODE) if e.get("cat") == "python_function"]
     assert any("sglang/" in n for n in frames)
     assert not any("vllm/" in n for n in frames)
-    assert t.facts.job["engine"] == "sglang"
-    assert t.facts.graphs["launches"] == len(_calls(SGLANG_DECODE, "hipGraphLaunch")) == 1
+    assert f.job["engine"] == "sglang"
+    assert f.graphs["launches"] == len(_calls(SGLANG_DECODE, "hipGraphLaunch")) == 1
     copy = max(_calls(SGLANG_DECODE, "hipMemcpyWithStream"), key=lambda e: e["dur"])
     cut = float(copy["ts"]) + float(copy["dur"]) - 1000
     assert t.busy_fraction == pytest.approx(_busy_after(SGLANG_DECODE, cut), abs=0.005)
-    assert t.facts.excerpt["outside_wait_s"] > 0.46
+    assert f.excerpt["outside_wait_s"] > 0.46
     assert not [f for f in run.findings if f.severity == "critical"]
     assert "Replay each step" not in _fix_text(run)  # it already replays a graph
 
@@ -287,31 +281,27 @@ def test_graph_capture_traces_are_said_to_be_captures(rel: str) -> None:
 
 @pytest.mark.parametrize("rel", REPLAYS)
 def test_vllm_graph_replays_keep_the_device_busy(rel: str) -> None:
-    run = _run(rel)
+    run, t, _ = _read(rel)
     dev = _device(rel)
     lo, hi = dev[0][0], max(e for _, e, _ in dev)
     own = _union_us(dev, lo, hi) / (hi - lo)
     assert own > 0.99
-    assert run.trace is not None
-    assert run.trace.busy_fraction == pytest.approx(own, abs=0.005)
+    assert t.busy_fraction == pytest.approx(own, abs=0.005)
     assert run.findings[0].kind == "healthy"
 
 
 def test_b200_tp8_eager_step_is_launch_bound_and_counts_multimem_all_reduce() -> None:
     # vLLM gpt-oss, eager, rank 0 of 8 B200: 73 multimem_all_reduce_kernel (symmetric
     # memory) are ~18 % of kernel time; the device idles ~86 % with nothing queued.
-    run = _run(B200_TP8)
-    t = run.trace
-    assert t is not None
-    assert t.facts is not None
+    run, _, f = _read(B200_TP8)
     dev = _device(B200_TP8)  # the share is of all device time, copies and sets included
     total = sum(e - s for s, e, _ in dev)
     multimem = sum(e - s for s, e, n in dev if "multimem_all_reduce" in n)
     assert 0.15 < multimem / total < 0.25
-    assert t.facts.comm_kernel_share == pytest.approx(
+    assert f.comm_kernel_share == pytest.approx(
         sum(e - s for s, e, n in dev if COMM.search(n)) / total, abs=0.01
     )
-    assert t.facts.job["engine"] == "vllm"
+    assert f.job["engine"] == "vllm"
     top = run.findings[0]
     assert top.kind == "launch_bound"
     assert top.severity == "critical"
@@ -321,12 +311,9 @@ def test_b200_tp8_eager_step_is_launch_bound_and_counts_multimem_all_reduce() ->
 def test_training_without_the_caching_allocator_is_told_to_reuse_memory() -> None:
     # ResNet-18 on MI300X (no process group initialised despite the folder's name):
     # 1298 hipFree and 1458 hipMalloc in the loop hold the host ~3.4 s of a 3.4 s span.
-    run = _run(NO_CACHING)
-    t = run.trace
-    assert t is not None
-    assert t.facts is not None
-    assert t.facts.job["kind"] == "training"
-    assert t.facts.communication.total_s == 0.0
+    run, _, f = _read(NO_CACHING)
+    assert f.job["kind"] == "training"
+    assert f.communication.total_s == 0.0
     top = run.findings[0]
     assert top.kind == "allocator_calls"
     assert top.severity == "critical"
@@ -342,17 +329,14 @@ def test_training_without_the_caching_allocator_is_told_to_reuse_memory() -> Non
 def test_ddp_on_mi300x_reads_each_generic_rccl_kernel_by_its_tag() -> None:
     # DDP over RCCL, world 8: every collective runs as ncclDevKernel_Generic; its args say
     # "allreduce" (6, ~47 ms) or "broadcast" (6, ~0.06 ms).
-    run = _run(DDP_MI300X)
-    t = run.trace
-    assert t is not None
-    assert t.facts is not None
+    run, _, f = _read(DDP_MI300X)
     tags: dict[str, float] = {}
     for e in _events(DDP_MI300X):
         tag = e.get("args", {}).get("Collective name") if e.get("cat") == "kernel" else None
         if tag:
             tags[tag] = tags.get(tag, 0.0) + float(e["dur"])
     assert tags["allreduce"] > 500 * tags["broadcast"]
-    by_kind = t.facts.communication.exposed_by_collective_s
+    by_kind = f.communication.exposed_by_collective_s
     assert by_kind["all_reduce"] > 100 * by_kind["broadcast"]
     assert run.findings[0].kind == "comm_bound"
     assert "all-reduce" in run.findings[0].fixes[0].action
@@ -370,10 +354,8 @@ def test_kernels_only_trace_says_what_the_job_kind_rests_on(capsys) -> None:
 
 def test_compiled_model_is_read_as_compiled_and_healthy() -> None:
     triton = [e for e in _events(COMPILED) if e.get("cat") == "kernel" and "triton" in e["name"]]
-    run = _run(COMPILED)
-    assert run.trace is not None
-    assert run.trace.facts is not None
-    assert run.trace.facts.compiled["triton_kernels"] == len(triton) > 0
+    run, _, f = _read(COMPILED)
+    assert f.compiled["triton_kernels"] == len(triton) > 0
     assert run.findings[0].kind == "healthy"
 
 
@@ -381,8 +363,6 @@ def test_compiled_model_is_read_as_compiled_and_healthy() -> None:
 def test_a_plain_forward_gets_no_serving_engine_advice(rel: str) -> None:
     # Diffusion and Hugging Face forwards: no engine frames, no KV cache to size.
     assert not [e for e in _events(rel) if re.search(r"vllm/|sglang/", e["name"])]
-    run = _run(rel)
-    assert run.trace is not None
-    assert run.trace.facts is not None
-    assert run.trace.facts.job["engine"] is None
+    run, _, f = _read(rel)
+    assert f.job["engine"] is None
     assert "KV cache" not in _fix_text(run)
