@@ -116,7 +116,10 @@ def _job_line(f: TraceFacts) -> str:
     phases = ""
     pre, dec = float(job.get("prefill_s") or 0.0), float(job.get("decode_s") or 0.0)
     if pre or dec:
-        phases = f"; prefill kernels {format_seconds(pre)}, decode kernels {format_seconds(dec)}"
+        # Only what the names show: a phase whose kernels are not named (a Triton prefill
+        # attention kernel) is not "0 s".
+        named = [f"{k} {format_seconds(v)}" for k, v in (("prefill", pre), ("decode", dec)) if v]
+        phases = "; kernels that name a phase: " + ", ".join(named)
     vendor = f" on {VENDOR_NAMES.get(f.vendor, f.vendor)}" if f.vendor else ""
     return f"{kind}{vendor} ({why}){phases}"
 
