@@ -197,3 +197,26 @@ def test_a_forward_without_an_engine_is_not_told_about_a_kv_cache(tmp_path: Path
     text = _fixes(run)
     assert "HIP graphs" in text
     assert "KV cache" not in text
+
+
+def test_host_preprocessing_at_the_head_of_a_step_is_a_host_wait(tmp_path: Path) -> None:
+    # One ProfilerStep of 400 ms: 250 ms of CPU preprocessing, then 150 ms of kernels
+    # launched well ahead (deep queue): the idle is the host's, nothing was queued.
+    events: list[dict[str, Any]] = [
+        event("user_annotation", "ProfilerStep#6", 0, 400_000),
+        event("python_function", "transformers/pipelines/base.py(1306): __call__", 0, 400_000),
+        event("python_function", "image_processing_videomae.py(235): preprocess", 10, 249_000),
+    ]
+    for k in range(150):
+        events.append(event("cuda_runtime", "cudaLaunchKernel", 250_000 + 10 * k, 5, correlation=k))
+        events.append(kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 250_100 + 1000 * k, 990, 7, corr=k))
+    run = analyze([write_trace(tmp_path, events)])
+    t = run.trace
+    assert t is not None
+    assert t.facts is not None
+    assert t.facts.excerpt["window_edge_idle_s"] == pytest.approx(0.25001, abs=1e-4)
+    top = run.findings[0]
+    assert top.kind == "gpu_idle_between_phases"
+    assert "250.1 ms of it before the steps' first kernel" in top.summary
+    assert top.fixes[0].action == "Prepare the next input while the device runs the current one"
+    assert "queued" not in top.summary

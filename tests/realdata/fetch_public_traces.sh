@@ -7,7 +7,7 @@
 #   GPUWISE_PUBLIC_TRACES=DEST .venv/bin/pytest -q tests/realdata/test_public_traces.py
 #
 # Each source is a blob-filtered clone (no file contents until asked for); each trace is
-# read at its pinned commit and checked against its SHA-256. About 24 MB in all.
+# read at its pinned commit and checked against its SHA-256. About 30 MB in all.
 # GIT_BASE overrides https://github.com (a local mirror: GIT_BASE=file:///path/to/mirrors).
 set -eu
 DEST=${1:-.public-traces}
@@ -44,6 +44,9 @@ while read -r sum path; do
 done <<'LIST'
 7f5e9c9dc4ba71371fde1d947204134575b05d7a614986f249fa8142663c7ca2 tests/traces/b200/eager_trace.json.gz
 7c4a4b817b79db0aa90f0df0368de88ac6f6e22261864b68fa88d0a3f9c5c63d tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz
+c2d1d7fea329b45adf2d065875c817e02cbc19ed6c7d19eef3fd5e3364112e87 tests/traces/h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz
+959efc7b235d78c5a22ad94c689175a4f5a4c1592edd5e2df6dafdd9098d5a10 tests/traces/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz
+cddbdd83d4e6078430d6e5f94c520a00371abf299d25a726799fae665302a55d tests/traces/mi300/facebook_timesformer-base-finetuned-k400__1016002.json.gz
 e1c0549a6a9e4eebc83a5e4b9e9f83e52cb03197729c72ec8f2db8e786094b46 tests/traces/inference/sglang_decode/capture_traces/bs_32_rank0.json.gz
 6bafad1e64aa49e71793cb45fb3ab84fa93f9f018c51b18a86508e7ea6de350e tests/traces/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz
 ca3c1a8452be14f8e41aaaf3c80d2c0502ce97d365e2c74bc21a95fb9585fde8 tests/traces/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz

@@ -66,7 +66,14 @@ HF_FORWARD = (
     TL + "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
     TL + "mi300/gaunernst_bert-small-uncased__1016001.json.gz",
 )
+PREPROCESS = (
+    TL + "h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz",
+    TL + "mi300/facebook_timesformer-base-finetuned-k400__1016002.json.gz",
+)
+PIPELINE_LOADER = TL + "h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"
 INFERENCE = (
+    *PREPROCESS,
+    PIPELINE_LOADER,
     VLLM_H100,
     VLLM_MI300X,
     SGLANG_PREFILL,
@@ -81,10 +88,10 @@ INFERENCE = (
 AMD = (VLLM_MI300X, SGLANG_PREFILL, SGLANG_DECODE, *CAPTURES, *REPLAYS, NO_CACHING, DDP_MI300X)
 
 TRAINING_ONLY = re.compile(
-    r"optimizer|learning rate|AdamW|fused=True|gradient|DDP|FSDP|DataLoader|loss\.detach",
+    r"optimizer|learning rate|AdamW|fused=True|gradient|DDP|FSDP|loss\.detach",
     re.IGNORECASE,
 )
-"""Words of fixes that only a training job can take."""
+"""Words of fixes that only a training job can take (a DataLoader serves inference too)."""
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 COMM = re.compile(
@@ -366,3 +373,35 @@ def test_a_plain_forward_gets_no_serving_engine_advice(rel: str) -> None:
     run, _, f = _read(rel)
     assert f.job["engine"] is None
     assert "KV cache" not in _fix_text(run)
+
+
+@pytest.mark.parametrize("rel", PREPROCESS)
+def test_host_preprocessing_inside_the_step_is_not_read_as_queued_work(rel: str) -> None:
+    # A transformers video pipeline: one ProfilerStep (~385 ms) whose first ~220 ms are
+    # VideoMAE image preprocessing on the CPU; the device runs ~120-160 ms at ~99 % after.
+    run, t, f = _read(rel)
+    step = next(e for e in _events(rel) if e["name"].startswith("ProfilerStep#"))
+    w0, w1 = float(step["ts"]), float(step["ts"]) + float(step["dur"])
+    dev = [d for d in _device(rel) if d[1] > w0 and d[0] < w1]
+    edges = (dev[0][0] - w0) + max(0.0, w1 - max(e for _, e, _ in dev))
+    assert f.excerpt["window_edge_idle_s"] == pytest.approx(edges * 1e-6, abs=1e-4)
+    assert edges > 0.5 * (w1 - w0) * (1 - float(t.busy_fraction or 0))
+    top = run.findings[0]
+    assert top.kind == "gpu_idle_between_phases"
+    assert "before the steps' first kernel" in top.summary
+    assert "with work queued" not in top.summary
+    assert top.fixes[0].action.startswith("Prepare the next input")
+    assert "Replay each step" not in _fix_text(run)
+
+
+def test_a_pipeline_waiting_on_its_single_process_dataloader_gets_workers() -> None:
+    # OWLv2 through a transformers pipeline: _SingleProcessDataLoaderIter.__next__ takes
+    # ~619 ms of the 1211 ms step (image preprocessing in the main process).
+    waits = [e for e in _events(PIPELINE_LOADER) if e["name"].startswith("enumerate(DataLoader)")]
+    step = next(e for e in _events(PIPELINE_LOADER) if e["name"].startswith("ProfilerStep#"))
+    share = sum(float(e["dur"]) for e in waits) / float(step["dur"])
+    run, _, _ = _read(PIPELINE_LOADER)
+    top = run.findings[0]
+    assert top.kind == "input_bound"
+    assert top.evidence["data_wait_fraction"] == pytest.approx(share, abs=0.01)
+    assert "DataLoader worker processes" in top.fixes[0].action

@@ -10,7 +10,7 @@ fixes apply to; ``fix_scope.keep_fitting`` drops the ones that do not fit a job.
 
 from __future__ import annotations
 
-from gpuwise.diagnose.fix_scope import GPU, LOOPS, TRAINING, scoped
+from gpuwise.diagnose.fix_scope import ANY_JOB, GPU, LOOPS, TRAINING, scoped
 from gpuwise.records import Fix
 
 SPEEDUP_CRITICAL = 1.5
@@ -47,7 +47,7 @@ def severity_for(speedup: float) -> str | None:
     return "info" if speedup >= SPEEDUP_INFO else None
 
 
-@scoped(jobs=LOOPS)
+@scoped(jobs=ANY_JOB)  # a job that waits on its DataLoader, serving or not
 def loader_workers(cores: int | None, local_ranks: int, *, pin: bool = True) -> Fix:
     """Fix: load batches in worker processes sized to the cores each rank can use.
 

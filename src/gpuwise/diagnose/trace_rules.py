@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import fixes_inference as fxi
+from gpuwise.diagnose import trace_idle_fixes as idle_fixes
 from gpuwise.diagnose.context import Context
 from gpuwise.diagnose.trace_host import blocked_idle
 from gpuwise.diagnose.trace_premises import (
@@ -189,20 +190,27 @@ class IdleSignals:
     queued: bool
     short: bool
     tiny: bool
+    edge_s: float = 0.0
 
     @classmethod
     def of(cls, f: TraceFacts, idle: float) -> IdleSignals:
         """Read the signals from a trace's device facts."""
         launch = f.launch
         host = _split(f).get("host_wait")
+        # Idle inside the steps before their first device event or after their last: the
+        # device had nothing to run, so it waited for the host (a host wait, never queued).
+        edge = float((f.excerpt or {}).get("window_edge_idle_s") or 0.0)
+        main = f.compute_stream()
+        if edge > 0 and main is not None:
+            host = (main.host_wait_s + edge) / (main.idle_s + edge)
         depth = launch.median_queue_depth or 0
         behind = host is not None and host >= HOST_WAIT_SHARE and depth <= QUEUE_DEPTH_BEHIND
         short = (launch.short_kernel_fraction or 0) >= SHORT_KERNELS or (
             launch.median_kernel_s or 1.0
         ) < SHORT_MEDIAN_S
         tiny = launch.kernels < TINY_WORK_EVENTS
-        queued = _queued_share(f) >= HOST_WAIT_SHARE
-        return cls(idle, host, behind, queued, short, tiny)
+        queued = _queued_share(f, edge) >= HOST_WAIT_SHARE
+        return cls(idle, host, behind, queued, short, tiny, edge)
 
 
 def _split(f: TraceFacts) -> dict[str, float | None]:
@@ -211,16 +219,17 @@ def _split(f: TraceFacts) -> dict[str, float | None]:
     return {} if main is None else main.split()
 
 
-def _queued_share(f: TraceFacts) -> float:
+def _queued_share(f: TraceFacts, edge_s: float = 0.0) -> float:
     """Share of the compute stream's idle time whose next event was launched before it.
 
-    Gaps before an event with no launch record count as unknown, not as queued work.
+    Gaps before an event with no launch record count as unknown, not as queued work; the
+    steps' edges without device work (``edge_s``) count as idle with nothing queued.
     """
     s = f.compute_stream()
-    if s is None or not s.idle_s:
+    if s is None or not s.idle_s + edge_s:
         return 0.0
     known = s.idle_s - s.host_wait_s - s.unlinked_s
-    return max(0.0, known) / s.idle_s
+    return max(0.0, known) / (s.idle_s + edge_s)
 
 
 def device_idle(ctx: Context) -> Finding | None:
@@ -266,13 +275,23 @@ def _idle_verdict(
 ) -> tuple[str, str, tuple[Fix, ...], bool]:
     """Return ``(kind, summary, fixes, has_speedup_bound)`` for the idle signals."""
     idle = sig.idle
+    behind = (*idle_fixes.host_behind(ctx), *idle_fixes.look())
+    window_s = float(ctx.trace.window_s or 0.0) if ctx.trace is not None else 0.0
+    if sig.edge_s > HOST_WAIT_SHARE * idle * window_s > 0 and not sig.tiny:
+        summary = (
+            f"The device idles {idle:.1%} of the window, {sig.edge_s * 1e3:.1f} ms of it "
+            "before the steps' first kernel or after their last: the host prepares or "
+            "finishes each step (preprocessing, postprocessing) with nothing for the device"
+        )
+        fixes = (idle_fixes.prepare_ahead(ctx), *idle_fixes.look())
+        return "gpu_idle_between_phases", summary, fixes, True
     if sig.host_wait is None or sig.tiny:
         waits = " (each launched after the last ended: it waits for the host)" if sig.behind else ""
         summary = (
             f"The device is idle {idle:.1%} of the window: only {f.device_events} device "
             f"event(s) ran{waits}; the job does too little work to judge its launches"
         )
-        return "gpu_idle_between_phases", summary, _look(), False
+        return "gpu_idle_between_phases", summary, idle_fixes.look(), False
     if sig.behind and sig.short:
         launch = f.launch
         summary = (
@@ -280,10 +299,10 @@ def _idle_verdict(
             f"({sig.host_wait:.0%} of the compute stream's gaps); "
             f"{_per_step(launch)}, median {float(launch.median_kernel_s or 0.0) * 1e6:.0f} µs"
         )
-        return "launch_bound", summary, _launch_fixes(Premises.of(f), ctx), True
+        return "launch_bound", summary, idle_fixes.launch_fixes(Premises.of(f), ctx), True
     if sig.behind:
         summary = f"The device idles {idle:.1%} of the window waiting for the host (nothing queued)"
-        return "gpu_idle_between_phases", summary, (*_host_behind(ctx), *_look()), True
+        return "gpu_idle_between_phases", summary, behind, True
     if sig.host_wait >= HOST_WAIT_SHARE:
         # The queue is deep most of the time but runs dry before most gaps.
         summary = (
@@ -291,19 +310,19 @@ def _idle_verdict(
             "stream's gaps have nothing queued: the host falls behind at times (e.g. at step "
             "boundaries) though it is ahead most of the step"
         )
-        return "gpu_idle_between_phases", summary, (*_host_behind(ctx), *_look()), True
+        return "gpu_idle_between_phases", summary, behind, True
     if sig.queued:
         summary = (
             f"The device idles {idle:.1%} of the window with work queued: it waits on other "
             "streams or events"
         )
-        return "gpu_idle_between_phases", summary, (_find_dependency(),), True
+        return "gpu_idle_between_phases", summary, (idle_fixes.find_dependency(),), True
     summary = (
         f"The device idles {idle:.1%} of the window; the trace does not show why: the host "
         f"is not behind ({sig.host_wait:.0%} of the compute stream's gaps wait for it) and "
         "no work is seen queued"
     )
-    return "gpu_idle_between_phases", summary, _look(), True
+    return "gpu_idle_between_phases", summary, idle_fixes.look(), True
 
 
 def _pageable(t: TraceSection) -> bool:
@@ -332,53 +351,6 @@ def _idle_evidence(t: TraceSection, f: TraceFacts, idle: float) -> dict[str, Any
         "median_launch_delay_s": _r(launch.median_launch_delay_s, 8),
         "median_queue_depth": launch.median_queue_depth,
     }
-
-
-def _launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
-    job, engine, vendor = job_of(ctx)
-    fixes: list[Fix] = []
-    if job == "inference":
-        if p.ungraphed:
-            fixes.append(fxi.replay_graphs(engine, vendor))
-        fixes.append(fxi.serve_bigger_batches(engine))
-        if engine:  # a serving engine's KV cache; a plain forward has none to size
-            fixes.append(fxi.kv_cache_room(engine))
-        return tuple(fixes)
-    if p.eager:
-        fixes.append(fx.fewer_launches())
-    if p.layout_conversions:
-        fixes.append(fx.channels_last())
-    fixes.append(fx.fused_optimizer())
-    fixes.append(fxi.eval_without_grad() if job == "evaluation" else ctx.bigger_batch_fix())
-    return tuple(fixes)
-
-
-def _host_behind(ctx: Context) -> tuple[Fix, ...]:
-    """What keeps a host that falls behind busy, in the job's own terms."""
-    job, engine, vendor = job_of(ctx)
-    if job == "inference":
-        return (fxi.replay_graphs(engine, vendor), fxi.serve_bigger_batches(engine))
-    if job == "evaluation":
-        return (fxi.eval_without_grad(),)
-    return (fx.defer_host_reads(),)
-
-
-def _find_dependency() -> Fix:
-    """The host is ahead and the device still waits: a stream/event dependency holds it."""
-    return Fix(
-        "Find what the queued work waits for (an event, another stream, a peer rank)",
-        "open the trace in Perfetto, click the first kernel after a gap and follow its launch "
-        "(cudaStreamWaitEvent, cudaGraphLaunch) to the stream or collective it waits on",
-    )
-
-
-def _look() -> tuple[Fix, ...]:
-    return (
-        Fix(
-            "See what the host does between launches",
-            "open the trace in Perfetto and read the CPU thread above a gap",
-        ),
-    )
 
 
 def _article(word: str) -> str:

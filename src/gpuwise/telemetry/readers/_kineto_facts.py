@@ -87,7 +87,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
         job=job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()}),
         vendor=t.vendor(),
         graphs=_graphs(t, cols, durations),
-        excerpt=_excerpt(t, float(every.starts.min()), hi, wait) if n else {},
+        excerpt=_excerpt(t, every, hi, wait) if n else {},
     )
 
 
@@ -146,20 +146,33 @@ def _graphs(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, Any
 
 
 def _excerpt(
-    t: EventTally, first: float, hi: float, wait: tuple[float, float] | None
+    t: EventTally, every: DeviceColumns, hi: float, wait: tuple[float, float] | None
 ) -> dict[str, Any]:
     """What lies outside the device span: the host prologue/epilogue, outside waits.
 
-    ``first`` is the first recorded device event; ``outside_wait_s`` is a blocking sync or
-    synchronous copy at the head of the trace that waited on work queued before the trace
-    started (``_kineto_excerpt``): the window starts after it.
+    ``outside_wait_s`` is a blocking sync or synchronous copy at the head of the trace that
+    waited on work queued before the trace started (``_kineto_excerpt``): the window
+    starts after it. ``window_edge_idle_s`` is the time inside profiler steps before the
+    first device event and after the last: the device had nothing at all to run, so it
+    waited for the host (preprocessing, Python), never for queued work.
     """
     span0, span1 = t.span
+    first = float(every.starts.min())
+    edges = 0.0
+    w0, w1, source = t.window()
+    if source == "profiler_steps":
+        inside = (every.ends > w0) & (every.starts < w1)
+        if inside.any():
+            head = float(every.starts[inside].min()) - w0
+            edges = max(0.0, head) + max(0.0, w1 - float(every.ends[inside].max()))
+        else:
+            edges = w1 - w0
     return {
         "trace_span_s": max(0.0, span1 - span0) * US,
         "prologue_s": max(0.0, first - span0) * US,
         "epilogue_s": max(0.0, span1 - hi) * US,
         "outside_wait_s": 0.0 if wait is None else (wait[1] - wait[0]) * US,
+        "window_edge_idle_s": edges * US,
     }
 
 
