@@ -405,3 +405,11 @@ def test_a_pipeline_waiting_on_its_single_process_dataloader_gets_workers() -> N
     assert top.kind == "input_bound"
     assert top.evidence["data_wait_fraction"] == pytest.approx(share, abs=0.01)
     assert "DataLoader worker processes" in top.fixes[0].action
+
+
+def test_two_rank_zero_traces_of_different_machines_are_not_one_job(capsys) -> None:
+    # Both files say rank 0 of world 4; they were recorded 5847 s apart on H100 and MI300X.
+    starts = [min(float(e["ts"]) for e in _events(rel)) for rel in (VLLM_H100, VLLM_MI300X)]
+    assert abs(starts[0] - starts[1]) > 5000e6  # µs
+    assert main(["analyze", str(_path(VLLM_H100)), str(_path(VLLM_MI300X))]) == 2
+    assert "different jobs" in capsys.readouterr().err
