@@ -15,8 +15,9 @@ from gpuwise.diagnose.context import Context
 from gpuwise.diagnose.trace_premises import facts_of, job_of
 from gpuwise.records import Finding, Fix
 
-CAPTURED_SHARE = 0.5
-"""Half of the launches captured, not run: the trace records a capture, not the job."""
+CAPTURED_SHARE = 0.25
+"""A quarter of the launches captured, not run: the trace records start-up (an eager
+warm-up, the capture, perhaps one replay), not the job's steady state."""
 
 CAPTURE_MISREADS = frozenset(
     {"launch_bound", "gpu_idle_between_phases", "h2d_bound", "host_sync", "healthy"}

@@ -61,7 +61,7 @@ def outside_wait(
         return found
     # A call already blocked when the first recorded device work began waited on work
     # queued before the trace started; the window already starts at that work.
-    spans = (wait_starts < lo) & (wait_ends > lo)
+    spans = (wait_starts <= lo - MIN_WAIT_US) & (wait_ends > lo)
     return (float(wait_starts[spans].min()), lo) if spans.any() else None
 
 
