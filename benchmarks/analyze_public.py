@@ -34,7 +34,7 @@ def traces(folder: Path) -> list[Path]:
     return sorted((p for p in found if ".repos" not in p.parts), key=lambda p: p.stat().st_size)
 
 
-def time_file(path: Path, runs: int) -> dict[str, Any]:
+def time_file(path: Path, runs: int, folder: Path) -> dict[str, Any]:
     """Median time and peak RSS growth of gpuwise and json.load on one file, interleaved."""
     samples: dict[str, list[dict[str, Any]]] = {"gpuwise": [], "json.load": []}
     for _ in range(runs):
@@ -45,7 +45,7 @@ def time_file(path: Path, runs: int) -> dict[str, Any]:
         for m, rows in samples.items()
     }
     return {
-        "file": path.name,
+        "file": str(path.relative_to(folder)),
         "mb": path.stat().st_size / 1e6,
         "runs": runs,
         "median": med,
@@ -69,12 +69,12 @@ def main() -> int:
     runs = 3 if args.quick else args.runs
     rows = []
     for path in files:
-        rows.append(time_file(path, runs))
+        rows.append(time_file(path, runs, folder))
         if not args.json:
             r = rows[-1]
             g, j = r["median"]["gpuwise"], r["median"]["json.load"]
             print(
-                f"{r['file'][:58]:58} {r['mb']:6.2f} MB  gpuwise {g['s']:6.3f} s  "
+                f"{r['file'][-58:]:58} {r['mb']:6.2f} MB  gpuwise {g['s']:6.3f} s  "
                 f"json.load {j['s']:6.3f} s  x{r['time_vs_json_load']:.2f}  "
                 f"RSS +{g['rss_mb']:4.0f} / +{j['rss_mb']:4.0f} MB  {r['findings'][0]}"
             )
