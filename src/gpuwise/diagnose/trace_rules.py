@@ -17,6 +17,7 @@ from typing import Any
 from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import fixes_inference as fxi
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.inference_batching import BATCH_IDLE_FLOOR, batch_idle_share
 from gpuwise.diagnose.trace_premises import (
     Premises,
     facts_of,
@@ -227,8 +228,10 @@ def device_idle(ctx: Context) -> Finding | None:
     t, f = ctx.trace, facts_of(ctx)
     if t is None or f is None or t.busy_fraction is None or not f.device_events:
         return None
-    # Time waiting for the DataLoader is input_bound's; what is left is this rule's.
-    sig = IdleSignals.of(f, max(0.0, 1.0 - t.busy_fraction - float(t.dataloader_fraction or 0)))
+    # Time waiting for the DataLoader is input_bound's, idle between batches of requests
+    # idle_between_batches'; what is left is this rule's.
+    waits = float(t.dataloader_fraction or 0) + _between_batches(ctx)
+    sig = IdleSignals.of(f, max(0.0, 1.0 - t.busy_fraction - waits))
     severity = fx.severity_for(fx.amdahl(sig.idle))
     if severity is None or (_comm_explains_gaps(f, sig.idle) and not sig.behind):
         return None  # nothing to report, or the gaps sit around communication: comm_bound
@@ -238,6 +241,12 @@ def device_idle(ctx: Context) -> Finding | None:
     evidence = _idle_evidence(t, f, sig.idle)
     speedup = round(fx.amdahl(sig.idle), 3) if bounded else None
     return Finding(kind, severity, summary, evidence, speedup, fixes)
+
+
+def _between_batches(ctx: Context) -> float:
+    """Idle between batches of requests, when ``idle_between_batches`` reports it."""
+    share = batch_idle_share(ctx)
+    return share if share >= BATCH_IDLE_FLOOR else 0.0
 
 
 def _comm_explains_gaps(f: TraceFacts, idle: float) -> bool:

@@ -21,6 +21,7 @@ from gpuwise.telemetry.readers._kineto_device import (
 from gpuwise.telemetry.readers._kineto_host import HostCalls
 from gpuwise.telemetry.readers._kineto_intervals import US, Intervals, busy_before
 from gpuwise.telemetry.readers._kineto_job import COMPILED, CONV, LOADER, STEP, JobMarks
+from gpuwise.telemetry.readers._kineto_serving import EngineSteps
 
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
@@ -94,6 +95,7 @@ class EventTally:
         self.device = DeviceEvents()
         self.host = HostCalls()
         self.marks = JobMarks()
+        self.engine_steps = EngineSteps()
         self.unplaced: Counter[str] = Counter()
         self.profiler_ranges = 0
         self.nonfinite = 0
@@ -208,6 +210,7 @@ class EventTally:
             name = str(name)
         if cat == "cpu_op" or cat == "Operator":
             self.host.cpu_op(name, ev.get("args"))
+        self.engine_steps.host(name, start, end, ev)
         mark = self.marks.host(name)
         if not mark:
             return

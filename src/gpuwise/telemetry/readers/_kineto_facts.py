@@ -34,6 +34,8 @@ from gpuwise.telemetry.readers._kineto_device import (
 from gpuwise.telemetry.readers._kineto_events import EventTally
 from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, union_s
 from gpuwise.telemetry.readers._kineto_job import job_kind
+from gpuwise.telemetry.readers._kineto_quant import weights
+from gpuwise.telemetry.readers._kineto_serving import batching
 from gpuwise.telemetry.readers._kineto_steps import Pair, both, step_facts
 
 KERNEL_WAIT_US = 30.0
@@ -57,6 +59,10 @@ def trace_facts(t: EventTally) -> TraceFacts:
     durations = cols.ends - cols.starts
     idle = _idle_by_stream(cols)
     totals = _name_totals(every)
+    job = job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()})
+    if job["kind"] == "inference":  # how batches form, and the weights' format
+        job["batching"] = batching(t.engine_steps, sorted(t.steps.values()), every, (hi - lo) * US)
+        job["weights"] = weights({every.names[i]: v * US for i, v in totals.items()})
     return TraceFacts(
         device_events=len(every.starts),
         steady_events=n,
@@ -83,7 +89,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
         launch_calls=t.host.launch_calls,
         profiler_ranges=t.profiler_ranges,
         distributed=dict(t.distributed),
-        job=job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()}),
+        job=job,
         vendor=t.vendor(),
         graphs=_graphs(t, cols, durations),
         excerpt=_excerpt(t, lo, hi) if n else {},
