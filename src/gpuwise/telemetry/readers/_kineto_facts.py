@@ -32,7 +32,7 @@ from gpuwise.telemetry.readers._kineto_device import (
     is_compiled_kernel,
 )
 from gpuwise.telemetry.readers._kineto_events import EventTally
-from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, union_s
+from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, median, union_s
 from gpuwise.telemetry.readers._kineto_job import job_kind
 from gpuwise.telemetry.readers._kineto_quant import weights
 from gpuwise.telemetry.readers._kineto_serving import batching
@@ -292,13 +292,13 @@ def _launch(cols: DeviceColumns, steps: int) -> LaunchStats:
         queued = np.searchsorted(sorted_launch, launches, side="right") - np.searchsorted(
             sorted_start, launches, side="right"
         )
-        depth = float(np.median(np.clip(queued - 1, 0, None)))
+        depth = median(np.clip(queued - 1, 0, None))
     return LaunchStats(
         kernels=int(linked.sum()),
         per_step=len(cols.starts) / steps if steps else None,
-        median_kernel_s=float(np.median(dur)) * US if dur.size else None,
+        median_kernel_s=median(dur) * US if dur.size else None,
         short_kernel_fraction=float((dur < SHORT_KERNEL_US).mean()) if dur.size else None,
-        median_launch_delay_s=float(np.median(delay)) * US if delay.size else None,
+        median_launch_delay_s=median(delay) * US if delay.size else None,
         median_queue_depth=depth,
     )
 

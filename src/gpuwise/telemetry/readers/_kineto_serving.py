@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.telemetry.readers._kineto_device import DeviceColumns
-from gpuwise.telemetry.readers._kineto_intervals import US, busy_before
+from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, median
 from gpuwise.telemetry.readers._kineto_job import DECODE, PREFILL, kernel_marks
 
 NONE, STEP, EMBED = 0, 1, 2
@@ -176,7 +176,7 @@ def batching(
         "tokens_per_step": (
             {
                 "min": int(known.min()),
-                "median": float(np.median(known)),
+                "median": median(known),
                 "max": int(known.max()),
                 "decode_median": _median(tokens[(phases == PHASE_DECODE) & (tokens >= 0)]),
             }
@@ -215,7 +215,7 @@ def _steps(
 
 
 def _median(x: np.ndarray[Any, Any]) -> float | None:
-    return float(np.median(x)) if x.size else None
+    return median(x) if x.size else None
 
 
 def _device_per_step(
