@@ -49,6 +49,18 @@ def _small_m(job: dict[str, Any], w: dict[str, Any]) -> tuple[bool, str]:
     return False, "tokens per step not recorded and no decode phase seen"
 
 
+def _decode_dense_s(job: dict[str, Any], w: dict[str, Any]) -> float:
+    """Dense GEMM time of the decode steps (all of it when no step's phase is known).
+
+    A prefill's GEMMs over a whole prompt are compute-bound: fewer weight bytes would not
+    shorten them, so they stay out of the bound.
+    """
+    b = job.get("batching") or {}
+    if b.get("decode_steps"):
+        return float(b.get("decode_dense_gemm_s") or 0.0)
+    return float(w.get("dense_gemm_s") or 0.0)
+
+
 def dense_decode_gemms(ctx: Context) -> Finding | None:
     """Decode spends its time reading 16-bit weights: quantize them (8 or 4 bits)."""
     f = facts_of(ctx)
@@ -57,21 +69,25 @@ def dense_decode_gemms(ctx: Context) -> Finding | None:
     w = f.job.get("weights")
     if not isinstance(w, dict) or w.get("quantized"):
         return None  # not read, or already quantized: no advice to quantize again
-    dense = float(w.get("dense_gemm_s") or 0.0)
+    dense = _decode_dense_s(f.job, w)
     share = min(dense, f.busy_s) / f.device_span_s
     small, why = _small_m(f.job, w)
     if share < DENSE_GEMM_FLOOR or not small:
         return None
     bound8 = fx.amdahl(share * BYTES_SAVED["8-bit"])
     bound4 = fx.amdahl(share * BYTES_SAVED["4-bit"])
+    where = "of the decode steps " if (f.job.get("batching") or {}).get("decode_steps") else ""
     summary = (
-        f"Decode reads 16-bit weights: dense GEMM/GEMV kernels take {share:.0%} of the "
+        f"Decode reads 16-bit weights: dense GEMM/GEMV kernels {where}take {share:.0%} of the "
         f"device span with few tokens per step ({why}), so their time is the weights' "
         f"bytes; 8-bit weights read half of them (up to {bound8:.2f}x), 4-bit a quarter "
         f"(up to {bound4:.2f}x)"
     )
     evidence: dict[str, float | int | str | None] = {
         "dense_gemm_s": round(dense, 6),
+        "dense_gemm_of": "decode steps"
+        if (f.job.get("batching") or {}).get("decode_steps")
+        else "the whole trace",
         "dense_gemm_fraction": round(share, 4),
         "gemv_s": round(float(w.get("gemv_s") or 0.0), 6),
         "memory_bound_because": why,

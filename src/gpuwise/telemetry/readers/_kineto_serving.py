@@ -31,6 +31,7 @@ import numpy as np
 from gpuwise.telemetry.readers._kineto_device import DeviceColumns
 from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, median
 from gpuwise.telemetry.readers._kineto_job import DECODE, PREFILL, kernel_marks
+from gpuwise.telemetry.readers._kineto_quant import weight_kind
 
 NONE, STEP, EMBED = 0, 1, 2
 UNKNOWN, PHASE_PREFILL, PHASE_DECODE, PHASE_MIXED = 0, 1, 2, 3
@@ -44,6 +45,11 @@ _TRT_REQS = re.compile(r"(\d+) ctx reqs, (\d+) gen reqs")
 
 MIN_STEPS = 4
 """Fewer forward steps than this tell nothing about how batches are formed."""
+
+HEAVY_GEMM_FACTOR = 3.0
+"""A step whose dense GEMM time is three times the median step's ran a prefill: decode
+GEMMs over a few tokens read the weights once and take the same time step after step
+(memory-bound), while a prompt's GEMMs grow with its tokens."""
 
 BATCH_GAP_FACTOR = 3.0
 """A gap before a prefill step counts as idle between batches beyond three typical gaps
@@ -160,6 +166,7 @@ def batching(
     by_kernels = _kernel_phases(dev, seq)
     mixed = (phases == PHASE_PREFILL) & (by_kernels == PHASE_MIXED)
     phases = np.where((phases == UNKNOWN) | mixed, by_kernels, phases).astype(np.int8)
+    phases, heavy = _heavy_steps(phases, dev["dense"])
     steps = [
         {"phase": PHASES[int(p)], "tokens": int(t), "requests": int(r)}
         for p, t, r in zip(phases, tokens, requests, strict=True)
@@ -184,6 +191,8 @@ def batching(
             else None
         ),
         "batches": batches,
+        "prefill_by_gemm_time": heavy,
+        "decode_dense_gemm_s": float(dev["dense"][phases == PHASE_DECODE].sum()) * US,
         "idle_between_batches_s": idle * US,
         "share": idle * US / device_span_s if device_span_s > 0 else 0.0,
         "first_steps": steps[:8],
@@ -233,11 +242,22 @@ def _device_per_step(
     np.fmin.at(first, step[ok], cols.starts[ok])
     np.fmax.at(last, step[ok], cols.ends[ok])
     marks = np.array([kernel_marks(name) for name in cols.names], dtype=np.int64)
+    dense = np.array([weight_kind(name) == "dense" for name in cols.names], dtype=bool)
     m = marks[cols.name_ids] if cols.name_ids.size else np.zeros(0, np.int64)
+    g = dense[cols.name_ids] if cols.name_ids.size else np.zeros(0, bool)
     dur = cols.ends - cols.starts
-    pre = np.bincount(step[ok], weights=(dur * ((m & PREFILL) > 0))[ok], minlength=n)
-    dec = np.bincount(step[ok], weights=(dur * ((m & DECODE) > 0))[ok], minlength=n)
-    return {"first": first, "last": last, "prefill": pre, "decode": dec}
+
+    def per_step(mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        out: np.ndarray[Any, Any] = np.bincount(step[ok], weights=(dur * mask)[ok], minlength=n)
+        return out
+
+    return {
+        "first": first,
+        "last": last,
+        "prefill": per_step((m & PREFILL) > 0),
+        "decode": per_step((m & DECODE) > 0),
+        "dense": per_step(g),
+    }
 
 
 def _tokens_per_step(
@@ -277,6 +297,22 @@ def _kernel_phases(dev: dict[str, np.ndarray[Any, Any]], seq: Any) -> np.ndarray
     return out
 
 
+def _heavy_steps(phases: Any, dense: np.ndarray[Any, Any]) -> tuple[Any, int]:
+    """Steps of unknown or decode phase whose dense GEMMs ran a prompt (``HEAVY_GEMM_FACTOR``).
+
+    An unknown step becomes a prefill, a decode step (its kernels decode too) a mixed one.
+    Returns the phases and how many steps were so told.
+    """
+    ran = dense[dense > 0]
+    if phases.size < MIN_STEPS or ran.size < MIN_STEPS:
+        return phases, 0
+    heavy = (dense > HEAVY_GEMM_FACTOR * median(ran)) & (
+        (phases == UNKNOWN) | (phases == PHASE_DECODE)
+    )
+    out = np.where(heavy, np.where(phases == PHASE_DECODE, PHASE_MIXED, PHASE_PREFILL), phases)
+    return out.astype(np.int8), int(heavy.sum())
+
+
 def _idle_between_batches(
     cols: DeviceColumns, dev: dict[str, np.ndarray[Any, Any]], phases: np.ndarray[Any, Any]
 ) -> tuple[float, int]:
@@ -311,12 +347,14 @@ def _pattern(phases: Any, tokens: Any, batches: int, source: str) -> tuple[str, 
         # A flattened engine batch: tokens per forward take many values as requests come
         # and go (a static batch has two: its prompt and its decode batch).
         return "continuous", [f"tokens per forward take {np.unique(known).size} values"]
-    if n < MIN_STEPS or not (phases != UNKNOWN).any():
+    if n < MIN_STEPS:
+        return "unknown", [f"only {n} forward step(s): too few to tell how batches form"]
+    if not (phases != UNKNOWN).any():
         return "unknown", [f"{n} forward steps, phases not told by their names or kernels"]
     reasons = []
     mixed = int((phases == PHASE_MIXED).sum())
     if mixed:
-        reasons.append(f"{mixed} steps run prefill and decode together (chunked prefill)")
+        reasons.append(f"{mixed} step(s) ran prefill and decode together (chunked prefill)")
     prev, nxt = phases[:-1], phases[1:]
     same_run = (prev == PHASE_DECODE) & (nxt == PHASE_DECODE) & (tokens[:-1] >= 0)
     changed = same_run & (tokens[1:] >= 0) & (tokens[1:] != tokens[:-1])
