@@ -210,3 +210,25 @@ def test_training_traces_carry_no_batching(tmp_path: Path) -> None:
     assert run.trace.facts.job["kind"] == "training"
     assert "batching" not in run.trace.facts.job
     assert "idle_between_batches" not in {f.kind for f in run.findings}
+
+
+def test_the_report_says_how_batches_form_and_what_the_weights_are(tmp_path: Path) -> None:
+    from gpuwise.report.inference_text import batching_line, weights_line
+
+    tr = Trace()
+    tr.events.append(event("cpu_op", "aten::linear", 0, 1))
+    _static_generate(tr, batches=3, decode_steps=10, wait_us=20_000.0)
+    run = analyze([write_trace(tmp_path, tr.events)])
+    assert run.trace is not None
+    assert run.trace.facts is not None
+    job = run.trace.facts.job
+    assert batching_line(job) == (
+        "static batching: 33 forward steps (one per embedding call: 3 prefill, 30 decode); "
+        "tokens per step 8-1024 (median 8); idle between batches 39.9 ms (74.8 % of the "
+        "device span)"
+    )
+    assert weights_line(job) == (
+        "16-bit or wider: dense GEMMs 11.4 ms (GEMV 9.0 ms), no quantized kernel; "
+        "KV cache not seen in fp8"
+    )
+    assert batching_line({"kind": "training"}) is None
