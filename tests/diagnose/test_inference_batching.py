@@ -17,6 +17,7 @@ batching of every step and the idle between batches are known by construction:
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -24,60 +25,21 @@ import pytest
 
 from gpuwise.diagnose.analyze import analyze
 from gpuwise.records import Run
-from tests.trace_events import event, kernel, write_trace
+from tests.trace_events import event, write_trace
 
-GEMM = (
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
-    "execute_segment_k_off_kernel__5x_cublas"
-)
-GEMV = (
-    "void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, float, 128, 16, 4, 4, "
-    "false, false, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<__nv_bfloat16 "
-    "const>, cublasGemvTensorStridedBatched<__nv_bfloat16 const>, "
-    "cublasGemvTensorStridedBatched<__nv_bfloat16>, float> >"
-)
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "static_batches_trace.py"
+_spec = importlib.util.spec_from_file_location("static_batches_trace", EXAMPLE)
+assert _spec is not None
+assert _spec.loader is not None
+_example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_example)
+Trace = _example.Trace
+GEMM, GEMV = _example.GEMM, _example.GEMV
+"""The trace writer of ``examples/static_batches_trace.py`` (the docs' example), shared."""
+
 PREFILL_ATTN = "void flashinfer::BatchPrefillWithPagedKVCacheKernel<128u, 4u, 1u>"
 DECODE_ATTN = "void flashinfer::BatchDecodeWithPagedKVCacheKernel<128u, 4u, 1u>"
 TRAINING_WORDS = ("learning rate", "loss.detach", "AdamW", "DistributedDataParallel")
-
-
-class Trace:
-    """A trace written step by step: each forward a host span, its embedding and kernels."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.t = 0.0
-        self.corr = 0
-
-    def forward(
-        self,
-        marker: tuple[str, str] | None,
-        ids_shape: list[int] | None,
-        kernels: list[tuple[str, float]],
-    ) -> None:
-        """One forward: ``marker`` (category, name) span, embedding, kernels back to back."""
-        t0 = self.t
-        if ids_shape is not None:
-            dims = [[32000, 4096], ids_shape]
-            self.events.append(
-                event("cpu_op", "aten::embedding", t0 + 1, 2, **{"Input Dims": dims})
-            )
-        k = t0 + 20
-        for name, dur in kernels:
-            self.corr += 1
-            self.events.append(
-                event("cuda_runtime", "cudaLaunchKernel", k - 10, 4, correlation=self.corr)
-            )
-            self.events.append(kernel(name, k, dur, 7, self.corr))
-            k += dur + 2
-        end = k + 10
-        if marker is not None:
-            self.events.append(event(marker[0], marker[1], t0, end - t0))
-        self.t = end + 5
-
-    def wait(self, us: float) -> None:
-        """The device idles: no request is running."""
-        self.t += us
 
 
 def _fixes(run: Run) -> str:
@@ -92,20 +54,14 @@ def _batching(run: Run) -> dict[str, Any]:
     return b
 
 
-def _static_generate(tr: Trace, batches: int, decode_steps: int, wait_us: float) -> None:
-    """Hugging Face ``generate`` over static batches of 8: prefill, decode steps, a wait."""
-    for _ in range(batches):
-        tr.forward(None, [8, 128], [(GEMM, 400.0), (GEMM, 400.0)])
-        for _ in range(decode_steps):
-            tr.forward(None, [8, 1], [(GEMV, 150.0), (GEMV, 150.0), ("elementwise", 20.0)])
-        tr.wait(wait_us)
+_static_generate = _example.static_batches
+"""Hugging Face ``generate`` over static batches of 8: prefill, decode steps, a wait."""
 
 
 def test_a_static_batch_generate_loop_is_told_and_gets_continuous_batching(
     tmp_path: Path,
 ) -> None:
     tr = Trace()
-    tr.events.append(event("cpu_op", "aten::linear", 0, 1))  # host ops, no backward
     _static_generate(tr, batches=3, decode_steps=10, wait_us=20_000.0)
     run = analyze([write_trace(tmp_path, tr.events)])
     b = _batching(run)
@@ -191,7 +147,6 @@ def test_tensorrt_llm_step_names_give_phases_and_requests(tmp_path: Path) -> Non
 
 def test_a_short_wait_between_batches_is_no_finding(tmp_path: Path) -> None:
     tr = Trace()
-    tr.events.append(event("cpu_op", "aten::linear", 0, 1))
     _static_generate(tr, batches=3, decode_steps=10, wait_us=200.0)
     run = analyze([write_trace(tmp_path, tr.events)])
     b = _batching(run)
@@ -216,7 +171,6 @@ def test_the_report_says_how_batches_form_and_what_the_weights_are(tmp_path: Pat
     from gpuwise.report.inference_text import batching_line, weights_line
 
     tr = Trace()
-    tr.events.append(event("cpu_op", "aten::linear", 0, 1))
     _static_generate(tr, batches=3, decode_steps=10, wait_us=20_000.0)
     run = analyze([write_trace(tmp_path, tr.events)])
     assert run.trace is not None
