@@ -186,3 +186,17 @@ def test_the_report_says_how_batches_form_and_what_the_weights_are(tmp_path: Pat
         "KV cache not seen in fp8"
     )
     assert batching_line({"kind": "training"}) is None
+
+
+def test_an_sglang_extend_that_also_decodes_is_a_mixed_step(tmp_path: Path) -> None:
+    tr = Trace()
+    frame = "python/sglang/srt/model_executor/model_runner.py({}): forward_{}"
+    tr.forward(("python_function", frame.format(1710, "extend")), None, [(PREFILL_ATTN, 50.0)])
+    for _ in range(3):
+        extend = ("python_function", frame.format(1710, "extend"))
+        tr.forward(extend, None, [(PREFILL_ATTN, 50.0), (DECODE_ATTN, 30.0)])
+        tr.forward(("python_function", frame.format(1690, "decode")), None, [(DECODE_ATTN, 30.0)])
+    b = _batching(analyze([write_trace(tmp_path, tr.events)]))
+    assert (b["prefill_steps"], b["mixed_steps"], b["decode_steps"]) == (1, 3, 3)
+    assert b["pattern"] == "continuous"
+    assert b["reasons"] == ["3 step(s) ran prefill and decode together (chunked prefill)"]

@@ -155,8 +155,11 @@ def batching(
     Returns:
         ``{}`` when there are no steps; else ``source``, ``steps``, step counts by phase,
         ``pattern`` (``static``, ``continuous`` or ``unknown``) with its ``reasons``,
-        ``tokens_per_step`` (min/median/max where shapes were recorded), ``batches``,
-        ``idle_between_batches_s`` and its ``share`` of the device span.
+        ``tokens_per_step`` (min/median/max, and the decode steps' median, where shapes
+        were recorded), ``batches``, ``prefill_by_gemm_time`` (steps told a prompt by
+        their GEMM time), ``decode_dense_gemm_s`` (dense GEMM time of the decode steps),
+        ``idle_between_batches_s`` and its ``share`` of the device span, and the phase,
+        tokens and requests (-1: not recorded) of the ``first_steps`` (eight at most).
     """
     s, e, phases, requests, source = _steps(engine, profiler_steps)
     if not s.size:
@@ -167,9 +170,9 @@ def batching(
     mixed = (phases == PHASE_PREFILL) & (by_kernels == PHASE_MIXED)
     phases = np.where((phases == UNKNOWN) | mixed, by_kernels, phases).astype(np.int8)
     phases, heavy = _heavy_steps(phases, dev["dense"])
-    steps = [
+    first = [
         {"phase": PHASES[int(p)], "tokens": int(t), "requests": int(r)}
-        for p, t, r in zip(phases, tokens, requests, strict=True)
+        for p, t, r in zip(phases[:8], tokens[:8], requests[:8], strict=True)
     ]
     idle, batches = _idle_between_batches(cols, dev, phases)
     pattern, reasons = _pattern(phases, tokens, batches, source)
@@ -195,7 +198,7 @@ def batching(
         "decode_dense_gemm_s": float(dev["dense"][phases == PHASE_DECODE].sum()) * US,
         "idle_between_batches_s": idle * US,
         "share": idle * US / device_span_s if device_span_s > 0 else 0.0,
-        "first_steps": steps[:8],
+        "first_steps": first,
     }
 
 
