@@ -138,11 +138,19 @@ def measure(name: str, runs: int, hta: Path | None, tmp: Path) -> dict[str, obje
     """Interleave gpuwise and HTA runs on one trace; return medians and figures."""
     ours: list[dict[str, float]] = []
     theirs: list[dict[str, float]] = []
+    failed = None
     for _ in range(runs):
         ours.append(run_child(sys.executable, GPUWISE_CHILD, str(trace_path(name))))
-        if hta is not None:
-            theirs.append(run_child(str(hta), HTA_CHILD, hta_dir(name, tmp)))
-    return {"name": name, "gpuwise": _median(ours), "hta": _median(theirs) if theirs else None}
+        if hta is not None and failed is None:
+            try:
+                theirs.append(run_child(str(hta), HTA_CHILD, hta_dir(name, tmp)))
+            except subprocess.CalledProcessError as err:  # HTA cannot read every trace
+                lines = (err.stderr or "").strip().splitlines()
+                failed = lines[-1] if lines else f"exit status {err.returncode}"
+    hta_row: dict[str, object] | None = _median(theirs) if theirs else None
+    if failed is not None:
+        hta_row = {"error": failed}
+    return {"name": name, "gpuwise": _median(ours), "hta": hta_row}
 
 
 def _median(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -159,6 +167,8 @@ def report(row: dict[str, object]) -> list[str]:
     lines = [f"{row['name']}: gpuwise {g['time_s']:.3f} s, {g['rss_mb']:.0f} MB peak RSS"]
     if not isinstance(h, dict):
         return lines
+    if "error" in h:
+        return [lines[0] + f"; HTA fails on it: {h['error']}"]
     lines[0] += (
         f"; HTA {h['time_s']:.3f} s, {h['rss_mb']:.0f} MB -> {h['time_s'] / g['time_s']:.1f}x "
         f"faster, {g['rss_mb'] / h['rss_mb']:.2f} of its memory"
@@ -204,7 +214,7 @@ def _budgets(rows: list[dict[str, object]]) -> int:
     for row in rows:
         g, h = row["gpuwise"], row["hta"]
         assert isinstance(g, dict)
-        if isinstance(h, dict):
+        if isinstance(h, dict) and "error" not in h:
             speeds[str(row["name"])] = h["time_s"] / g["time_s"]
         if row["name"] == RESNET and g["time_s"] > BUDGET_RESNET_S:
             print(f"BUDGET MISSED: resnet trace read in {g['time_s']:.2f} s > {BUDGET_RESNET_S} s")
