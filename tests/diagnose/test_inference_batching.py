@@ -70,6 +70,9 @@ def test_a_static_batch_generate_loop_is_told_and_gets_continuous_batching(
     assert b["pattern"] == "static"
     assert b["batches"] == 3
     assert b["tokens_per_step"]["decode_median"] == 8.0
+    series = b["over_time"]  # 32 of the 33 steps, evenly spaced, first and last kept
+    assert (len(series), series[0]["step"], series[-1]["step"]) == (32, 0, 32)
+    assert {(s["phase"], s["tokens"]) for s in series} == {("prefill", 1024), ("decode", 8)}
     # two waits of 20 ms between the three batches (the last one ends the trace); the
     # typical gap between decode steps is subtracted three times over
     typical = 2 + 10 + 5 + 20  # last kernel's end to the next forward's first kernel, µs
@@ -142,6 +145,9 @@ def test_tensorrt_llm_step_names_give_phases_and_requests(tmp_path: Path) -> Non
         "decode",
     ]
     assert [s["requests"] for s in b["first_steps"]] == [2, 2, 3, 3, 3, 1]
+    assert [(s["step"], s["requests"]) for s in b["over_time"]] == [
+        (0, 2), (1, 2), (2, 3), (3, 3), (4, 3), (5, 1)
+    ]  # fmt: skip
     assert b["pattern"] == "continuous"
 
 

@@ -159,7 +159,8 @@ def batching(
         were recorded), ``batches``, ``prefill_by_gemm_time`` (steps told a prompt by
         their GEMM time), ``decode_dense_gemm_s`` (dense GEMM time of the decode steps),
         ``idle_between_batches_s`` and its ``share`` of the device span, and the phase,
-        tokens and requests (-1: not recorded) of the ``first_steps`` (eight at most).
+        tokens and requests (-1: not recorded) of the ``first_steps`` (eight at most) and,
+        where a batch size is recorded, ``over_time``: evenly spaced steps (32 at most).
     """
     s, e, phases, requests, source = _steps(engine, profiler_steps)
     if not s.size:
@@ -199,7 +200,33 @@ def batching(
         "idle_between_batches_s": idle * US,
         "share": idle * US / device_span_s if device_span_s > 0 else 0.0,
         "first_steps": first,
+        "over_time": _over_time(phases, tokens, requests),
     }
+
+
+SERIES_POINTS = 32
+"""At most this many steps, evenly spaced, describe the batch over time."""
+
+
+def _over_time(phases: Any, tokens: Any, requests: Any) -> list[dict[str, Any]]:
+    """The batch over time: ``step``, ``phase``, ``tokens``, ``requests`` of evenly spaced steps.
+
+    Only where the trace records a batch size (embedding shapes or the engine's request
+    counts); empty otherwise.
+    """
+    known = np.flatnonzero((tokens >= 0) | (requests >= 0))
+    if not known.size:
+        return []
+    pick = known[np.unique(np.linspace(0, known.size - 1, SERIES_POINTS).round().astype(int))]
+    return [
+        {
+            "step": int(i),
+            "phase": PHASES[int(phases[i])],
+            "tokens": int(tokens[i]),
+            "requests": int(requests[i]),
+        }
+        for i in pick
+    ]
 
 
 def _steps(
