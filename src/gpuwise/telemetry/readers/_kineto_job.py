@@ -163,12 +163,14 @@ def job_kind(marks: JobMarks, kernel_time_s: dict[str, float]) -> dict[str, Any]
         "backward_kernel_s": k_time.get(BACKWARD, 0.0),
         "optimizer_kernel_s": k_time.get(OPTIMIZER, 0.0),
     }
-    engine = None
+    engine, most = None, 0
     for bit, name in ENGINES.items():
         seen = marks.host_count(bit) + (1 if k_time.get(bit) else 0)
         if seen:
             evidence[f"{name}_marks"] = seen
-            engine = engine or name
+        # the engine with the most marks: SGLang runs a few kernels vLLM also ships
+        if seen > most and (name != "llm_serving" or engine is None):
+            engine, most = name, seen
     trained = evidence["backward_spans"] or evidence["optimizer_spans"]
     # Backward-looking kernels decide only when no host span was recorded: cuDNN runs a
     # transposed convolution's forward as a dgrad kernel, so an inference trace can hold one.
