@@ -33,7 +33,11 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 
 
 def test_analyze_json_leaves_unused_modules_unimported(tmp_path: Path) -> None:
-    events = [event("cpu_op", "aten::mm", 0, 50)]
+    # an inference trace with recorded shapes: its forward steps and batches are read too
+    events = [
+        event("cpu_op", "aten::embedding", 30 * i, 2, **{"Input Dims": [[10, 4], [2, 1 + i % 2]]})
+        for i in range(20)
+    ]
     events += [kernel("ampere_sgemm_128x64_nn", 10 + 30 * i, 20, 7) for i in range(20)]
     path = write_trace(tmp_path, events)
     out = subprocess.run(
@@ -48,4 +52,5 @@ def test_analyze_json_leaves_unused_modules_unimported(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["schema"] == "gpuwise.run/1"
     loaded = set(doc["modules"])
     assert "gpuwise.telemetry.readers.kineto" in loaded  # it did read the trace
+    assert "gpuwise.telemetry.readers._kineto_serving" in loaded
     assert [m for m in NOT_NEEDED if m in loaded] == []

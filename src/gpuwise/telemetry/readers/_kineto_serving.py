@@ -217,7 +217,8 @@ def _over_time(phases: Any, tokens: Any, requests: Any) -> list[dict[str, Any]]:
     known = np.flatnonzero((tokens >= 0) | (requests >= 0))
     if not known.size:
         return []
-    pick = known[np.unique(np.linspace(0, known.size - 1, SERIES_POINTS).round().astype(int))]
+    at = np.linspace(0, known.size - 1, min(SERIES_POINTS, known.size)).round().astype(int)
+    pick = known[at]
     return [
         {
             "step": int(i),
@@ -373,10 +374,11 @@ def _pattern(phases: Any, tokens: Any, batches: int, source: str) -> tuple[str, 
     """``static``, ``continuous`` or ``unknown``, with the reasons read from the steps."""
     n = int(phases.size)
     known = tokens[tokens >= 0]
-    if n >= MIN_STEPS and source == "engine" and np.unique(known).size > 2:
+    values = len(set(known.tolist()))  # (np.unique would import numpy.ma: start-up time)
+    if n >= MIN_STEPS and source == "engine" and values > 2:
         # A flattened engine batch: tokens per forward take many values as requests come
         # and go (a static batch has two: its prompt and its decode batch).
-        return "continuous", [f"tokens per forward take {np.unique(known).size} values"]
+        return "continuous", [f"tokens per forward take {values} values"]
     if n < MIN_STEPS:
         return "unknown", [f"only {n} forward step(s): too few to tell how batches form"]
     if not (phases != UNKNOWN).any():
