@@ -14,11 +14,17 @@ prints its time and its peak RSS growth (``VmHWM`` after minus before). The medi
 runs is reported per size, with the ratio gpuwise / json.load and the figures per million
 events.
 
+The same sizes are also timed as whole processes, start-up and imports included, as a
+user meets them: ``python -m gpuwise analyze TRACE --json`` beside
+``python -c "import json; json.load(open(TRACE))"`` (wall time and peak RSS of each
+process). At small sizes the imports (numpy's among them) are most of gpuwise's time.
+
 ``json.load`` holds the whole document as Python objects (about 1.3 GB per million
 events); at a size where the machine's available memory would not hold that, it is
 skipped and the row says so.
 
-    python benchmarks/analyze_scale.py                 # 1M, 4M, 16M events, 5 runs each
+    python benchmarks/analyze_scale.py                 # 50k, 1M, 4M events, 5 runs each
+    python benchmarks/analyze_scale.py --full          # and 16M events
     python benchmarks/analyze_scale.py --quick         # 50k and 200k events, 3 runs
     python benchmarks/analyze_scale.py --sizes 1000000 --runs 5 --json
     python benchmarks/analyze_scale.py --baseline OTHER_CHECKOUT/src   # also time another tree
@@ -33,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +94,27 @@ def measure(mode: str, path: Path, src: Path) -> dict[str, Any]:
     return result
 
 
+PROCESSES = {
+    "gpuwise-process": ["-m", "gpuwise", "analyze", "{path}", "--json"],
+    "json.load-process": ["-c", "import json, sys; json.load(open(sys.argv[1]))", "{path}"],
+}
+"""Whole-process commands (after ``python``): gpuwise's CLI, and the parse alone."""
+
+
+def measure_process(mode: str, path: Path, src: Path) -> dict[str, Any]:
+    """Run one whole process; return its wall time and peak RSS (``ru_maxrss``)."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    argv = [sys.executable, *(a.replace("{path}", str(path)) for a in PROCESSES[mode])]
+    t0 = time.perf_counter()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - t0
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(f"{mode} exited {child.returncode} on {path}")
+    return {"s": elapsed, "rss_mb": usage.ru_maxrss / 1024, "findings": []}
+
+
 def available_mb() -> float:
     """Memory available to a new process (MemAvailable), in MB."""
     with open("/proc/meminfo") as fh:
@@ -109,9 +137,13 @@ def run_size(events: int, runs: int, folder: Path, modes: dict[str, Path]) -> di
             f"json.load skipped: needs ~{need / 1024:.0f} GB, {available_mb() / 1024:.0f} GB free"
         )
         plan.pop("json.load", None)
+        plan.pop("json.load-process", None)
     samples: dict[str, list[dict[str, Any]]] = {m: [] for m in plan}
     for _ in range(runs):
         for mode, src in plan.items():
+            if mode in PROCESSES:
+                samples[mode].append(measure_process(mode, path, src))
+                continue
             kind = mode if mode in ("json.load", "gpuwise-json") else "gpuwise"
             samples[mode].append(measure(kind, path, src))
     size_mb = path.stat().st_size / 1e6
@@ -133,6 +165,10 @@ def run_size(events: int, runs: int, folder: Path, modes: dict[str, Path]) -> di
     if "json.load" in med:
         row["time_vs_json_load"] = med["gpuwise"]["s"] / med["json.load"]["s"]
         row["json_load_s_per_m_events"] = med["json.load"]["s"] / millions
+    if "gpuwise-process" in med and "json.load-process" in med:
+        row["process_time_vs_json_load"] = (
+            med["gpuwise-process"]["s"] / med["json.load-process"]["s"]
+        )
     if "gpuwise-json" in med and "json.load" in med:
         row["stdlib_time_vs_json_load"] = med["gpuwise-json"]["s"] / med["json.load"]["s"]
     if "baseline" in med:
@@ -154,6 +190,10 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", help="events per trace")
     parser.add_argument("--runs", type=int, default=5, help="interleaved runs per mode")
     parser.add_argument("--quick", action="store_true", help="50k and 200k events, 3 runs")
+    parser.add_argument("--full", action="store_true", help="add 16M events (~3.7 GB)")
+    parser.add_argument(
+        "--no-process", action="store_true", help="skip the whole-process (start-up) timing"
+    )
     parser.add_argument("--baseline", type=Path, help="another gpuwise source tree to time too")
     parser.add_argument(
         "--reader-only", action="store_true", help="time only gpuwise (no json.load, no stdlib)"
@@ -164,9 +204,12 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--tmp", type=Path, help="folder for the traces (default: system temp)")
     args = parser.parse_args()
-    sizes = args.sizes or ([50_000, 200_000] if args.quick else [1_000_000, 4_000_000, 16_000_000])
+    full = [50_000, 1_000_000, 4_000_000, *([16_000_000] if args.full else [])]
+    sizes = args.sizes or ([50_000, 200_000] if args.quick else full)
     runs = 3 if args.quick else args.runs
     modes = {"gpuwise": SRC} if args.reader_only else {"gpuwise": SRC, "json.load": SRC}
+    if not (args.reader_only or args.no_process):
+        modes.update({"gpuwise-process": SRC, "json.load-process": SRC})
     if _has_orjson() and not (args.reader_only or args.no_stdlib):
         modes["gpuwise-json"] = SRC  # the same reader without orjson: the floor everywhere
     if args.baseline:
@@ -206,6 +249,19 @@ def _print(r: dict[str, Any]) -> None:
         )
     else:
         print(f"{'':13}{r['json_load_skipped']}")
+    if "gpuwise-process" in med:
+        gp = med["gpuwise-process"]
+        vs = ""
+        if "json.load-process" in med:
+            jp = med["json.load-process"]
+            vs = (
+                f" vs json.load process {jp['s']:7.2f} s (peak RSS {jp['rss_mb']:6.0f} MB): "
+                f"x{r['process_time_vs_json_load']:.2f} (budget <= x1.00)"
+            )
+        print(
+            f"{'':13}whole process, start-up included: gpuwise analyze --json {gp['s']:7.2f} s "
+            f"(peak RSS {gp['rss_mb']:6.0f} MB){vs}"
+        )
     if "gpuwise-json" in med:
         gj = med["gpuwise-json"]
         ratio = r.get("stdlib_time_vs_json_load")

@@ -58,8 +58,12 @@ def _load(module_name: str) -> ModuleType | None:
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the argument parser with every subcommand."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Build the argument parser with every subcommand (or only the one named ``only``).
+
+    A command line that names its subcommand imports only that subcommand's module: the
+    others' imports (rich views, readers) would cost every short run their start-up time.
+    """
     parser = argparse.ArgumentParser(
         prog="gpuwise",
         description=DESCRIPTION,
@@ -69,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS:
+        if only is not None and name != only:
+            continue
         module = _load(module_name)
         if module is None:
             continue
@@ -84,9 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names before any other word (None: none, or top-level help)."""
+    for word in argv:
+        if word in ("-h", "--help", "--version"):
+            return None
+        if not word.startswith("-"):
+            return word if word in dict(COMMANDS) else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (2 usage or input kind, 1 runtime error)."""
-    parser = build_parser()
+    parser = build_parser(_named_command(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help

@@ -156,8 +156,8 @@ def _baseline(piece: Piece) -> dict[str, Any]:
 
 def _add_ranks(run: Run) -> None:
     """Add the cross-rank section when steps come from several ranks."""
-    if run.ranks is not None:
-        return
+    if run.ranks is not None or len({s.rank for s in run.steps}) <= 1:
+        return  # one process: no cross-rank view (and no import of the recording code)
     from gpuwise.profiling.recording import rank_view
 
     view = rank_view(run.steps)

@@ -43,6 +43,71 @@ TENSOR_PARALLEL = {
     "# fewer ranks per all-reduce; keep TP inside one NVLink/xGMI island",
 }
 
+CONTINUOUS = {
+    "vllm": "vllm serve MODEL --max-num-seqs 256 --max-num-batched-tokens 8192 "
+    "--enable-chunked-prefill  # and send requests concurrently, not in waves",
+    "sglang": "python -m sglang.launch_server --model-path MODEL --max-running-requests 256 "
+    "--chunked-prefill-size 8192  # and send requests concurrently, not in waves",
+    "tensorrt_llm": "trtllm-serve MODEL --max_batch_size 256 --max_num_tokens 8192  "
+    "# in-flight batching (the default scheduler); send requests concurrently",
+}
+QUANTIZE = {
+    "vllm": "vllm serve MODEL --quantization fp8  # or serve an AWQ/GPTQ checkpoint "
+    "(quantization read from its config)",
+    "sglang": "python -m sglang.launch_server --model-path MODEL --quantization fp8  "
+    "# or an AWQ/GPTQ checkpoint",
+    "tensorrt_llm": "trtllm-serve MODEL_FP8_CHECKPOINT  # quantize first with "
+    "TensorRT Model Optimizer (modelopt) to FP8 or INT4-AWQ",
+}
+KV_FP8 = {
+    "vllm": "vllm serve MODEL --kv-cache-dtype fp8",
+    "sglang": "python -m sglang.launch_server --model-path MODEL --kv-cache-dtype fp8_e5m2",
+    "tensorrt_llm": "trtllm-serve MODEL --extra_llm_api_options opts.yaml  "
+    "# opts.yaml: kv_cache_config: {dtype: fp8}",
+}
+
+
+@scoped(jobs=INFERENCE)
+def continuous_batching(engine: str | None) -> Fix:
+    """Fix: admit new requests at every step instead of waiting for a batch to finish."""
+    if engine in CONTINUOUS:
+        return Fix(
+            "Keep the engine's batch full: send requests concurrently so new ones join at "
+            "every step, and let it run more of them at once",
+            CONTINUOUS[engine],
+        )
+    return Fix(
+        "Batch continuously: admit waiting requests at every decode step instead of after "
+        "the whole batch has finished",
+        "serve with an engine that batches continuously (vLLM, SGLang, TensorRT-LLM's "
+        "in-flight batching), or keep a running batch and add requests between decode steps",
+    )
+
+
+@scoped(jobs=INFERENCE, vendors=GPU)
+def quantize_weights(engine: str | None, *, kv_cache_fp8: bool) -> tuple[Fix, ...]:
+    """Fixes: 8- or 4-bit weights (and an fp8 KV cache) for memory-bound decode GEMMs."""
+    how = QUANTIZE.get(engine or "") or (
+        "load an FP8/INT8 (or AWQ/GPTQ 4-bit) checkpoint of the model, e.g. with "
+        "torchao.quantization.quantize_(model, Float8WeightOnlyConfig())"
+    )
+    fixes = [
+        Fix(
+            "Quantize the weights to 8 bits (or 4): decode GEMMs read every weight once per "
+            "step, so half the bytes is up to half their time",
+            how,
+        )
+    ]
+    if not kv_cache_fp8:
+        fixes.append(
+            Fix(
+                "Store the KV cache in fp8: half the bytes read by decode attention, and room "
+                "for twice the sequences",
+                KV_FP8.get(engine or "") or "keep the KV cache in fp8 (e4m3/e5m2)",
+            )
+        )
+    return tuple(fixes)
+
 
 @scoped(jobs=INFERENCE, vendors=GPU, premises=("ungraphed",))
 def replay_graphs(engine: str | None, vendor: str | None) -> Fix:

@@ -23,6 +23,8 @@ from gpuwise.diagnose import trace_host as th
 from gpuwise.diagnose import trace_rules as tr
 from gpuwise.diagnose.context import Context
 from gpuwise.diagnose.fix_terms import in_user_terms
+from gpuwise.diagnose.inference_batching import idle_between_batches
+from gpuwise.diagnose.quantized import dense_decode_gemms
 from gpuwise.diagnose.step_rules import backward_heavy, optimizer_bound, small_batch
 from gpuwise.records import Finding, Fix, Run
 
@@ -344,6 +346,8 @@ def _healthy(ctx: Context) -> Finding:
 
 RULES: tuple[Rule, ...] = (
     *tr.TRACE_RULES,
+    idle_between_batches,
+    dense_decode_gemms,
     input_bound,
     host_to_device,
     postprocess,

@@ -18,6 +18,7 @@ from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import fixes_inference as fxi
 from gpuwise.diagnose import trace_idle_fixes as idle_fixes
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.inference_batching import BATCH_IDLE_FLOOR, batch_idle_share
 from gpuwise.diagnose.trace_host import blocked_idle
 from gpuwise.diagnose.trace_premises import (
     Premises,
@@ -238,8 +239,9 @@ def device_idle(ctx: Context) -> Finding | None:
     if t is None or f is None or t.busy_fraction is None or not f.device_events:
         return None
     # Time waiting for the DataLoader is input_bound's, idle while the host is blocked in
-    # allocator calls, synchronous copies or syncs is host_blocking's; the rest is this rule's.
-    taken = float(t.dataloader_fraction or 0) + blocked_idle(t)
+    # allocator calls, synchronous copies or syncs host_blocking's, idle between batches of
+    # requests idle_between_batches'; what is left is this rule's.
+    taken = float(t.dataloader_fraction or 0) + blocked_idle(t) + _between_batches(ctx)
     sig = IdleSignals.of(f, max(0.0, 1.0 - t.busy_fraction - taken))
     severity = fx.severity_for(fx.amdahl(sig.idle))
     if severity is None or (_comm_explains_gaps(f, sig.idle) and not sig.behind):
@@ -250,6 +252,12 @@ def device_idle(ctx: Context) -> Finding | None:
     evidence = _idle_evidence(t, f, sig.idle)
     speedup = round(fx.amdahl(sig.idle), 3) if bounded else None
     return Finding(kind, severity, summary, evidence, speedup, fixes)
+
+
+def _between_batches(ctx: Context) -> float:
+    """Idle between batches of requests, when ``idle_between_batches`` reports it."""
+    share = batch_idle_share(ctx)
+    return share if share >= BATCH_IDLE_FLOOR else 0.0
 
 
 def _comm_explains_gaps(f: TraceFacts, idle: float) -> bool:

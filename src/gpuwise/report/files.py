@@ -72,6 +72,8 @@ def write_run_files(
         >>> write_run_files(run, out="run.json", html="report.html")  # doctest: +SKIP
         ['run.json', 'report.html']
     """
+    if not (out or html or trace):
+        return []  # nothing asked: the HTML and trace writers stay unimported
     from gpuwise.report.html import write_html
     from gpuwise.report.trace import write_trace
 

@@ -24,6 +24,7 @@ from gpuwise.records.trace import (
     TraceFacts,
 )
 from gpuwise.records.trace_section import TraceSection
+from gpuwise.report.inference_text import batching_line, weights_line
 from gpuwise.report.units import format_fraction, format_seconds
 
 KERNEL_NAME_CHARS = 60
@@ -64,6 +65,9 @@ def trace_lines(t: TraceSection, f: TraceFacts) -> list[tuple[str, str]]:
     if outside:
         rows.append(("outside", outside))
     rows.append(("kernels", _classes_line(f)))
+    for label, line in (("batching", batching_line(f.job)), ("weights", weights_line(f.job))):
+        if line:
+            rows.append((label, line))
     if f.communication.total_s:
         rows.append(("comm", _comm_line(f.communication, t.job)))
     if f.steps:

@@ -11,7 +11,9 @@ from gpuwise.telemetry.readers._kineto_job import (
     OPTIMIZER,
     PREFILL,
     VLLM,
+    JobMarks,
     host_marks,
+    job_kind,
     kernel_marks,
 )
 from gpuwise.telemetry.readers.kineto import read_trace
@@ -93,3 +95,19 @@ def test_a_dgrad_kernel_under_forward_only_ops_is_not_training(tmp_path) -> None
     assert tr.facts is not None
     assert tr.facts.job["kind"] == "inference"
     assert tr.facts.job["evidence"]["backward_kernel_s"] == pytest.approx(40e-6)
+
+
+def test_the_engine_is_the_one_with_most_marks() -> None:
+    # SGLang's decode trace (TraceLens' sglang_Qwen3-8B_decode) has 83 SGLang frames and
+    # one kernel vLLM also ships; which engine comes first in the table must not decide.
+    marks = JobMarks()
+    for _ in range(3):
+        marks.host("python/sglang/srt/managers/scheduler.py(900): run_batch")
+    vllm_kernel = "void vllm::rms_norm_kernel<c10::BFloat16, 8, 1>(c10::BFloat16*)"
+    job = job_kind(marks, {vllm_kernel: 1e-3})
+    assert (job["kind"], job["engine"]) == ("inference", "sglang")
+    assert (job["evidence"]["sglang_marks"], job["evidence"]["vllm_marks"]) == (3, 1)
+    # with as many marks each, the table's order decides (vLLM first)
+    marks = JobMarks()
+    marks.host("vllm/v1/worker/gpu_model_runner.py(1000): execute_model")
+    assert job_kind(marks, {"void sgl_kernel::fused_add_rmsnorm": 1e-3})["engine"] == "vllm"

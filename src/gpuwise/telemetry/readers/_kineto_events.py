@@ -22,6 +22,7 @@ from gpuwise.telemetry.readers._kineto_excerpt import outside_wait
 from gpuwise.telemetry.readers._kineto_host import HostCalls
 from gpuwise.telemetry.readers._kineto_intervals import US, Intervals, busy_before
 from gpuwise.telemetry.readers._kineto_job import COMPILED, CONV, LOADER, STEP, JobMarks
+from gpuwise.telemetry.readers._kineto_serving import EngineSteps
 
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
@@ -95,6 +96,7 @@ class EventTally:
         self.device = DeviceEvents()
         self.host = HostCalls()
         self.marks = JobMarks()
+        self.engine_steps = EngineSteps()
         self.unplaced: Counter[str] = Counter()
         self.profiler_ranges = 0
         self.nonfinite = 0
@@ -210,6 +212,7 @@ class EventTally:
             name = str(name)
         if cat == "cpu_op" or cat == "Operator":
             self.host.cpu_op(name, ev.get("args"))
+        self.engine_steps.host(name, start, end, ev)
         mark = self.marks.host(name)
         if not mark:
             return

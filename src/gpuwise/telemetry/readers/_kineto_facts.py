@@ -32,8 +32,10 @@ from gpuwise.telemetry.readers._kineto_device import (
     is_compiled_kernel,
 )
 from gpuwise.telemetry.readers._kineto_events import EventTally
-from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, union_s
+from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, median, union_s
 from gpuwise.telemetry.readers._kineto_job import job_kind
+from gpuwise.telemetry.readers._kineto_quant import weights
+from gpuwise.telemetry.readers._kineto_serving import batching
 from gpuwise.telemetry.readers._kineto_steps import Pair, both, step_facts
 
 KERNEL_WAIT_US = 30.0
@@ -60,6 +62,10 @@ def trace_facts(t: EventTally) -> TraceFacts:
     durations = cols.ends - cols.starts
     idle = _idle_by_stream(cols)
     totals = _name_totals(every)
+    job = job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()})
+    if job["kind"] == "inference":  # how batches form, and the weights' format
+        job["batching"] = batching(t.engine_steps, sorted(t.steps.values()), every, (hi - lo) * US)
+        job["weights"] = weights({every.names[i]: v * US for i, v in totals.items()})
     return TraceFacts(
         device_events=len(every.starts),
         steady_events=n,
@@ -84,7 +90,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
         launch_calls=t.host.launch_calls,
         profiler_ranges=t.profiler_ranges,
         distributed=dict(t.distributed),
-        job=job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()}),
+        job=job,
         vendor=t.vendor(),
         graphs=_graphs(t, cols, durations),
         excerpt=_excerpt(t, every, hi, wait) if n else {},
@@ -308,13 +314,13 @@ def _launch(cols: DeviceColumns, steps: int) -> LaunchStats:
         queued = np.searchsorted(sorted_launch, launches, side="right") - np.searchsorted(
             sorted_start, launches, side="right"
         )
-        depth = float(np.median(np.clip(queued - 1, 0, None)))
+        depth = median(np.clip(queued - 1, 0, None))
     return LaunchStats(
         kernels=int(linked.sum()),
         per_step=len(cols.starts) / steps if steps else None,
-        median_kernel_s=float(np.median(dur)) * US if dur.size else None,
+        median_kernel_s=median(dur) * US if dur.size else None,
         short_kernel_fraction=float((dur < SHORT_KERNEL_US).mean()) if dur.size else None,
-        median_launch_delay_s=float(np.median(delay)) * US if delay.size else None,
+        median_launch_delay_s=median(delay) * US if delay.size else None,
         median_queue_depth=depth,
     )
 

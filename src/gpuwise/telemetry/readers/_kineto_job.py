@@ -8,8 +8,10 @@ end, weighted by their device time. The marks:
   ``*Backward0`` ops, ``AccumulateGrad``) or the optimizer (``Optimizer.step#AdamW.step``,
   ``aten::_fused_adam_``), and backward/optimizer kernels (``wgrad``/``dgrad`` GEMMs,
   ``*_backward_*`` kernels, ``flash_bwd_*``, Adam functors);
-- inference engines: vLLM (``vllm`` in a Python frame, ``vllm::`` kernels), SGLang
-  (``sglang``, ``sgl_kernel``), TensorRT-LLM (``tensorrt_llm``), Triton Inference Server
+- inference engines: vLLM (``vllm`` in a Python frame, ``vllm::`` kernels, its
+  ``gpu_model_runner: forward`` / ``core step: schedule`` annotations), SGLang
+  (``sglang``, ``sgl_kernel``), TensorRT-LLM (``tensorrt_llm``, its executor's
+  ``[Executor] _forward_step`` ranges), Triton Inference Server
   (``tritonserver``), and LLM serving kernels (paged attention, KV-cache writes,
   FlashInfer batch prefill/decode);
 - prefill and decode: kernel and span names that say which phase they serve;
@@ -57,9 +59,9 @@ _HOST_MARKS = (
             r"validation_step|test_step|predict_step|eval_step|(^|[^a-z_])evaluate([^a-z_]|$)"
         ),
     ),
-    (VLLM, re.compile(r"vllm", re.IGNORECASE)),
+    (VLLM, re.compile(r"vllm|^gpu_model_runner: |^core step: ", re.IGNORECASE)),
     (SGLANG, re.compile(r"sglang|sgl_kernel", re.IGNORECASE)),
-    (TRTLLM, re.compile(r"tensorrt_llm|trtllm", re.IGNORECASE)),
+    (TRTLLM, re.compile(r"tensorrt_llm|trtllm|^\[Executor\] _forward_step", re.IGNORECASE)),
     (TRITON_SERVER, re.compile(r"tritonserver|triton_server", re.IGNORECASE)),
     (PREFILL, re.compile(r"prefill|context_attention|extend_attention", re.IGNORECASE)),
     (DECODE, re.compile(r"decode|paged_attention|splitkv", re.IGNORECASE)),

