@@ -55,3 +55,22 @@ def test_vendor_words_follow_the_vendor() -> None:
     assert "amd-smi" in fx.cooling("amd")[0].how
     assert "HIP graphs" in fxi.replay_graphs(None, "amd").action
     assert "hipFree" in fxi.caching_allocator("amd").action
+
+
+def test_tensor_parallel_fix_keeps_the_jobs_gpus() -> None:
+    # A TP4 job is told TP2 x PP2 (four GPUs), never a layout needing eight.
+    assert (
+        "--tensor-parallel-size 2 --pipeline-parallel-size 2" in fxi.fewer_tp_ranks("vllm", 4).how
+    )
+    assert "--tp-size 4 --dp-size 2" in fxi.fewer_tp_ranks("sglang", 8).how
+    # world size not recorded (or odd): the engine's flag with no invented number
+    for world in (None, 3, 2):
+        assert "--tensor-parallel-size TP/2" in fxi.fewer_tp_ranks("vllm", world).how
+    assert "half the tensor-parallel ranks" in fxi.fewer_tp_ranks(None, 8).how
+
+
+def test_batch_fix_names_the_clients_concurrency_when_the_batch_is_known() -> None:
+    known = fxi.serve_bigger_batches("vllm", 32).action
+    assert "32 sequences" in known
+    assert "send more requests concurrently" in known
+    assert "raise the batch" in fxi.serve_bigger_batches("vllm").action

@@ -35,13 +35,11 @@ KV_CACHE = {
     "tensorrt_llm": "trtllm-serve MODEL --kv_cache_free_gpu_memory_fraction 0.95",
 }
 TENSOR_PARALLEL = {
-    "vllm": "vllm serve MODEL --tensor-parallel-size 4 --pipeline-parallel-size 2  "
-    "# fewer ranks per all-reduce; keep TP inside one NVLink/xGMI island",
-    "sglang": "python -m sglang.launch_server --model-path MODEL --tp-size 4 --dp-size 2  "
-    "# fewer ranks per all-reduce; keep TP inside one NVLink/xGMI island",
-    "tensorrt_llm": "trtllm-serve MODEL --tp_size 4 --pp_size 2  "
-    "# fewer ranks per all-reduce; keep TP inside one NVLink/xGMI island",
+    "vllm": "vllm serve MODEL --tensor-parallel-size {tp} --pipeline-parallel-size 2",
+    "sglang": "python -m sglang.launch_server --model-path MODEL --tp-size {tp} --dp-size 2",
+    "tensorrt_llm": "trtllm-serve MODEL --tp_size {tp} --pp_size 2",
 }
+TP_NOTE = "  # fewer ranks per all-reduce, same GPUs; keep TP inside one NVLink/xGMI island"
 
 CONTINUOUS = {
     "vllm": "vllm serve MODEL --max-num-seqs 256 --max-num-batched-tokens 8192 "
@@ -120,17 +118,27 @@ def replay_graphs(engine: str | None, vendor: str | None) -> Fix:
 
 
 @scoped(jobs=INFERENCE)
-def serve_bigger_batches(engine: str | None) -> Fix:
-    """Fix: more requests per step (continuous batching / concurrency), no learning rate."""
+def serve_bigger_batches(engine: str | None, decode_batch: int | None = None) -> Fix:
+    """Fix: more requests per step (continuous batching / concurrency), no learning rate.
+
+    ``decode_batch`` is the sequences a decode step ran (median), when the trace says: an
+    engine cap helps only where the batch sits at it; below it, the client's concurrency
+    is what limits the batch.
+    """
     how = BATCHING.get(engine or "") or (
         "batch requests: stack inputs from concurrent requests into one forward, e.g. "
         "gpuwise serve's dynamic batching (max batch, max wait)"
     )
-    action = (
-        "Serve more requests per step: raise the batch the engine may run"
-        if engine
-        else "Run more inputs per forward: batch requests together"
-    )
+    if engine and decode_batch:
+        action = (
+            f"Serve more requests per step: decode steps run {decode_batch} sequences; send "
+            "more requests concurrently, and raise the engine's cap only if "
+            f"{decode_batch} is its limit"
+        )
+    elif engine:
+        action = "Serve more requests per step: raise the batch the engine may run"
+    else:
+        action = "Run more inputs per forward: batch requests together"
     return Fix(action, how)
 
 
@@ -145,12 +153,23 @@ def kv_cache_room(engine: str | None) -> Fix:
 
 
 @scoped(jobs=INFERENCE, vendors=GPU)
-def fewer_tp_ranks(engine: str | None) -> Fix:
-    """Fix: tensor-parallel all-reduces on fewer ranks, inside one fast-link island."""
-    how = TENSOR_PARALLEL.get(engine or "") or (
-        "shard the model over fewer tensor-parallel ranks (pipeline or data parallel across "
-        "the rest); keep each tensor-parallel group on one NVLink/xGMI island"
-    )
+def fewer_tp_ranks(engine: str | None, world_size: int | None) -> Fix:
+    """Fix: tensor-parallel all-reduces on fewer ranks, inside one fast-link island.
+
+    The GPUs stay the ones the job has: half the tensor-parallel ranks, two pipeline (or
+    data-parallel) stages, when the trace records an even world size of four or more.
+    """
+    template = TENSOR_PARALLEL.get(engine or "")
+    if template and world_size and world_size >= 4 and world_size % 2 == 0:
+        how = template.replace("{tp}", str(world_size // 2)) + TP_NOTE
+    elif template:  # the trace does not record the world size: no invented number
+        how = template.replace("{tp}", "TP/2") + TP_NOTE + " (TP: the size you run now)"
+    else:
+        how = (
+            "shard the model over half the tensor-parallel ranks, pipeline or data parallel "
+            "across the rest (same GPUs); keep each tensor-parallel group on one NVLink/xGMI "
+            "island"
+        )
     return Fix("Spend less of each step in tensor-parallel all-reduces", how)
 
 

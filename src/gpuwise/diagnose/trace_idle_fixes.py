@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import fixes_inference as fxi
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.inference_batching import batching_of
 from gpuwise.diagnose.trace_premises import Premises, job_of
 from gpuwise.records import Fix
 
@@ -22,7 +23,7 @@ def launch_fixes(p: Premises, ctx: Context) -> tuple[Fix, ...]:
     if job == "inference":
         if p.ungraphed:
             fixes.append(fxi.replay_graphs(engine, vendor))
-        fixes.append(fxi.serve_bigger_batches(engine))
+        fixes.append(fxi.serve_bigger_batches(engine, _decode_batch(ctx)))
         if engine:  # a serving engine's KV cache; a plain forward has none to size
             fixes.append(fxi.kv_cache_room(engine))
         return tuple(fixes)
@@ -39,10 +40,18 @@ def host_behind(ctx: Context) -> tuple[Fix, ...]:
     """What keeps a host that falls behind busy, in the job's own terms."""
     job, engine, vendor = job_of(ctx)
     if job == "inference":
-        return (fxi.replay_graphs(engine, vendor), fxi.serve_bigger_batches(engine))
+        batches = fxi.serve_bigger_batches(engine, _decode_batch(ctx))
+        return (fxi.replay_graphs(engine, vendor), batches)
     if job == "evaluation":
         return (fxi.eval_without_grad(),)
     return (fx.defer_host_reads(),)
+
+
+def _decode_batch(ctx: Context) -> int | None:
+    """Median sequences of the trace's decode steps (one token each), when recorded."""
+    tokens = batching_of(ctx).get("tokens_per_step") or {}
+    n = tokens.get("decode_median") if isinstance(tokens, dict) else None
+    return int(n) if isinstance(n, (int, float)) and n >= 1 else None
 
 
 def find_dependency() -> Fix:

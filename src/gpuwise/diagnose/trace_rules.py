@@ -145,7 +145,9 @@ def comm_bound(ctx: Context) -> Finding | None:
     )
     job, engine, vendor = job_of(ctx)
     if job == "inference":
-        fixes: tuple[Fix, ...] = (fxi.fewer_tp_ranks(engine), fx.check_interconnect(vendor))
+        world = t.job.get("world_size")
+        tp = fxi.fewer_tp_ranks(engine, world if isinstance(world, int) else None)
+        fixes: tuple[Fix, ...] = (tp, fx.check_interconnect(vendor))
     else:
         fixes = fx.comm_fixes(collective=comm.dominant_collective(), vendor=vendor)
     return Finding("comm_bound", severity, summary, evidence, round(speedup, 3), fixes)
