@@ -6,8 +6,8 @@ third-party scripts of ``tests/realscripts`` (fetched at pinned commits by
 framework examples in ``examples/`` (Lightning, Hugging Face Trainer) — and from each
 ``gpuwise.try/1`` document:
 
-- the budget: runs used against ``2k + 3`` for ``k`` planned trials, and measured steps
-  against ``(2k + 3) x N`` (warm-up steps count as start-up and are shown apart);
+- the budget: measured steps against ``(2k + 3) x N`` for ``k`` planned trials (warm-up
+  steps count as start-up and are shown apart), and the runs they took;
 - the bound promised by the fixes tried (the combined one when winners were combined) and
   the speedup measured with its 95 % interval;
 - the rule: where the promised bound is at least 1.2x, the measured gain must reach 70 %
@@ -120,9 +120,9 @@ def judge(doc: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "main_finding": f"{main['kind']} ({_x(main['max_speedup'])})",
         "k": len(doc["trials"]),
-        "runs": f"{budget['runs']}/{budget['max_runs']}",
+        "runs": budget["runs"],
         "steps": f"{budget['measured_steps']}/{budget['max_steps']}",
-        "budget_ok": budget["runs"] <= budget["max_runs"],
+        "budget_ok": budget["measured_steps"] <= budget["max_steps"],
         "tried": ", ".join(t["name"] for t in doc["trials"]) or "-",
         "promised": None if best is None else best.get("promised"),
         "measured": None if best is None else _interval(best),
@@ -145,7 +145,7 @@ def rule(doc: dict[str, Any], best: dict[str, Any] | None) -> str:
     if promised is None or promised < BOUND_RULE:
         return f"n/a: promised bound {_x(promised)} under {BOUND_RULE}x"
     if best["verdict"] not in ("delivered", "partly"):
-        return f"not met: {best['name']} measured {best['verdict']} ({_interval(best)})"
+        return f"not met: {best['name']} {best.get('why_not') or best['verdict']}"
     share = (best["speedup"] - 1) / (promised - 1)
     if share >= DELIVERED_SHARE and best.get("suspect"):
         return (
@@ -154,7 +154,7 @@ def rule(doc: dict[str, Any], best: dict[str, Any] | None) -> str:
         )
     if share >= DELIVERED_SHARE:
         return f"met ({share:.0%} of the promised gain)"
-    return f"not met ({share:.0%} of the promised gain): {best['name']} measured {best['verdict']}"
+    return f"not met: {best['name']} {best.get('why_not') or best['verdict']}"
 
 
 def _x(value: float | None) -> str:
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(rows))
     budget_broken = [r["job"] for r in rows if r.get("budget_ok") is False]
     if budget_broken:
-        print(f"try_budget: over the 2k + 3 run budget: {budget_broken}", file=sys.stderr)
+        print(f"try_budget: over the (2k + 3) N step budget: {budget_broken}", file=sys.stderr)
     return 1 if budget_broken else 0
 
 

@@ -26,6 +26,9 @@ LOADER_KEYS = ("batch_size", "num_workers", "pin_memory", "persistent_workers", 
 
 OPTIMIZER_FLAGS = ("foreach", "fused")
 
+MAX_NUMELS = 4096
+"""Parameter sizes recorded per optimizer (``trials/bounds.py`` times its update on them)."""
+
 _SKIP_DIRS = tuple(
     os.path.normcase(os.path.realpath(p)) + os.sep
     for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
@@ -160,6 +163,7 @@ class JobSetup:
                 "offers": optimizer_offers(cls, device),
                 "conv_params": sum(1 for p in params if p.dim() == 4),
                 "params": len(params),
+                "numels": [p.numel() for p in params[:MAX_NUMELS]],
                 "torch_threads": torch.get_num_threads(),
             }
         )
