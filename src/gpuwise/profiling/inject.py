@@ -100,11 +100,12 @@ def _apply_globals(spec: dict[str, Any]) -> None:
 def stop_after_steps(recorder: Any, limit: int) -> None:
     """End the process once ``recorder`` has written ``limit`` steps (the protocol note).
 
-    Wraps the recorder's step writer: the step is written first, then ``SystemExit(0)``
-    is raised once. Steps written while the recorder closes (held steps flushed at exit)
-    never raise.
+    Wraps the writer the recorder's copy resolver passes steps to: the step is written
+    first, then ``SystemExit(0)`` is raised once. Steps written while the recorder closes
+    (held steps flushed at exit) never raise.
     """
-    write = recorder._write
+    resolver = recorder._resolver
+    write = resolver.write
     close = recorder.close
     counts = {"train": 0, "eval": 0, "done": 0}
 
@@ -125,7 +126,7 @@ def stop_after_steps(recorder: Any, limit: int) -> None:
         counts["done"] = 1
         close()
 
-    recorder._write = _write
+    resolver.write = _write
     recorder.close = _close
 
 
