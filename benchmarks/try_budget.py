@@ -36,7 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.realscripts.sources import SOURCES  # noqa: E402 - the repository root goes first
+from tests.realscripts.sources import FRAMEWORK_SOURCES, SOURCES  # noqa: E402 - the repository root goes first
 
 BOUND_RULE = 1.2
 DELIVERED_SHARE = 0.7
@@ -73,7 +73,7 @@ def jobs(quick: bool) -> list[tuple[str, list[str], Any]]:
     if quick:
         return [("quick_loader", ["train.py"], lambda d: (d / "train.py").write_text(QUICK_SCRIPT))]
     out: list[tuple[str, list[str], Any]] = []
-    for source in SOURCES:
+    for source in (*SOURCES, *FRAMEWORK_SOURCES):
         out.append((source.name, [Path(source.path).name, *source.argv], source))
     out.append(("lightning_example", [str(REPO / "examples" / "try_lightning.py")], None))
     out.append(("hf_trainer_example", [str(REPO / "examples" / "try_hf_trainer.py")], None))

@@ -195,24 +195,25 @@ def why_not(verdict: str, m: Speedup, promised: float | None, premise: str = "")
         return ""
     gain = m.base_s - m.trial_s
     sizes = (
-        f"gain {_ms(gain)} a step ({m.speedup:.2f}x, 95 % interval [{m.low:.2f}, "
-        f"{m.high:.2f}]) on a {_ms(m.base_s)} step whose steps spread {_ms(m.spread_s)} "
-        f"(interquartile range), over {m.runs} run(s), {m.steps} steps"
+        f"{m.speedup:.2f}x, 95 % interval [{m.low:.2f}, {m.high:.2f}], over {m.runs} run(s) "
+        f"and {m.steps} steps: the step went {_ms(m.base_s)} -> {_ms(m.trial_s)} "
+        f"({_ms(gain)} gained), while its steps spread {_ms(m.spread_s)} (interquartile range)"
     )
     if verdict == "slower":
         head = "the fix made the job slower"
     elif verdict == "no gain":
         need = m.steps_to_decide(1.0)
-        head = "no gain beyond the noise: " + (
-            "the speedup is 1.00x, no number of steps decides it"
+        head = "no gain beyond the noise"
+        sizes += (
+            "; the speedup is 1.00x: no number of steps decides it"
             if need is None
-            else f"about {need} steps a side would decide whether it gains"
+            else f"; about {need} steps a side would decide whether it gains"
         )
     else:
         need = None if target is None else m.steps_to_decide(target)
         reach = f"{(m.speedup - 1) / (promised - 1):.0%}" if promised and promised > 1 else ""
         head = f"{reach} of the promised gain (70 % is {target:.2f}x)" if target else "partly"
         if need is not None and m.high >= (target or 0):
-            head += f"; about {need} steps a side would decide whether it reaches 70 %"
-    text = f"{head}: {sizes}"
+            sizes += f"; about {need} steps a side would decide whether it reaches 70 %"
+    text = f"{head} ({sizes})"
     return f"{text}; {premise}" if premise else text

@@ -10,8 +10,9 @@ differently). So:
 - A run's statistic is its interquartile mean (the mean of its middle half of steps):
   stalls of up to a quarter of the steps do not move it, and unlike the median it still
   averages half of the steps.
-- A side's statistic is the mean of its runs' statistics (each run weighs the same); the
-  speedup is the baseline side's over the trial side's.
+- A side's statistic is the median of its runs' statistics (each run weighs the same, and
+  from three runs on, one run that another process slowed throughout does not decide
+  it); the speedup is the baseline side's over the trial side's.
 - The 95 % interval is a two-level bootstrap: runs are resampled with replacement (the
   run-to-run spread), then steps within each chosen run by moving blocks (the step-to-step
   spread, with its short-range correlation). With two runs a side the interval is wide
@@ -111,10 +112,10 @@ def _side(
 ) -> tuple[float, np.ndarray]:
     """The side's statistic and its two-level bootstrap distribution."""
     arrays = [np.asarray(r, dtype=np.float64) for r in runs if len(r)]
-    point = float(np.mean([iq_mean(a) for a in arrays]))
+    point = float(np.median([iq_mean(a) for a in arrays]))
     within = np.stack([_run_bootstrap(a, resamples, rng) for a in arrays])  # runs x resamples
     chosen = rng.integers(0, len(arrays), size=(resamples, len(arrays)))
-    boot = within[chosen, np.arange(resamples)[:, None]].mean(axis=1)
+    boot = np.median(within[chosen, np.arange(resamples)[:, None]], axis=1)
     return point, boot
 
 
