@@ -64,11 +64,11 @@ def names_file(directory: Path) -> None:
 def wikitext_file(directory: Path) -> None:
     """A made-up ``data/wikitext-2.txt`` (Lightning's WikiText2 demo reads it, no download).
 
-    6,000 lines of 32 words from a 2,000-word vocabulary: 5,000+ blocks of 35 tokens, enough
+    6,000 lines of 32 words from a 200-word vocabulary: 5,000+ blocks of 35 tokens, enough
     for the script's 4,000-block validation and test splits and a few hundred steps.
     """
     rng = random.Random(0)
-    vocab = [f"w{i}" for i in range(2000)]
+    vocab = [f"w{i}" for i in range(200)]
     lines = [" ".join(rng.choice(vocab) for _ in range(32)) for _ in range(6000)]
     (directory / "data").mkdir(exist_ok=True)
     (directory / "data" / "wikitext-2.txt").write_text("\n".join(lines) + "\n")

@@ -26,7 +26,7 @@ from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.records import Run
-from gpuwise.trials.arms import Arm, check_baseline, premise, run_arm
+from gpuwise.trials.arms import Arm, check_baseline, extra_warmup, premise, run_arm
 from gpuwise.trials.outcome import DELIVERED_SHARE, TrialOutcome, loss_drift, outcome
 from gpuwise.trials.plan import Plan, Trial, job_device, plan_trials
 from gpuwise.trials.stats import target_of, undecided
@@ -72,6 +72,7 @@ class TryResult:
     changes: list[dict[str, Any]] = field(default_factory=list)
     patch: str = ""
     measured_steps: int = 0
+    warmup_steps: int = 0
     compile_s: float | None = None
 
     @property
@@ -109,7 +110,7 @@ class TryResult:
                 "runs": len(self.runs),
                 "measured_steps": self.measured_steps,
                 "max_steps": self.budget_steps,
-                "warmup_steps": len(self.runs) * self.config.warmup,
+                "warmup_steps": self.warmup_steps,
             },
             "compile_s": self.compile_s,
             "changes": self.changes,
@@ -157,6 +158,7 @@ def try_command(
     plan = plan_trials(a0.run, allow_numerics=config.allow_numerics)
     result = TryResult(argv, config, a0.run, plan, runs=["baseline"])
     result.measured_steps = len(a0.times_s)
+    result.warmup_steps = config.warmup
     if not plan.trials:
         return result
     sched = Schedule(argv, config, result, say, a0)
@@ -195,12 +197,13 @@ class Schedule:
         arms = self.base if trial is None else self.arms.setdefault(name, [])
         label = f"{name}#{len(arms) + (0 if trial is None else 1)}"
         self.say(f"{label}: {trial.action if trial else 'the job unchanged'}")
-        arm = run_arm(self.argv, label, {} if trial is None else trial.spec, self.config,
-                      self.config.block)  # fmt: skip
+        arm_spec = {} if trial is None else trial.spec
+        arm = run_arm(self.argv, label, arm_spec, self.config, self.config.block)
         arms.append(arm)
         self.result.runs.append(label)
         self.used += self.config.block
         self.result.measured_steps += len(arm.times_s)
+        self.result.warmup_steps += self.config.warmup + extra_warmup(arm_spec)
         if arm.compile_s is not None:
             self.result.compile_s = max(self.result.compile_s or 0.0, arm.compile_s)
         return arm
