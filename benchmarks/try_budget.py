@@ -143,7 +143,13 @@ def rule(doc: dict[str, Any], best: dict[str, Any] | None) -> str:
         return f"n/a: {main['kind']}, no fix applies"
     promised = best.get("promised")
     if promised is None or promised < BOUND_RULE:
-        return f"n/a: promised bound {_x(promised)} under {BOUND_RULE}x"
+        basis = ""
+        if best.get("bound_basis") and best.get("finding_bound") not in (None, promised):
+            basis = f" ({best['bound_basis']}; the finding's bound {_x(best['finding_bound'])})"
+        return (
+            f"n/a: {best['name']} promises {_x(promised)}, under {BOUND_RULE}x{basis}; "
+            f"measured {_interval(best)}, {best['verdict']}"
+        )
     if best["verdict"] not in ("delivered", "partly"):
         return f"not met: {best['name']} {best.get('why_not') or best['verdict']}"
     share = (best["speedup"] - 1) / (promised - 1)

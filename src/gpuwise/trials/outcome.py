@@ -180,6 +180,8 @@ def noise_of(m: Speedup, promised: float | None) -> dict[str, Any]:
 
 
 def _ms(seconds: float) -> str:
+    if abs(seconds) >= 1.0:
+        return f"{seconds:.3g} s"
     return f"{seconds * 1e3:.3g} ms"
 
 

@@ -236,7 +236,10 @@ class Schedule:
         while True:
             outcomes = {t.name: self.measure(t) for t in trials}
             open_ = [t for t in trials if _open(outcomes[t.name])]
-            reserve = 2 if any(_won(t, outcomes[t.name]) for t in trials) or open_ else 0
+            # two blocks stay for the winners together, unless one fix alone can win (its
+            # blocks then count for the combination: the same change)
+            hopeful = [t for t in trials if t in open_ or _won(t, outcomes[t.name])]
+            reserve = 2 if len(hopeful) > 1 else 0
             if not open_ or not self.room(len(open_) + 1 + reserve):
                 break
             order: list[Trial | None] = [None, *open_]
