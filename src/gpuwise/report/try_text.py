@@ -62,7 +62,8 @@ def budget_line(doc: Mapping[str, Any]) -> str:
     """``9 runs, 150 of 200 budgeted steps after 5 warm-up each``, and the compile time."""
     budget = doc["budget"]
     line = (
-        f"{budget['runs']} runs, {budget['measured_steps']} of {budget['max_steps']} "
+        f"{budget['runs']} run{'s' if budget['runs'] != 1 else ''}, "
+        f"{budget['measured_steps']} of {budget['max_steps']} "
         f"budgeted steps after {doc['warmup']} warm-up each"
     )
     if doc.get("compile_s") is not None:
