@@ -154,7 +154,7 @@ def try_command(
     a0 = run_arm(argv, "baseline", {}, config, config.steps, sample=True)
     check_baseline(a0, config)
     a0.run.findings = diagnose(a0.run)
-    say("planning: timing each optimizer fix's update on the job's parameter sizes")
+    say("planning the trials (an optimizer fix's saving is timed on the job's parameter sizes)")
     plan = plan_trials(a0.run, allow_numerics=config.allow_numerics)
     result = TryResult(argv, config, a0.run, plan, runs=["baseline"])
     result.measured_steps = len(a0.times_s)
