@@ -206,6 +206,11 @@ def _optimizer_trial(
             why = f"{cls} already runs foreach=True and offers no fused update here"
         skipped.append({"fix": "optimizer", "reason": why})
         return None
+    if flag == "fused" and (opt.get("fused") is False or opt.get("foreach")):
+        mine = "fused=False" if opt.get("fused") is False else "foreach=True"
+        why = f"your code builds {cls} with {mine}; a trial never overrides a flag you set"
+        skipped.append({"fix": "optimizer", "reason": why})
+        return None
     spec = {"optimizer_class": cls, "optimizer": {flag: True}}
     action = f"{cls}(..., {flag}=True): the same algorithm in fewer kernels"
     bound, basis = bounds.optimizer_bound(finding.max_speedup, finding.evidence, opt, flag)
