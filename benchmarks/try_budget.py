@@ -96,10 +96,14 @@ def prepare(job: Any, work: Path) -> str | None:
     return None
 
 
-def try_job(argv: list[str], work: Path, steps: int, warmup: int) -> dict[str, Any]:
+def try_job(
+    argv: list[str], work: Path, steps: int, warmup: int, quick: bool = False
+) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpuwise", "try", "--json", "--steps", str(steps)]
     cmd += ["--warmup", str(warmup), "--", sys.executable, *argv]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    if quick:  # one compute thread: one fix to try (no threads trial), so fewer runs
+        env["OMP_NUM_THREADS"] = "1"
     done = subprocess.run(
         cmd, cwd=work, capture_output=True, text=True, timeout=TIMEOUT_S, env=env, check=False
     )
@@ -209,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.load:
                 doc = json.loads(kept.read_text()) if kept.exists() else {"error": "not kept"}
             else:
-                doc = {"error": missing} if missing else try_job(job_argv, work, steps, warmup)
+                doc = (
+                    {"error": missing}
+                    if missing
+                    else try_job(job_argv, work, steps, warmup, args.quick)
+                )
         if args.save:
             Path(args.save).mkdir(parents=True, exist_ok=True)
             (Path(args.save) / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
