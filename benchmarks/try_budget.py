@@ -6,8 +6,8 @@ third-party scripts of ``tests/realscripts`` (fetched at pinned commits by
 framework examples in ``examples/`` (Lightning, Hugging Face Trainer) — and from each
 ``gpuwise.try/1`` document:
 
-- the budget: runs used against ``2k + 3`` for ``k`` planned trials, and measured steps
-  against ``(2k + 3) x N`` (warm-up steps count as start-up and are shown apart);
+- the budget: measured steps against ``(2k + 3) x N`` for ``k`` planned trials (warm-up
+  steps count as start-up and are shown apart), and the runs they took;
 - the bound promised by the fixes tried (the combined one when winners were combined) and
   the speedup measured with its 95 % interval;
 - the rule: where the promised bound is at least 1.2x, the measured gain must reach 70 %
@@ -36,7 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.realscripts.sources import SOURCES  # noqa: E402 - the repository root goes first
+from tests.realscripts.sources import FRAMEWORK_SOURCES, SOURCES  # noqa: E402 - the repository root goes first
 
 BOUND_RULE = 1.2
 DELIVERED_SHARE = 0.7
@@ -73,7 +73,7 @@ def jobs(quick: bool) -> list[tuple[str, list[str], Any]]:
     if quick:
         return [("quick_loader", ["train.py"], lambda d: (d / "train.py").write_text(QUICK_SCRIPT))]
     out: list[tuple[str, list[str], Any]] = []
-    for source in SOURCES:
+    for source in (*SOURCES, *FRAMEWORK_SOURCES):
         out.append((source.name, [Path(source.path).name, *source.argv], source))
     out.append(("lightning_example", [str(REPO / "examples" / "try_lightning.py")], None))
     out.append(("hf_trainer_example", [str(REPO / "examples" / "try_hf_trainer.py")], None))
@@ -96,10 +96,14 @@ def prepare(job: Any, work: Path) -> str | None:
     return None
 
 
-def try_job(argv: list[str], work: Path, steps: int, warmup: int) -> dict[str, Any]:
+def try_job(
+    argv: list[str], work: Path, steps: int, warmup: int, quick: bool = False
+) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpuwise", "try", "--json", "--steps", str(steps)]
     cmd += ["--warmup", str(warmup), "--", sys.executable, *argv]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    if quick:  # one compute thread: one fix to try (no threads trial), so fewer runs
+        env["OMP_NUM_THREADS"] = "1"
     done = subprocess.run(
         cmd, cwd=work, capture_output=True, text=True, timeout=TIMEOUT_S, env=env, check=False
     )
@@ -120,9 +124,9 @@ def judge(doc: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "main_finding": f"{main['kind']} ({_x(main['max_speedup'])})",
         "k": len(doc["trials"]),
-        "runs": f"{budget['runs']}/{budget['max_runs']}",
+        "runs": budget["runs"],
         "steps": f"{budget['measured_steps']}/{budget['max_steps']}",
-        "budget_ok": budget["runs"] <= budget["max_runs"],
+        "budget_ok": budget["measured_steps"] <= budget["max_steps"],
         "tried": ", ".join(t["name"] for t in doc["trials"]) or "-",
         "promised": None if best is None else best.get("promised"),
         "measured": None if best is None else _interval(best),
@@ -143,9 +147,15 @@ def rule(doc: dict[str, Any], best: dict[str, Any] | None) -> str:
         return f"n/a: {main['kind']}, no fix applies"
     promised = best.get("promised")
     if promised is None or promised < BOUND_RULE:
-        return f"n/a: promised bound {_x(promised)} under {BOUND_RULE}x"
+        basis = ""
+        if best.get("bound_basis") and best.get("finding_bound") not in (None, promised):
+            basis = f" ({best['bound_basis']}; the finding's bound {_x(best['finding_bound'])})"
+        return (
+            f"n/a: {best['name']} promises {_x(promised)}, under {BOUND_RULE}x{basis}; "
+            f"measured {_interval(best)}, {best['verdict']}"
+        )
     if best["verdict"] not in ("delivered", "partly"):
-        return f"not met: {best['name']} measured {best['verdict']} ({_interval(best)})"
+        return f"not met: {best['name']} {best.get('why_not') or best['verdict']}"
     share = (best["speedup"] - 1) / (promised - 1)
     if share >= DELIVERED_SHARE and best.get("suspect"):
         return (
@@ -154,7 +164,7 @@ def rule(doc: dict[str, Any], best: dict[str, Any] | None) -> str:
         )
     if share >= DELIVERED_SHARE:
         return f"met ({share:.0%} of the promised gain)"
-    return f"not met ({share:.0%} of the promised gain): {best['name']} measured {best['verdict']}"
+    return f"not met: {best['name']} {best.get('why_not') or best['verdict']}"
 
 
 def _x(value: float | None) -> str:
@@ -203,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.load:
                 doc = json.loads(kept.read_text()) if kept.exists() else {"error": "not kept"}
             else:
-                doc = {"error": missing} if missing else try_job(job_argv, work, steps, warmup)
+                doc = (
+                    {"error": missing}
+                    if missing
+                    else try_job(job_argv, work, steps, warmup, args.quick)
+                )
         if args.save:
             Path(args.save).mkdir(parents=True, exist_ok=True)
             (Path(args.save) / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
@@ -219,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(rows))
     budget_broken = [r["job"] for r in rows if r.get("budget_ok") is False]
     if budget_broken:
-        print(f"try_budget: over the 2k + 3 run budget: {budget_broken}", file=sys.stderr)
+        print(f"try_budget: over the (2k + 3) N step budget: {budget_broken}", file=sys.stderr)
     return 1 if budget_broken else 0
 
 

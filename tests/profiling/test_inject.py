@@ -142,3 +142,61 @@ def test_numerics_overrides_change_what_is_computed(tmp_path):
     # rounding on every CPU): the losses move beyond the 1e-4 within which a trial counts
     # as computing the same thing (8.5e-4 measured)
     assert loss_drift(base, bf16) > LOSS_RTOL
+
+
+MANUAL = """\
+import torch
+
+torch.manual_seed(0)
+x, y = torch.randn(16, 8), torch.randn(16, 1)
+model = torch.nn.Linear(8, 1)
+for step in range(10_000):  # would run for minutes: the step limit must end it
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    model.zero_grad()
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.01 * p.grad
+"""
+
+EVAL = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(8, 1).eval()
+loader = DataLoader(TensorDataset(torch.randn(40_000, 8)), batch_size=4)
+with torch.no_grad():
+    for (x,) in loader:
+        model(x)
+"""
+
+
+@pytest.mark.parametrize(("source", "phase"), [(MANUAL, "train"), (EVAL, "eval")])
+def test_a_job_without_a_torch_optimizer_ends_after_its_steps(tmp_path, source, phase):
+    # manual SGD updates (steps end at each backward()) and an inference loop (steps are
+    # the loader's batches): neither steps a torch.optim optimizer
+    script = tmp_path / "job.py"
+    script.write_text(source)
+    run = profiled(script, {"stop_after_steps": 7})
+    assert run["exit_code"] == 0
+    assert run["setup"]["stopped_after_steps"] == 7
+    assert run["steps"]["count"] == 7
+    assert run["setup"]["optimizers"] == []
+
+
+@pytest.mark.slow
+def test_compile_trial_records_its_first_call_and_keeps_the_losses_close(tmp_path):
+    pytest.importorskip("torch._inductor", reason="torch.compile's CPU backend")
+    from gpuwise.trials.plan import cpp_compiler
+
+    if cpp_compiler() is None:
+        pytest.skip("torch.compile on a CPU needs a C++ compiler; none on PATH")
+    script = write(tmp_path)
+    base = profiled(script, {"stop_after_steps": 4})["setup"]
+    compiled = profiled(script, {"compile": True, "stop_after_steps": 4})
+    setup = compiled["setup"]
+    assert compiled["exit_code"] == 0
+    assert compiled["steps"]["count"] == 4
+    assert setup["compile_s"] > 0  # the first call: tracing and code generation
+    # fp32 kernels fused by inductor reorder sums: close, not necessarily equal
+    assert loss_drift(base["losses"], setup["losses"]) < 1e-3

@@ -61,6 +61,19 @@ def names_file(directory: Path) -> None:
     (directory / "names.txt").write_text("\n".join(lines) + "\n")
 
 
+def wikitext_file(directory: Path) -> None:
+    """A made-up ``data/wikitext-2.txt`` (Lightning's WikiText2 demo reads it, no download).
+
+    6,000 lines of 32 words from a 200-word vocabulary: 5,000+ blocks of 35 tokens, enough
+    for the script's 4,000-block validation and test splits and a few hundred steps.
+    """
+    rng = random.Random(0)
+    vocab = [f"w{i}" for i in range(200)]
+    lines = [" ".join(rng.choice(vocab) for _ in range(32)) for _ in range(6000)]
+    (directory / "data").mkdir(exist_ok=True)
+    (directory / "data" / "wikitext-2.txt").write_text("\n".join(lines) + "\n")
+
+
 GRAYKODE = ("graykode/nlp-tutorial", "d05e31ec81d56d70c1db89b99ab07e948f7ebc11")
 JCJOHNSON = ("jcjohnson/pytorch-examples", "0003fcdc606a79951e53bf8f46f8574fa4739f23")
 
@@ -121,3 +134,16 @@ SOURCES: tuple[Source, ...] = (
         measured={"step_mean_s": 0.065961, "data_fraction": 0.0, "optimizer_fraction": 0.399},
     ),
 )
+
+FRAMEWORK_SOURCES: tuple[Source, ...] = (
+    Source(
+        "lightning_transformer",
+        "Lightning-AI/pytorch-lightning",
+        "7f0c3436cd3f6ad3753125672024fc415cbcb414",
+        "examples/pytorch/basics/transformer.py",
+        "417e7ceb2e0611d7656ea6ea72927c18a04dcf4fda824e3baca2645a9e464367",
+        data=wikitext_file,
+    ),
+)
+"""Third-party scripts of a framework (Lightning), tried by ``benchmarks/try_budget.py``;
+they carry no expected verdict of ``measure.py`` and are not in ``SOURCES``' tests."""

@@ -66,12 +66,12 @@ def test_outcome_of_a_measured_trial_and_a_failed_one():
     trial = Trial("optimizer_fused", "x", "optimizer_bound", 1.4, {})
     base = [0.010, 0.011, 0.010, 0.0105] * 5
     fast = [0.0075, 0.008, 0.0075, 0.0078] * 5
-    done = outcome(trial, base, fast, (0.0, 0.0))
+    done = outcome(trial, [base[:10], base[10:]], [fast[:10], fast[10:]], (0.0, 0.0))
     assert done.verdict == "delivered"
     assert done.low is not None
     assert done.low > 1.2
     assert done.numerics == "unchanged"
-    failed = outcome(trial, base, [], (None, 0.0), error="the job exited 1")
+    failed = outcome(trial, [base], [], (None, 0.0), error="the job exited 1")
     assert failed.verdict == "failed"
     assert failed.speedup is None
     assert failed.note == "the job exited 1"

@@ -94,3 +94,14 @@ def test_loader_workers_hide_the_wait_within_the_cores():
     assert loader_workers(2, 0.82, cuda=False) == 2  # 4.6 workers to hide it: every core
     assert loader_workers(8, 0.9, cuda=False) == 8
     assert loader_workers(1, 0.5, cuda=False) == 1
+
+
+def test_a_flag_the_user_set_is_not_tried_against():
+    # the trial would keep the user's own flag (inject.py): a run that changes nothing
+    for flags, mine in (({"fused": False}, "fused=False"), ({"foreach": True}, "foreach=True")):
+        plan = plan_trials(_run({"optimizer_bound": 1.5}, _setup(**flags)))
+        assert plan.trials == []
+        assert plan.skipped[0] == {
+            "fix": "optimizer",
+            "reason": f"your code builds Adam with {mine}; a trial never overrides a flag you set",
+        }

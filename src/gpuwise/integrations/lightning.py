@@ -21,7 +21,7 @@ def _callback_base() -> type:
         from lightning.pytorch.callbacks import Callback  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         try:
-            from pytorch_lightning.callbacks import Callback
+            from pytorch_lightning.callbacks import Callback  # type: ignore[assignment,unused-ignore]
         except ImportError as err:
             raise MissingExtraError(
                 "pytorch-lightning", "lightning", "The Lightning callback"

@@ -138,7 +138,7 @@ def _start_recording(env: Mapping[str, str]) -> None:
     recording = file_recording(env[ENV_DIR], t0_wall_s).start()
     from gpuwise.profiling.inject import arm  # construction capture and trial overrides
 
-    arm(env[ENV_DIR], env.get(ENV_TRIAL))
+    arm(env[ENV_DIR], env.get(ENV_TRIAL), recording.recorder)
     import atexit
 
     atexit.register(recording.stop)

@@ -13,9 +13,13 @@ Note: the trial protocol.
   ``cudnn_benchmark`` and ``tf32`` once at start; ``autocast``, ``channels_last`` and
   ``compile`` around the outermost module call (these change what is computed; the runner
   sends them only when the user allowed it).
-- ``stop_after_steps``: after that many optimizer steps the job ends with ``SystemExit(0)``
-  raised from the step hook, so its ``finally`` blocks and ``atexit`` handlers run and the
-  step files are complete.
+- ``stop_after_steps``: once that many steps are written the job ends with ``SystemExit(0)``,
+  raised from the hook whose event closed the last one (a batch request, an optimizer step
+  or the end of a ``backward()``), so its ``finally`` blocks and ``atexit`` handlers run and
+  the step files are complete. Steps are the step protocol's (``steps.py``), so a job
+  that never steps a ``torch.optim`` optimizer (manual updates, a custom optimizer, an
+  evaluation or inference loop over a DataLoader) ends on time too: training steps are
+  counted once the job trained, evaluation steps until then.
 - ``losses``: the first that many ``backward()`` calls record the value of the tensor
   ``backward()`` was called on (one host read each, inside the warm-up).
 """
@@ -55,12 +59,14 @@ def parse_spec(text: str | None) -> dict[str, Any]:
     return {}
 
 
-def arm(directory: str | None, spec_text: str | None) -> JobSetup:
+def arm(directory: str | None, spec_text: str | None, recorder: Any = None) -> JobSetup:
     """Patch construction of loaders and optimizers in this process; apply the trial spec.
 
     Args:
         directory: The profile directory (``setup-<pid>.json`` goes there).
         spec_text: The ``GPUWISE_TRIAL`` handshake (a JSON object), or ``None``.
+        recorder: The process's step recorder (``step_files``): ``stop_after_steps``
+            counts the steps it writes.
 
     Returns:
         The process's setup record.
@@ -76,9 +82,8 @@ def arm(directory: str | None, spec_text: str | None) -> JobSetup:
     _apply_globals(spec)
     if spec.get("autocast") or spec.get("channels_last") or spec.get("compile"):
         _patch_forward(spec)
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    register_optimizer_step_post_hook(_count_step)
+    if spec.get("stop_after_steps") and recorder is not None:
+        stop_after_steps(recorder, int(spec["stop_after_steps"]))
     return _Armed.setup
 
 
@@ -92,14 +97,37 @@ def _apply_globals(spec: dict[str, Any]) -> None:
         torch.backends.cudnn.allow_tf32 = True
 
 
-def _count_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    _Armed.steps += 1
-    limit = _Armed.spec.get("stop_after_steps")
-    if limit and _Armed.steps >= int(limit):
+def stop_after_steps(recorder: Any, limit: int) -> None:
+    """End the process once ``recorder`` has written ``limit`` steps (the protocol note).
+
+    Wraps the writer the recorder's copy resolver passes steps to: the step is written
+    first, then ``SystemExit(0)`` is raised once. Steps written while the recorder closes
+    (held steps flushed at exit) never raise.
+    """
+    resolver = recorder._resolver
+    write = resolver.write
+    close = recorder.close
+    counts = {"train": 0, "eval": 0, "done": 0}
+
+    def _write(step: Any, gpu_s: Any) -> None:
+        write(step, gpu_s)
+        phase = "train" if step.phase == "train" else "eval"
+        counts[phase] += 1
+        trained = counts["train"] > 0 or recorder.tracker.trained
+        if counts["done"] or counts["train" if trained else "eval"] < limit:
+            return
+        counts["done"] = 1
         if _Armed.setup is not None:
-            _Armed.setup.doc["stopped_after_steps"] = _Armed.steps
+            _Armed.setup.doc["stopped_after_steps"] = limit
             _Armed.setup.write()
         raise SystemExit(0)
+
+    def _close() -> None:
+        counts["done"] = 1
+        close()
+
+    resolver.write = _write
+    recorder.close = _close
 
 
 def loader_kwargs(bound: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -237,7 +265,29 @@ def _prepare(module: torch.nn.Module, spec: dict[str, Any]) -> None:
     if spec.get("channels_last"):
         module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     if spec.get("compile"):
-        module.forward = torch.compile(module.forward)  # type: ignore[method-assign]
+        module.forward = _timed_first_call(torch.compile(module.forward))  # type: ignore[method-assign]
+
+
+def _timed_first_call(fn: Any) -> Any:
+    """``fn`` whose first call's duration (the compile, mostly) goes to ``compile_s``."""
+    import time
+
+    first = [True]
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not first[0]:
+            return fn(*args, **kwargs)
+        first[0] = False
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if _Armed.setup is not None:
+                _Armed.setup.doc["compile_s"] = time.perf_counter() - t0
+                _Armed.setup.write()
+
+    return call
 
 
 def _channels_last(value: Any) -> Any:

@@ -26,6 +26,12 @@ LOADER_KEYS = ("batch_size", "num_workers", "pin_memory", "persistent_workers", 
 
 OPTIMIZER_FLAGS = ("foreach", "fused")
 
+SETUP_KEYS = ("loaders", "optimizers", "losses", "stopped_after_steps")
+"""A process's record counts as the job's setup when it holds any of these."""
+
+MAX_NUMELS = 4096
+"""Parameter sizes recorded per optimizer (``trials/bounds.py`` times its update on them)."""
+
 _SKIP_DIRS = tuple(
     os.path.normcase(os.path.realpath(p)) + os.sep
     for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
@@ -160,6 +166,7 @@ class JobSetup:
                 "offers": optimizer_offers(cls, device),
                 "conv_params": sum(1 for p in params if p.dim() == 4),
                 "params": len(params),
+                "numels": [p.numel() for p in params[:MAX_NUMELS]],
                 "torch_threads": torch.get_num_threads(),
             }
         )
@@ -182,6 +189,9 @@ class JobSetup:
 def read_setup(directory: str | Path) -> dict[str, Any] | None:
     """The job's setup: the records of the process that built an optimizer or a loader.
 
+    A process that built neither but trained (a loss was seen) or was stopped after its
+    steps counts too: a job that updates its weights by hand.
+
     Returns:
         The first such process's record (the lowest rank's, by file order), with
         ``processes`` counting the processes that left one; ``None`` when none did.
@@ -190,7 +200,7 @@ def read_setup(directory: str | Path) -> dict[str, Any] | None:
     for path in sorted(Path(directory).glob(SETUP_FILES)):
         with contextlib.suppress(OSError, ValueError):
             doc = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(doc, dict) and (doc.get("loaders") or doc.get("optimizers")):
+            if isinstance(doc, dict) and any(doc.get(k) for k in SETUP_KEYS):
                 docs.append(doc)
     if not docs:
         return None

@@ -58,19 +58,47 @@ def headline(doc: Mapping[str, Any]) -> str:
     return "no fix gained beyond the noise: keep the job as it is"
 
 
+def budget_line(doc: Mapping[str, Any]) -> str:
+    """``9 runs, 150 of 200 budgeted steps after 5 warm-up each``, and the compile time."""
+    budget = doc["budget"]
+    line = (
+        f"{budget['runs']} run{'s' if budget['runs'] != 1 else ''}, "
+        f"{budget['measured_steps']} of {budget['max_steps']} "
+        f"budgeted steps after {doc['warmup']} warm-up each"
+    )
+    if doc.get("compile_s") is not None:
+        line += f" (torch.compile: {format_seconds(doc['compile_s'])} first call, not measured)"
+    return line
+
+
+def row_notes(doc: Mapping[str, Any]) -> list[str]:
+    """Per row: how its bound was set, its note, and why it fell short of 70 %."""
+    out = []
+    for row in rows(doc):
+        if row.get("bound_basis") and row.get("promised") != row.get("finding_bound"):
+            out.append(
+                f"{row['name']}: promised {format_speedup(row['promised'])}, "
+                f"{row['bound_basis']} (the finding's bound: "
+                f"{format_speedup(row.get('finding_bound'))})"
+            )
+        if row.get("note"):
+            out.append(f"{row['name']}: {row['note']}")
+        if row.get("why_not") and row.get("why_not") != row.get("note"):
+            out.append(f"{row['name']}: why not delivered: {row['why_not']}")
+    return out
+
+
 def render_try(doc: Mapping[str, Any], console: Console) -> None:
     """Render a ``gpuwise.try/1`` document as the terminal report.
 
     Example:
         >>> render_try(try_command(["python", "train.py"]).to_dict(), Console())  # doctest: +SKIP
     """
-    budget = doc["budget"]
     base = doc["baseline"]
     console.print(Text("gpuwise try", style="bold"))
     console.print(
         f"{FRAMEWORK_NAMES.get(doc['framework'], doc['framework'])} on {doc['device']}; "
-        f"{budget['runs']} runs of {doc['steps']} steps after {doc['warmup']} warm-up "
-        f"(budget {budget['max_runs']}); baseline {format_seconds(base['mean_s'])} per step",
+        f"{budget_line(doc)}; baseline {format_seconds(base['mean_s'])} per step",
         markup=False,
         highlight=False,
     )
@@ -79,9 +107,8 @@ def render_try(doc: Mapping[str, Any], console: Console) -> None:
     if rows(doc):
         console.print()
         console.print(_table(doc))
-    for row in rows(doc):
-        if row.get("note"):
-            console.print(f"{row['name']}: {row['note']}", markup=False, highlight=False)
+    for line in row_notes(doc):
+        console.print(line, markup=False, highlight=False)
     for skip in doc.get("skipped") or []:
         console.print(f"not tried: {skip['fix']}: {skip['reason']}", markup=False)
     console.print()

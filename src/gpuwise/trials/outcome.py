@@ -1,7 +1,8 @@
 """What one trial measured: a speedup with its interval, a verdict, and the losses' drift.
 
 The verdicts, for a trial's speedup ``s`` with interval ``[low, high]`` against the
-interleaved baseline and the bound ``b`` its finding promised:
+interleaved baseline (``stats.speedup_of``) and the bound ``b`` promised for that fix
+(``bounds.py``):
 
 - ``delivered``: ``low > 1`` (a gain beyond the noise) and ``s - 1 >= 0.7 (b - 1)`` — at
   least 70 % of the promised gain (any gain, when nothing was promised);
@@ -17,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuwise.diagnose.compare_stats import beyond_bound, ratio_interval
+from gpuwise.diagnose.compare_stats import beyond_bound
+from gpuwise.trials.stats import Speedup, speedup_of, target_of
 
 DELIVERED_SHARE = 0.7
 """A fix delivers when it gains at least 70 % of the gain its finding promised."""
@@ -49,6 +51,13 @@ class TrialOutcome:
         suspect: The gain beats the promised bound beyond the noise
             (``compare_stats.beyond_bound``): the bound understated the stage, or the fix
             changed more than that stage.
+        runs: Runs of the trial.
+        finding_bound: The finding's own bound (its stage removed entirely).
+        bound_basis: How ``promised`` was set for this fix.
+        why_not: Why the fix did not deliver 70 % of the promised gain, with the numbers
+            (empty when it did, or when nothing was promised and it gained).
+        noise: The figures behind ``why_not``: step statistics of both sides (seconds),
+            the baseline's step-to-step spread, and the steps a side that would decide it.
     """
 
     name: str
@@ -65,6 +74,11 @@ class TrialOutcome:
     numerics: str = "not checked"
     note: str = ""
     suspect: bool = False
+    runs: int = 0
+    finding_bound: float | None = None
+    bound_basis: str = ""
+    why_not: str = ""
+    noise: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -80,19 +94,6 @@ def verdict_of(speedup: float, low: float, high: float, promised: float | None) 
     if promised is None or promised <= 1.0:
         return "delivered"
     return "delivered" if speedup - 1 >= DELIVERED_SHARE * (promised - 1) else "partly"
-
-
-def speedup_interval(
-    baseline_s: Sequence[float], trial_s: Sequence[float]
-) -> tuple[float, float, float] | None:
-    """Speedup of the trial over the baseline, with its 95 % block-bootstrap interval.
-
-    Trimmed means (``compare_stats.trimmed_mean``): the runs share a machine, and the few
-    steps another process stalls would otherwise decide the verdict.
-    """
-    if len(baseline_s) < 2 or len(trial_s) < 2:
-        return None
-    return ratio_interval(baseline_s, trial_s, trimmed=True).speedup
 
 
 def loss_drift(baseline: Sequence[float], other: Sequence[float]) -> float | None:
@@ -116,29 +117,36 @@ def numerics_of(drift: float | None, baseline_drift: float | None) -> tuple[str,
 
 def outcome(
     trial: Any,
-    baseline_s: Sequence[float],
-    trial_s: Sequence[float],
+    baseline_runs: Sequence[Sequence[float]],
+    trial_runs: Sequence[Sequence[float]],
     drift: tuple[float | None, float | None],
     error: str | None = None,
+    premise: str = "",
 ) -> TrialOutcome:
     """Build a trial's outcome from the step times of both sides and the losses' drift.
 
     Args:
         trial: The ``plan.Trial`` (or any object with its attributes).
-        baseline_s: The baseline's measured step times (its runs together).
-        trial_s: The trial's measured step times.
+        baseline_runs: The baseline's measured step times, one list per run.
+        trial_runs: The trial's, one list per run.
         drift: The trial's loss drift and the baseline's own drift between its runs.
         error: Why the trial failed, if it did.
+        premise: What the stage the fix is about did (``session.premise``), for ``why_not``.
     """
     numerics, note = numerics_of(*drift)
-    measured = None if error else speedup_interval(baseline_s, trial_s)
+    steps = sum(len(r) for r in trial_runs)
+    measured = None if error else speedup_of(baseline_runs, trial_runs)
+    runs = len(trial_runs)
+    finding_bound: float | None = getattr(trial, "finding_bound", None)
+    basis: str = getattr(trial, "bound_basis", "")
     if measured is None:
-        why = error or f"too few steps to measure ({len(trial_s)})"
+        why = error or f"too few steps to measure ({steps})"
         return TrialOutcome(
             trial.name, trial.action, trial.finding, trial.promised, None, None, None,
-            "failed", len(trial_s), trial.changes_results, drift[0], numerics, why,
+            "failed", steps, trial.changes_results, drift[0], numerics, why, False, runs,
+            finding_bound, basis, why,
         )  # fmt: skip
-    s, low, high = measured
+    s, low, high = measured.speedup, measured.low, measured.high
     verdict = verdict_of(s, low, high, trial.promised)
     if trial.changes_results and numerics == "changed":
         note = "changes results (allowed with --allow numerics): " + note
@@ -149,7 +157,65 @@ def outcome(
             "understated the stage, or the fix changed more, e.g. fewer compute threads on a "
             "busy machine)"
         )
+    noise = noise_of(measured, trial.promised)
     return TrialOutcome(
         trial.name, trial.action, trial.finding, trial.promised, s, low, high, verdict,
-        len(trial_s), trial.changes_results, drift[0], numerics, note, suspect,
+        steps, trial.changes_results, drift[0], numerics, note, suspect, runs, finding_bound,
+        basis, why_not(verdict, measured, trial.promised, premise), noise,
     )  # fmt: skip
+
+
+def noise_of(m: Speedup, promised: float | None) -> dict[str, Any]:
+    """The figures behind a verdict: both sides' step statistic, the spread, steps to decide."""
+    target = target_of(promised, DELIVERED_SHARE)
+    return {
+        "baseline_step_s": m.base_s,
+        "trial_step_s": m.trial_s,
+        "gain_s": m.base_s - m.trial_s,
+        "spread_s": m.spread_s,
+        "steps": m.steps,
+        "steps_to_decide_gain": m.steps_to_decide(1.0),
+        "steps_to_decide_target": None if target is None else m.steps_to_decide(target),
+    }
+
+
+def _ms(seconds: float) -> str:
+    if abs(seconds) >= 1.0:
+        return f"{seconds:.3g} s"
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def why_not(verdict: str, m: Speedup, promised: float | None, premise: str = "") -> str:
+    """Why a measured fix did not deliver 70 % of its promised gain (empty when it did).
+
+    Names the measured gain per step against the step-to-step spread, the interval, and
+    about how many steps a side would decide it; ``premise`` says what the fix's own stage
+    did, when that explains the miss (the stage did not shrink, or was smaller than seen).
+    """
+    target = target_of(promised, DELIVERED_SHARE)
+    if verdict == "delivered":
+        return ""
+    gain = m.base_s - m.trial_s
+    sizes = (
+        f"{m.speedup:.2f}x, 95 % interval [{m.low:.2f}, {m.high:.2f}], over {m.runs} run(s) "
+        f"and {m.steps} steps: the step went {_ms(m.base_s)} -> {_ms(m.trial_s)} "
+        f"({_ms(gain)} gained), while its steps spread {_ms(m.spread_s)} (interquartile range)"
+    )
+    if verdict == "slower":
+        head = "the fix made the job slower"
+    elif verdict == "no gain":
+        need = m.steps_to_decide(1.0)
+        head = "no gain beyond the noise"
+        sizes += (
+            "; the speedup is 1.00x: no number of steps decides it"
+            if need is None
+            else f"; about {need} steps a side would decide whether it gains"
+        )
+    else:
+        need = None if target is None else m.steps_to_decide(target)
+        reach = f"{(m.speedup - 1) / (promised - 1):.0%}" if promised and promised > 1 else ""
+        head = f"{reach} of the promised gain (70 % is {target:.2f}x)" if target else "partly"
+        if need is not None and m.high >= (target or 0):
+            sizes += f"; about {need} steps a side would decide whether it reaches 70 %"
+    text = f"{head} ({sizes})"
+    return f"{text}; {premise}" if premise else text

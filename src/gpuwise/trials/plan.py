@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.records import Finding, Run
+from gpuwise.trials import bounds
 
 PREFETCH_FACTOR = 4
 """Batches each loader worker keeps ready (PyTorch's default is 2)."""
@@ -31,6 +32,9 @@ class Trial:
         promised: That finding's bound on the job's speedup (``None``: none was given).
         spec: The overrides, the JSON object of the trial handshake.
         changes_results: The fix changes what the job computes (numerics).
+        finding_bound: The finding's own bound (its stage removed entirely); ``promised``
+            is this fix's, at most that (``bounds.py``).
+        bound_basis: How ``promised`` was set.
     """
 
     name: str
@@ -39,6 +43,8 @@ class Trial:
     promised: float | None
     spec: dict[str, Any] = field(default_factory=dict)
     changes_results: bool = False
+    finding_bound: float | None = None
+    bound_basis: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,12 @@ def _loader_trial(
     if cuda:
         overrides["pin_memory"] = True
     action = f"load batches in {workers} worker process{'es' if workers > 1 else ''}"
-    return Trial("loader_workers", action, finding.kind, finding.max_speedup, {"loader": overrides})
+    wait = float(finding.evidence.get("data_wait_fraction") or 0)
+    bound, basis = bounds.loader_bound(wait, workers) if wait else (finding.max_speedup, "")
+    return Trial(
+        "loader_workers", action, finding.kind, bound, {"loader": overrides},
+        finding_bound=finding.max_speedup, bound_basis=basis,
+    )  # fmt: skip
 
 
 def _threads_trial(setup: Mapping[str, Any], loader: Trial | None) -> Trial | None:
@@ -195,9 +206,18 @@ def _optimizer_trial(
             why = f"{cls} already runs foreach=True and offers no fused update here"
         skipped.append({"fix": "optimizer", "reason": why})
         return None
+    if flag == "fused" and (opt.get("fused") is False or opt.get("foreach")):
+        mine = "fused=False" if opt.get("fused") is False else "foreach=True"
+        why = f"your code builds {cls} with {mine}; a trial never overrides a flag you set"
+        skipped.append({"fix": "optimizer", "reason": why})
+        return None
     spec = {"optimizer_class": cls, "optimizer": {flag: True}}
     action = f"{cls}(..., {flag}=True): the same algorithm in fewer kernels"
-    return Trial(f"optimizer_{flag}", action, finding.kind, finding.max_speedup, spec)
+    bound, basis = bounds.optimizer_bound(finding.max_speedup, finding.evidence, opt, flag)
+    return Trial(
+        f"optimizer_{flag}", action, finding.kind, bound, spec,
+        finding_bound=finding.max_speedup, bound_basis=basis,
+    )  # fmt: skip
 
 
 def _cudnn_trial(setup: Mapping[str, Any]) -> Trial | None:
@@ -206,6 +226,15 @@ def _cudnn_trial(setup: Mapping[str, Any]) -> Trial | None:
         return None
     action = "let cuDNN pick the fastest convolution algorithm for each shape"
     return Trial("cudnn_benchmark", action, None, None, {"cudnn_benchmark": True})
+
+
+def cpp_compiler() -> str | None:
+    """The C++ compiler torch.compile's CPU backend would use (``CXX``, else one on PATH)."""
+    import os
+    import shutil
+
+    names = [os.environ.get("CXX") or "", "g++", "c++", "clang++"]
+    return next((path for name in names if name and (path := shutil.which(name))), None)
 
 
 def _numeric_trials(
@@ -229,10 +258,13 @@ def _numeric_trials(
     if opt.get("conv_params"):
         layout = {"channels_last": True}
         trials.append(Trial("channels_last", "channels-last memory format", None, None, layout))
-    if cuda:
-        trials.append(Trial("compile", "torch.compile the model", None, None, {"compile": True}))
+    compiler = cuda or cpp_compiler()
+    if compiler:
+        action = "torch.compile the model (compile time kept out of the measured steps)"
+        trials.append(Trial("compile", action, None, None, {"compile": True}))
     else:
-        skipped.append({"fix": "compile", "reason": "compiling on a CPU outlasts a short trial"})
+        why = "torch.compile on a CPU needs a C++ compiler (set CXX, or put g++ or clang++ on PATH)"
+        skipped.append({"fix": "compile", "reason": why})
     return [
         Trial(t.name, t.action, t.finding, t.promised, t.spec, changes_results=True) for t in trials
     ]

@@ -1,28 +1,35 @@
 """``gpuwise try``: run the job once per fix, interleaved with its baseline, and measure each.
 
-Note: the schedule. For ``k`` planned trials ``T1..Tk`` every run is the user's unmodified
-command, ended cleanly after ``warmup + steps`` optimizer steps (``profiling/inject.py``):
+Note: the schedule and its budget. For ``k`` planned trials the job may run ``(2k + 3) N``
+measured steps in all (warm-up and start-up apart). Every run is the user's unmodified
+command, ended cleanly after its warm-up and measured steps (``profiling/inject.py``):
 
-    A0 (baseline, diagnosed) · T1 … Tk · A1 · Tk … T1 · C (the winners together)
+1. ``A0``: the baseline, ``N`` steps, diagnosed (it plans the trials).
+2. Round one, blocks of ``b = ceil(N / 2)`` steps: ``T1 … Tk · A · Tk … T1``, so each fix
+   runs on both sides of a baseline block and slow drifts of a shared machine fall on both
+   sides alike.
+3. While a trial is undecided (its interval holds 1, or holds 70 % of its promised gain:
+   ``stats.undecided``) and the budget leaves room, one more round: ``A`` and one block
+   of each undecided trial, the order reversed each round.
+4. The winners together, ``C``: blocks ``C · A``, then more pairs while undecided and the
+   budget allows. With one winner its own blocks count for ``C`` too (the same change).
 
-so each fix is measured twice, once on each side of the second baseline, and slow drifts
-of a shared machine fall on both sides alike. That is ``2k + 3`` runs of ``steps``
-measured steps at most (C runs only when a fix won), the budget of DESIGN.md. Each
-trial's speedup pools its two runs against the two baseline runs.
+Speedups and intervals are those of ``stats.py`` (a robust statistic per run, a two-level
+bootstrap over runs and steps).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.errors import UsageError
-from gpuwise.profiling.hooks import ENV_TRIAL
 from gpuwise.records import Run
-from gpuwise.trials.outcome import TrialOutcome, loss_drift, outcome
+from gpuwise.trials.arms import Arm, check_baseline, extra_warmup, premise, run_arm
+from gpuwise.trials.outcome import DELIVERED_SHARE, TrialOutcome, loss_drift, outcome
 from gpuwise.trials.plan import Plan, Trial, job_device, plan_trials
+from gpuwise.trials.stats import target_of, undecided
 
 TRY_SCHEMA = "gpuwise.try/1"
 
@@ -32,7 +39,8 @@ class TryConfig:
     """How to try the fixes on a job.
 
     Attributes:
-        steps: Measured steps per run (default 30).
+        steps: ``N``: measured steps of the diagnosed baseline, and the unit of the budget
+            ``(2k + 3) N`` (default 30).
         warmup: Steps run and left out at the start of every run (default 5).
         allow_numerics: Also try fixes that change results (default False).
         interval_s: Telemetry interval of the diagnosed baseline run (default 0.5).
@@ -43,16 +51,10 @@ class TryConfig:
     allow_numerics: bool = False
     interval_s: float = 0.5
 
-
-@dataclass
-class Arm:
-    """One run of the job: its measured step times and first losses."""
-
-    label: str
-    times_s: list[float]
-    losses: list[float]
-    exit_code: int
-    run: Run
+    @property
+    def block(self) -> int:
+        """Measured steps of every run after the baseline: ``ceil(N / 2)``, at least 2."""
+        return max(2, -(-self.steps // 2))
 
 
 @dataclass
@@ -69,21 +71,24 @@ class TryResult:
     baseline_drift: float | None = None
     changes: list[dict[str, Any]] = field(default_factory=list)
     patch: str = ""
+    measured_steps: int = 0
+    warmup_steps: int = 0
+    compile_s: float | None = None
 
     @property
-    def budget_runs(self) -> int:
-        """The most runs the schedule may take: ``2k + 3``."""
-        return 2 * len(self.plan.trials) + 3
+    def budget_steps(self) -> int:
+        """The most measured steps the schedule may take: ``(2k + 3) N``."""
+        return (2 * len(self.plan.trials) + 3) * self.config.steps
 
     def to_dict(self) -> dict[str, Any]:
         """Return the ``gpuwise.try/1`` document."""
         stats = self.baseline.step_stats()
         setup = self.baseline.extra.get("setup") or {}
-        n = self.config.steps
         return {
             "schema": TRY_SCHEMA,
             "command": self.command,
-            "steps": n,
+            "steps": self.config.steps,
+            "block_steps": self.config.block,
             "warmup": self.config.warmup,
             "allow_numerics": self.config.allow_numerics,
             "device": job_device(setup),
@@ -103,11 +108,11 @@ class TryResult:
             "runs": self.runs,
             "budget": {
                 "runs": len(self.runs),
-                "max_runs": self.budget_runs,
-                "measured_steps": len(self.runs) * n,
-                "max_steps": self.budget_runs * n,
-                "warmup_steps": len(self.runs) * (self.config.warmup + 1),
+                "measured_steps": self.measured_steps,
+                "max_steps": self.budget_steps,
+                "warmup_steps": self.warmup_steps,
             },
+            "compile_s": self.compile_s,
             "changes": self.changes,
             "patch": self.patch,
         }
@@ -130,7 +135,7 @@ def try_command(
         The result; ``changes`` holds the change to make in the user's framework.
 
     Raises:
-        UsageError: No command, or the baseline run failed or stepped no optimizer.
+        UsageError: No command, or the baseline run failed or made too few steps.
 
     Example:
         >>> result = try_command(["python", "train.py"], TryConfig(steps=20))  # doctest: +SKIP
@@ -146,66 +151,130 @@ def try_command(
     say = progress or (lambda line: None)
     argv = list(argv)
     say(f"baseline: {config.warmup} warm-up + {config.steps} steps")
-    a0 = _arm(argv, "baseline", {}, config, sample=True)
-    _check_baseline(a0, config)
+    a0 = run_arm(argv, "baseline", {}, config, config.steps, sample=True)
+    check_baseline(a0, config)
     a0.run.findings = diagnose(a0.run)
+    say("planning the trials (an optimizer fix's saving is timed on the job's parameter sizes)")
     plan = plan_trials(a0.run, allow_numerics=config.allow_numerics)
     result = TryResult(argv, config, a0.run, plan, runs=["baseline"])
+    result.measured_steps = len(a0.times_s)
+    result.warmup_steps = config.warmup
     if not plan.trials:
         return result
-    arms = _interleaved(argv, plan.trials, config, result, say)
-    baseline = [a0, arms.pop("baseline#2")]
-    base_s = baseline[0].times_s + baseline[1].times_s
-    result.baseline_drift = loss_drift(baseline[0].losses, baseline[1].losses)
-    for trial in plan.trials:
-        runs = [arms[f"{trial.name}#1"], arms[f"{trial.name}#2"]]
-        result.trials.append(_measure(trial, base_s, runs, a0, result.baseline_drift))
-    winners = [t for t in plan.trials if _won(t, result.trials)]
+    sched = Schedule(argv, config, result, say, a0)
+    winners = sched.trials(plan.trials)
     if winners:
-        combined = combine(winners)
-        say(f"combined: {', '.join(t.name for t in winners)}")
-        c = _arm(argv, "combined", combined.spec, config)
-        result.runs.append("combined")
-        result.combined = _measure(combined, base_s, [c], a0, result.baseline_drift)
+        sched.combined(winners)
     setup = a0.run.extra.get("setup") or {}
     result.changes = changes_for(winners, setup)
     result.patch = patch_for(winners, setup)
     return result
 
 
-def _interleaved(
-    argv: list[str],
-    trials: list[Trial],
-    config: TryConfig,
-    result: TryResult,
-    say: Callable[[str], None],
-) -> dict[str, Arm]:
-    """Run ``T1..Tk · A1 · Tk..T1`` (the schedule note); return the arms by label."""
-    order = [(t, 1) for t in trials] + [(None, 2)] + [(t, 2) for t in reversed(trials)]
-    arms: dict[str, Arm] = {}
-    for trial, round_ in order:
+class Schedule:
+    """The interleaved runs of one ``try`` (the module note), within the step budget."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        config: TryConfig,
+        result: TryResult,
+        say: Callable[[str], None],
+        a0: Arm,
+    ) -> None:
+        self.argv, self.config, self.result, self.say = argv, config, result, say
+        self.base: list[Arm] = [a0]
+        self.arms: dict[str, list[Arm]] = {}
+        self.used = len(a0.times_s)
+
+    def room(self, blocks: int) -> bool:
+        """True when ``blocks`` more runs fit the budget."""
+        return self.used + blocks * self.config.block <= self.result.budget_steps
+
+    def run(self, trial: Trial | None) -> Arm:
+        """One block of ``trial`` (``None``: the baseline), counted against the budget."""
         name = "baseline" if trial is None else trial.name
-        label = f"{name}#{round_}"
-        say(f"{label}: {trial.action if trial else 'the job unchanged'}")
-        arms[label] = _arm(argv, label, {} if trial is None else trial.spec, config)
-        result.runs.append(label)
-    return arms
+        arms = self.base if trial is None else self.arms.setdefault(name, [])
+        label = f"{name}#{len(arms) + (0 if trial is None else 1)}"
+        self.say(f"{label}: {trial.action if trial else 'the job unchanged'}")
+        arm_spec = {} if trial is None else trial.spec
+        arm = run_arm(self.argv, label, arm_spec, self.config, self.config.block)
+        arms.append(arm)
+        self.result.runs.append(label)
+        self.used += self.config.block
+        self.result.measured_steps += len(arm.times_s)
+        self.result.warmup_steps += self.config.warmup + extra_warmup(arm_spec)
+        if arm.compile_s is not None:
+            self.result.compile_s = max(self.result.compile_s or 0.0, arm.compile_s)
+        return arm
+
+    def measure(self, trial: Trial, arms: list[Arm] | None = None) -> TrialOutcome:
+        """The trial's outcome against every baseline block so far."""
+        arms = self.arms.get(trial.name, []) if arms is None else arms
+        a0 = self.base[0]
+        drift = loss_drift(a0.losses, arms[0].losses) if arms else None
+        failed = [a for a in arms if a.exit_code != 0]
+        error = (
+            f"the job exited {failed[0].exit_code} with this fix (see its output)"
+            if failed
+            else None
+        )
+        return outcome(
+            trial, [a.times_s for a in self.base], [a.times_s for a in arms],
+            (drift, self.result.baseline_drift), error, premise(trial, self.base, arms),
+        )  # fmt: skip
+
+    def trials(self, trials: list[Trial]) -> list[Trial]:
+        """Round one, then extra rounds for undecided trials; return the winners."""
+        for trial in trials:
+            self.run(trial)
+        self.run(None)
+        for trial in reversed(trials):
+            self.run(trial)
+        self.result.baseline_drift = loss_drift(self.base[0].losses, self.base[1].losses)
+        forward = True
+        while True:
+            outcomes = {t.name: self.measure(t) for t in trials}
+            open_ = [t for t in trials if _open(outcomes[t.name])]
+            # two blocks stay for the winners together, unless one fix alone can win (its
+            # blocks then count for the combination: the same change)
+            hopeful = [t for t in trials if t in open_ or _won(t, outcomes[t.name])]
+            reserve = 2 if len(hopeful) > 1 else 0
+            if not open_ or not self.room(len(open_) + 1 + reserve):
+                break
+            order: list[Trial | None] = [None, *open_]
+            for step in order if forward else reversed(order):
+                self.run(step)
+            forward = not forward
+        self.result.trials = [outcomes[t.name] for t in trials]
+        return [t for t in trials if _won(t, outcomes[t.name])]
+
+    def combined(self, winners: list[Trial]) -> None:
+        """Blocks of the winners together, ``C · A`` and more pairs while undecided."""
+        trial = combine(winners)
+        self.say(f"combined: {trial.action}")
+        own: list[Arm] = []
+        if len(winners) == 1:  # the same change: its trial blocks count
+            own = list(self.arms[winners[0].name])
+        while self.room(1):
+            own.append(self.run(trial))
+            if self.room(1):
+                self.run(None)
+            if not _open(self.measure(trial, own)):
+                break
+        self.result.combined = self.measure(trial, own)
 
 
-def _measure(
-    trial: Trial, base_s: list[float], runs: list[Arm], a0: Arm, baseline_drift: float | None
-) -> TrialOutcome:
-    times = [t for arm in runs for t in arm.times_s]
-    failed = [arm for arm in runs if arm.exit_code != 0]
-    error = None
-    if failed:
-        error = f"the job exited {failed[0].exit_code} with this fix (see its output)"
-    drift = loss_drift(a0.losses, runs[0].losses)
-    return outcome(trial, base_s, times, (drift, baseline_drift), error)
+def _open(out: TrialOutcome) -> bool:
+    if out.speedup is None or out.low is None or out.high is None:
+        return False
+    from gpuwise.trials.stats import Speedup
+
+    s = Speedup(out.speedup, out.low, out.high, 0.0, 0.0, 0.0, out.runs, out.steps)
+    return undecided(s, target_of(out.promised, DELIVERED_SHARE))
 
 
-def _won(trial: Trial, outcomes: list[TrialOutcome]) -> bool:
-    out = next(o for o in outcomes if o.name == trial.name)
+def _won(trial: Trial, out: TrialOutcome) -> bool:
     keeps = out.numerics != "changed" or trial.changes_results
     return out.verdict in ("delivered", "partly") and keeps
 
@@ -216,13 +285,8 @@ def combine(winners: list[Trial]) -> Trial:
     Distinct findings' stage fractions add up (``1 - 1/bound`` each), so the combined bound
     is Amdahl's over their sum.
     """
-    spec: dict[str, Any] = {}
-    for t in winners:
-        for key, value in t.spec.items():
-            if isinstance(value, dict):
-                spec[key] = {**spec.get(key, {}), **value}
-            else:
-                spec[key] = value
+    from gpuwise.trials.change import merged_spec
+
     bounds = {t.finding: t.promised for t in winners if t.finding and t.promised}
     promised = None
     if bounds:
@@ -231,47 +295,7 @@ def combine(winners: list[Trial]) -> Trial:
         promised = round(amdahl(sum(1 - 1 / b for b in bounds.values())), 3)
     action = " + ".join(t.name for t in winners)
     numerics = any(t.changes_results for t in winners)
-    return Trial("combined", action, None, promised, spec, changes_results=numerics)
-
-
-def _arm(
-    argv: list[str], label: str, spec: dict[str, Any], config: TryConfig, *, sample: bool = False
-) -> Arm:
-    from gpuwise.profiling.runner import ProfileConfig, profile_command
-
-    handshake = dict(spec, name=label, stop_after_steps=config.warmup + config.steps + 1)
-    profile = ProfileConfig(
-        interval_s=config.interval_s,
-        sample=sample,
-        stdout_to_stderr=True,
-        env=((ENV_TRIAL, json.dumps(handshake)),),
+    finding = winners[0].finding if len(winners) == 1 else None
+    return Trial(
+        "combined", action, finding, promised, merged_spec(winners), changes_results=numerics
     )
-    run = profile_command(argv, profile)
-    setup = run.extra.get("setup") or {}
-    return Arm(label, measured_times(run, config), list(setup.get("losses") or []),
-               int(run.exit_code or 0), run)  # fmt: skip
-
-
-def measured_times(run: Run, config: TryConfig) -> list[float]:
-    """Step times of the lowest rank's training steps after the warm-up, at most ``steps``."""
-    train = [s for s in run.steps if s.phase == "train"]
-    if not train:
-        return []
-    rank = min(s.rank for s in train)
-    mine = sorted((s for s in train if s.rank == rank), key=lambda s: s.index)
-    return [s.total_s for s in mine[config.warmup : config.warmup + config.steps]]
-
-
-def _check_baseline(arm: Arm, config: TryConfig) -> None:
-    if arm.exit_code != 0:
-        raise UsageError(
-            f"the job exited {arm.exit_code} before any fix was tried; run it alone first "
-            "and check its output above"
-        )
-    if len(arm.times_s) < 2:
-        seen = len(arm.run.steps)
-        raise UsageError(
-            f"the baseline ran {seen} training steps, {config.warmup} of them warm-up; "
-            "`gpuwise try` needs a job that steps a torch.optim optimizer at least "
-            f"{config.warmup + 2} times (lower --warmup, or train longer)"
-        )

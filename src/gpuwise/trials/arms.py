@@ -1,0 +1,131 @@
+"""One run of the job under ``gpuwise try``: its measured steps, losses and what its regions did."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwise.errors import UsageError
+from gpuwise.profiling.hooks import ENV_TRIAL
+from gpuwise.records import Run
+from gpuwise.records.core import Step
+from gpuwise.trials.plan import Trial
+
+
+@dataclass
+class Arm:
+    """One run of the job: its measured steps, their times and first losses."""
+
+    label: str
+    steps: list[Step]
+    losses: list[float]
+    exit_code: int
+    run: Run
+    compile_s: float | None = None
+
+    @property
+    def times_s(self) -> list[float]:
+        """The measured steps' durations."""
+        return [s.total_s for s in self.steps]
+
+
+COMPILE_WARMUP = 2
+"""Extra warm-up steps of a ``torch.compile`` run: the compile, and the recompile PyTorch
+makes when a second shape marks a dimension dynamic, stay out of the measured steps."""
+
+
+def extra_warmup(spec: dict[str, Any]) -> int:
+    """Warm-up steps a trial adds to the job's: the compile, and the loader's queue.
+
+    Loader workers fill their queue (``num_workers x prefetch_factor`` batches) while the
+    job starts; until those batches are consumed, steps do not wait for data at all, which
+    is not the steady state the fix is judged on. The queue refills while it is drained,
+    so twice its length is left out.
+    """
+    loader = spec.get("loader") or {}
+    queue = int(loader.get("num_workers") or 0) * int(loader.get("prefetch_factor") or 2)
+    return (COMPILE_WARMUP if spec.get("compile") else 0) + 2 * queue
+
+
+def run_arm(
+    argv: list[str],
+    label: str,
+    spec: dict[str, Any],
+    config: Any,
+    steps: int,
+    *,
+    sample: bool = False,
+) -> Arm:
+    """Run the job once with ``spec``, ended after its warm-up and ``steps`` measured steps."""
+    from gpuwise.profiling.runner import ProfileConfig, profile_command
+
+    warmup = config.warmup + extra_warmup(spec)
+    handshake = dict(spec, name=label, stop_after_steps=warmup + steps)
+    profile = ProfileConfig(
+        interval_s=config.interval_s,
+        sample=sample,
+        stdout_to_stderr=True,
+        env=((ENV_TRIAL, json.dumps(handshake)),),
+    )
+    run = profile_command(argv, profile)
+    setup = run.extra.get("setup") or {}
+    return Arm(label, measured_steps(run, warmup, steps), list(setup.get("losses") or []),
+               int(run.exit_code or 0), run, setup.get("compile_s"))  # fmt: skip
+
+
+def measured_steps(run: Run, warmup: int, steps: int) -> list[Step]:
+    """The lowest rank's steps after the warm-up, at most ``steps``.
+
+    Training steps when the job trained; an evaluation or inference loop's steps otherwise.
+    """
+    if not run.steps:
+        return []
+    phase = "train" if any(s.phase == "train" for s in run.steps) else "eval"
+    mine = [s for s in run.steps if s.phase == phase]
+    rank = min(s.rank for s in mine)
+    mine = sorted((s for s in mine if s.rank == rank), key=lambda s: s.index)
+    return mine[warmup : warmup + steps]
+
+
+def check_baseline(arm: Arm, config: Any) -> None:
+    """Refuse a baseline that failed or made too few steps to compare (``UsageError``)."""
+    if arm.exit_code != 0:
+        raise UsageError(
+            f"the job exited {arm.exit_code} before any fix was tried; run it alone first "
+            "and check its output above"
+        )
+    if len(arm.times_s) < 2:
+        seen = len(arm.run.steps)
+        raise UsageError(
+            f"the baseline ran {seen} steps, {config.warmup} of them warm-up; `gpuwise try` "
+            f"needs at least {config.warmup + 2} (steps are seen through DataLoader "
+            "batches, optimizer steps or backward() calls): lower --warmup, or run longer"
+        )
+
+
+PREMISE_PHASE = {"optimizer_bound": "optimizer", "input_bound": "data_wait"}
+"""The step region each finding's fix is about (the premise the fix rests on)."""
+
+
+def premise(trial: Trial, base: list[Arm], arms: list[Arm]) -> str:
+    """What the fix's own region did: shrank (by how much) or did not; empty if not known."""
+    region = PREMISE_PHASE.get(trial.finding or "")
+    if region is None or not arms:
+        return ""
+    before, after = _phase_mean(base, region), _phase_mean(arms, region)
+    if before is None or after is None or before <= 0:
+        return ""
+    name = region.replace("_", " ")
+    if after >= 0.9 * before:
+        return (
+            f"fix premise did not hold: its {name} region did not shrink "
+            f"({before * 1e3:.3g} ms -> {after * 1e3:.3g} ms a step)"
+        )
+    return f"its {name} region shrank {before * 1e3:.3g} ms -> {after * 1e3:.3g} ms a step"
+
+
+def _phase_mean(arms: list[Arm], region: str) -> float | None:
+    values = [getattr(s, f"{region}_s") for a in arms for s in a.steps]
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
