@@ -318,21 +318,27 @@ class TextSource:
         """
         if self._done:
             return ""
-        data = self._raw.read(self._read_bytes)
         if self._unzip is None:
+            data = self._raw.read(self._read_bytes)
             self._done = not data
             return self._text.decode(data, final=not data)
-        if not data:
-            self._done = True
-            if not self._unzip.eof:
-                raise EOFError("compressed file ended before the end-of-stream marker")
-            return self._text.decode(b"", final=True)
-        out = self._unzip.decompress(data)
-        while self._unzip.eof and self._unzip.unused_data:  # a further gzip member
-            rest = self._unzip.unused_data
-            self._unzip = zlib.decompressobj(wbits=47)
-            out += self._unzip.decompress(rest)
-        return self._text.decode(out)
+        cap = self._read_bytes * 4  # a highly compressible trace never unpacks all at once
+        while True:
+            # input the decompressor held back under the cap comes before new input
+            data = self._unzip.unconsumed_tail or self._raw.read(self._read_bytes)
+            if not data:
+                self._done = True
+                if not self._unzip.eof:
+                    raise EOFError("compressed file ended before the end-of-stream marker")
+                return self._text.decode(b"", final=True)
+            out = self._unzip.decompress(data, cap)
+            while self._unzip.eof and self._unzip.unused_data:  # a further gzip member
+                rest = self._unzip.unused_data
+                self._unzip = zlib.decompressobj(wbits=47)
+                out += self._unzip.decompress(rest, cap)
+            text = self._text.decode(out)
+            if text:  # "" only at the end: input that made no text yet is followed
+                return text
 
     def close(self) -> None:
         """Close the file."""
