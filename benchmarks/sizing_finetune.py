@@ -27,7 +27,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "src" / "gpuwise" / "sizing" / "published_finetune.csv"
-CONFIGS = {"Llama 3.1 8B": ROOT / "tests" / "sizing" / "data" / "llama31_8b_config.json"}
+DATA = ROOT / "tests" / "sizing" / "data"
+CONFIGS = {
+    "Llama 3.1 8B": DATA / "llama31_8b_config.json",
+    "Llama 2 7B": DATA / "llama2_7b_config.json",
+    "Llama 2 13B": DATA / "llama2_13b_config.json",
+    "phi-1.5": DATA / "phi_1_5_config.json",
+    "StableLM 3B Alpha": DATA / "stablelm_alpha_3b_config.json",
+}
+UNIT_BYTES = {"GiB": 2**30, "GB": 10**9}
 LLAMA3_70B = ROOT / "tests" / "sizing" / "data" / "llama3_70b_config.json"
 BUDGET_S, BUDGET_RSS_BYTES = 30.0, 2**30
 
@@ -80,11 +88,11 @@ def main() -> int:
     rows = list(csv.DictReader(CSV.open(encoding="utf-8")))
     errors: dict[str, list[float]] = {"peak_memory": [], "train_tokens_per_s": []}
     fits_all = True
-    print(f"{'model':13} {'method':5} {'gpu':24} {'metric':18} {'published':>10} "
+    print(f"{'model':17} {'method':6} {'gpu':24} {'batch':>5} {'metric':18} {'published':>10} "
           f"{'gpuwise':>10} {'ratio':>6}  fits")  # fmt: skip
     for row in rows:
         if not row["argv"]:
-            print(f"{row['model']:13} {row['method']:5} {row['gpu']:24} skipped: {row['source']}")
+            print(f"{row['model']:17} {row['method']:6} {row['gpu']:24} skipped: {row['source']}")
             continue
         if args.quick and row["metric"] != "peak_memory":
             continue
@@ -92,13 +100,13 @@ def main() -> int:
         card = next(r for r in data["rows"] if r["kind"] == "gpu")  # type: ignore[union-attr]
         if row["metric"] == "peak_memory":
             peak = data["peak_bytes"] + cublas_workspace_bytes(row["gpu"])  # type: ignore[operator]
-            predicted = peak / 2**30
+            predicted = peak / UNIT_BYTES[row["unit"]]
         else:
             predicted = card["samples_per_s"] * int(row["seq"])
         measured = float(row["value"])
         errors[row["metric"]].append(abs(math.log(predicted / measured)))
         fits_all &= bool(card["fits"])
-        print(f"{row['model']:13} {row['method']:5} {row['gpu']:24} {row['metric']:18} "
+        print(f"{row['model']:17} {row['method']:6} {row['gpu']:24} {row['batch']:>5} {row['metric']:18} "
               f"{measured:>10,.1f} {predicted:>10,.1f} {predicted / measured:>6.2f}  "
               f"{'yes' if card['fits'] else 'NO'}")  # fmt: skip
     for metric, errs in errors.items():

@@ -132,6 +132,21 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
     )
 
 
+    parser.add_argument(
+        "--quantize",
+        choices=("nf4", "nf4-dq", "int8"),
+        help="hold the frozen linear layers quantized (QLoRA with --lora): nf4 (bitsandbytes "
+        "4-bit, fp32 absmax per 64 weights), nf4-dq (double-quantized absmax: QLoRA, "
+        "bitsandbytes nf4-dq, torchao NF4 as torchtune), int8 (LLM.int8 weights)",
+    )
+    parser.add_argument(
+        "--quantize-keeps-input",
+        action="store_true",
+        help="the quantized layers keep their input until the backward, as bitsandbytes "
+        "before 0.43.2 did (bitsandbytes#1270)",
+    )
+
+
 def _add_batch(parser: argparse.ArgumentParser, default: int) -> None:
     """``--batch N`` (alias ``--batch-size``); tune's ``--start-batch`` when ``default`` is 0."""
     kind = positive_int("batch size")
@@ -190,6 +205,8 @@ def job_from_args(
         optimizer=args.optimizer,
         freeze=tuple(getattr(args, "freeze", ()) or ()),
         lora=getattr(args, "lora", None),
+        quantize=getattr(args, "quantize", None),
+        quantize_keeps_input=getattr(args, "quantize_keeps_input", False),
         checkpoint=getattr(args, "checkpoint", None),
         attention=getattr(args, "attention", "sdpa"),
         loss=getattr(args, "loss", "full"),

@@ -87,6 +87,9 @@ def _table(data: dict[str, Any]) -> Any:
 
     what = "training" if data["training"] else "inference"
     title = f"{data['model']} · {what} · batch {data['batch_size']} · {data['precision_route']}"
+    quantized = (data.get("job") or {}).get("quantize_route")
+    if quantized:
+        title += f" · {quantized}"
     timed = data["dataset_size"] is not None and data["epochs"] is not None
     if timed:
         title += f" · {data['dataset_size']:,} samples x {data['epochs']:g} epochs"

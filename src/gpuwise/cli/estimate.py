@@ -129,6 +129,7 @@ def _trainable(est: MemoryEstimate) -> str:
 
 def _setup(est: MemoryEstimate) -> list[str]:
     """How the job trains: precision route, LoRA, frozen parameters, checkpointing."""
+    from gpuwise.sizing.quantize import QUANT_NAMES
     from gpuwise.sizing.routes import ROUTE_NAMES
 
     job = est.job
@@ -140,6 +141,8 @@ def _setup(est: MemoryEstimate) -> list[str]:
             parts.append(f"LoRA {job.lora.describe()}")
         if job.freeze:
             parts.append(f"frozen: {' '.join(job.freeze)}")
+        if job.quantize:
+            parts.append(f"base weights: {QUANT_NAMES[job.quantize]}")
         if job.checkpoint:
             parts.append(f"{job.checkpoint} checkpointing")
         if job.accumulation_steps > 1:

@@ -25,6 +25,7 @@ from gpuwise.sizing.estimate_types import CHECKPOINT_MODES, OPTIMIZERS, PRECISIO
 from gpuwise.sizing.losses import LOSSES
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, add_lora, freeze_parameters
+from gpuwise.sizing.quantize import QUANT_NAMES, QUANTIZATIONS, quantize_frozen
 
 InputLike = None | str | tuple[int, ...] | torch.Tensor | tuple[torch.Tensor, ...]
 LossFn = Callable[[Any, tuple[Any, ...]], torch.Tensor]
@@ -48,6 +49,10 @@ class SizingJob:
         optimizer: One of ``OPTIMIZERS``.
         freeze: Name patterns to freeze (``peft.freeze_parameters``).
         lora: LoRA adapters to add, or None.
+        quantize: Hold the frozen linear layers quantized (``quantize.QUANTIZATIONS``:
+            ``nf4``, ``nf4-dq`` for QLoRA, ``int8``), or None.
+        quantize_keeps_input: The quantized layers keep their input to the backward, as
+            bitsandbytes before 0.43.2 did.
         checkpoint: ``"non-reentrant"``, ``"reentrant"`` or None (none added; a model
             that checkpoints itself is traced as it is).
         attention: ``"sdpa"`` (fused) or ``"eager"`` (materialised scores).
@@ -70,6 +75,8 @@ class SizingJob:
     optimizer: str = "adamw"
     freeze: tuple[str, ...] = ()
     lora: LoraSpec | None = None
+    quantize: str | None = None
+    quantize_keeps_input: bool = False
     checkpoint: str | None = None
     attention: str = "sdpa"
     channels_last: bool = False
@@ -85,6 +92,8 @@ class SizingJob:
         check_choice("device", self.device, ("cuda", "cpu"))
         check_choice("attention", self.attention, ATTENTIONS)
         check_choice("loss", self.loss, LOSSES)
+        if self.quantize is not None:
+            check_choice("quantization", self.quantize, QUANTIZATIONS)
         if self.checkpoint is not None:
             check_choice("checkpoint mode", self.checkpoint, CHECKPOINT_MODES)
         if self.accumulation_steps < 1:
@@ -116,6 +125,9 @@ class SizingJob:
                 "targets": list(self.lora.targets) or None,
                 "dropout": self.lora.dropout,
             },
+            "quantize": self.quantize,
+            "quantize_route": QUANT_NAMES.get(self.quantize or ""),
+            "quantize_keeps_input": self.quantize_keeps_input,
             "checkpoint": self.checkpoint if self.training else None,
             "accumulation_steps": self.accumulation_steps,
             "attention": self.attention,
@@ -123,17 +135,23 @@ class SizingJob:
         }
 
 
-def prepare_model(net: nn.Module, job: SizingJob) -> Update | None:
+def prepare_model(
+    net: nn.Module, job: SizingJob, on_replaced: Callable[[torch.Tensor], None] | None = None
+) -> Update | None:
     """Make ``net`` the job's model (in place) and return its update (None: inference).
 
     The precision route casts it, LoRA adds adapters (and freezes the rest), the freeze
-    patterns apply, checkpointing is switched on; then the optimizer is built over the
+    patterns apply, frozen linear layers are quantized (``on_replaced`` gets each weight
+    they replace), checkpointing is switched on; then the optimizer is built over the
     trainable parameters, over fp32 master copies for ``fp16-o2``.
     """
     routes.cast_model(net, job.precision)
     if job.lora is not None:
         add_lora(net, job.lora)
     freeze_parameters(net, job.freeze)
+    if job.quantize is not None:
+        dtype = routes.model_dtype(job.precision) or routes.autocast_dtype(job.precision)
+        quantize_frozen(net, job.quantize, dtype, on_replaced, job.quantize_keeps_input)
     if job.checkpoint and job.training:
         enable_checkpointing(net, job.checkpoint)
     net.train(job.training)

@@ -238,7 +238,11 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
         hf_paths = hf_config.real_tensor_paths() if real_paths else nullcontext()
         with tracker, shadow, hf_paths, tracker.in_phase("build"):
             net = build_model(source.build, job.precision)
-            update = prepare_model(net, job)
+            update = prepare_model(net, job, tracker.forget)
+            if job.quantize is not None:
+                # a quantized model is loaded into its format layer by layer: neither its
+                # full-precision weights nor the build's copies of them are ever on the device
+                tracker.drop_finished("build")
             spec = with_vocab(spec, net) if spec is not None else None
             tracer = Tracer(tracker, net, None)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
