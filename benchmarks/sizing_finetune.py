@@ -106,7 +106,8 @@ def main() -> int:
         measured = float(row["value"])
         errors[row["metric"]].append(abs(math.log(predicted / measured)))
         fits_all &= bool(card["fits"])
-        print(f"{row['model']:17} {row['method']:6} {row['gpu']:24} {row['batch']:>5} {row['metric']:18} "
+        print(f"{row['model']:17} {row['method']:6} {row['gpu']:24} {row['batch']:>5} "
+              f"{row['metric']:18} "
               f"{measured:>10,.1f} {predicted:>10,.1f} {predicted / measured:>6.2f}  "
               f"{'yes' if card['fits'] else 'NO'}")  # fmt: skip
     for metric, errs in errors.items():

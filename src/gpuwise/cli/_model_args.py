@@ -131,7 +131,6 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "targets: q_proj,v_proj for Llama), 16:q_proj,k_proj,v_proj,o_proj, 8:all-linear:0.05",
     )
 
-
     parser.add_argument(
         "--quantize",
         choices=("nf4", "nf4-dq", "int8"),

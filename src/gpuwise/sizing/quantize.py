@@ -23,8 +23,9 @@ the weight's (sizing needs the bytes and the kernel's traffic, not the numbers):
 elementwise read of the codes and write of the compute-dtype weight, as the fused
 dequantization kernel does. bitsandbytes before 0.43.2 also kept each 4-bit layer's input
 alive until the backward, which needs it for no gradient (fixed in bitsandbytes#1270,
-"delete useless buffered activation"): ``keeps_input`` sizes those versions. The int8 route is sized the same way; bitsandbytes' int8
-matmul with outlier columns is not modelled.
+"delete useless buffered activation"): ``keeps_input`` sizes those versions. The int8
+route is sized the same way; bitsandbytes' int8 matmul with outlier columns is not
+modelled.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class QuantizedLinear(nn.Module):
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """The weight in ``dtype``: one pass over the codes (values not the weight's)."""
-        codes: torch.Tensor = self.qweight
+        codes = self.get_buffer("qweight")
         if self.fmt != "int8":  # two codes a byte: each byte read for two weights
             codes = codes.unsqueeze(-1).expand(-1, 2)
         full = codes.to(dtype).reshape(-1)[: self.out_features * self.in_features]
@@ -119,7 +120,7 @@ class QuantizedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ W.T + b`` in the compute dtype (the input is cast to it, as bitsandbytes)."""
-        out: torch.Tensor = _DequantMatmul.apply(x.to(self.compute_dtype), self)
+        out: torch.Tensor = _DequantMatmul.apply(x.to(self.compute_dtype), self)  # type: ignore[no-untyped-call]
         return out if self.bias is None else out + self.bias.to(out.dtype)
 
 
@@ -160,7 +161,11 @@ def quantize_frozen(
         )
     for name, module in chosen:
         parent_name, _, leaf = name.rpartition(".")
-        setattr(net.get_submodule(parent_name), leaf, QuantizedLinear(module, fmt, compute_dtype, keeps_input))
+        setattr(
+            net.get_submodule(parent_name),
+            leaf,
+            QuantizedLinear(module, fmt, compute_dtype, keeps_input),
+        )
         if on_replaced is not None:
             on_replaced(module.weight)
     return len(chosen)
