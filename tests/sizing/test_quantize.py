@@ -96,7 +96,7 @@ from gpuwise.sizing.peft import LoraSpec
 out = {}
 for fmt, keeps in (("nf4", False), ("nf4-dq", True), ("int8", False)):
     job = SizingJob("tests.sizing.factories:tiny_llama", seq_len=32, batch_size=2,
-                    precision="bf16-pure", lora=LoraSpec(4, ("q_proj", "v_proj")),
+                    precision="fp32", lora=LoraSpec(4, ("q_proj", "v_proj")),
                     quantize=fmt, quantize_keeps_input=keeps, device="cpu")
     out[f"{fmt} {keeps}"] = [estimate_job(job).peak_bytes, measure_job_peak(job)]
 print(json.dumps(out))
@@ -111,9 +111,10 @@ def test_quantized_step_matches_cpu_allocator_record() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     for case, (estimated, measured) in json.loads(done.stdout.splitlines()[-1]).items():
-        # within 3 %: the record is 4.6-13.6 KB above the trace on this 0.5 MB step (not
-        # yet attributed; the same on every CPU: the step is single-threaded and exact)
-        assert estimated == pytest.approx(measured, rel=0.03), case
+        # fp32: the record matches to 32 bytes here; 1 % leaves room for a CPU whose sgemm
+        # packs (bf16 CPU matmuls allocate oneDNN buffers the trace does not probe, so
+        # the check runs in fp32: the quantized bytes and lifetimes are the same)
+        assert estimated == pytest.approx(measured, rel=0.01), case
 
 
 def test_cli_names_the_quantized_route(capsys: pytest.CaptureFixture[str]) -> None:
