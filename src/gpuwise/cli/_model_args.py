@@ -25,6 +25,7 @@ OPTIMIZERS = (
     "adafactor",
     "adam8bit",
     "adamw8bit",
+    "paged_adamw8bit",
     "lamb",
     "lion",
 )
@@ -80,6 +81,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "(bf16 weights, gradients and optimizer state)",
     )
     choice(parser, "--optimizer", OPTIMIZERS, "adamw", "optimizer (adam8bit: bitsandbytes' state)")
+    parser.add_argument(
+        "--optimizer-in-backward",
+        action="store_true",
+        help="step each parameter's optimizer inside the backward as soon as its gradient "
+        "is ready, so no full set of gradients is alive (torchtune's optimizer_in_bwd)",
+    )
     parser.add_argument(
         "--checkpoint",
         nargs="?",
@@ -202,6 +209,7 @@ def job_from_args(
         accumulation_steps=getattr(args, "accumulate", 1),
         precision=args.precision,
         optimizer=args.optimizer,
+        optimizer_in_backward=getattr(args, "optimizer_in_backward", False),
         freeze=tuple(getattr(args, "freeze", ()) or ()),
         lora=getattr(args, "lora", None),
         quantize=getattr(args, "quantize", None),

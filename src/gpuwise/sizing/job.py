@@ -22,6 +22,7 @@ from gpuwise.sizing import model_source, routes
 from gpuwise.sizing.attention import ATTENTIONS
 from gpuwise.sizing.checkpointing import enable_checkpointing
 from gpuwise.sizing.estimate_types import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.in_backward import InBackward
 from gpuwise.sizing.losses import LOSSES
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, add_lora, freeze_parameters
@@ -29,7 +30,7 @@ from gpuwise.sizing.quantize import QUANT_NAMES, QUANTIZATIONS, quantize_frozen
 
 InputLike = None | str | tuple[int, ...] | torch.Tensor | tuple[torch.Tensor, ...]
 LossFn = Callable[[Any, tuple[Any, ...]], torch.Tensor]
-Update = torch.optim.Optimizer | routes.MasterWeights
+Update = torch.optim.Optimizer | routes.MasterWeights | InBackward
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class SizingJob:
         precision: A precision route (``routes``): ``fp32``, ``tf32``, ``bf16``/``fp16``
             autocast, ``fp16-o2`` or ``bf16-pure``.
         optimizer: One of ``OPTIMIZERS``.
+        optimizer_in_backward: Step each parameter's optimizer in the backward as soon as
+            its gradient is ready and drop the gradient (torchtune's ``optimizer_in_bwd``).
         freeze: Name patterns to freeze (``peft.freeze_parameters``).
         lora: LoRA adapters to add, or None.
         quantize: Hold the frozen linear layers quantized (``quantize.QUANTIZATIONS``:
@@ -73,6 +76,7 @@ class SizingJob:
     accumulation_steps: int = 1
     precision: str = "fp32"
     optimizer: str = "adamw"
+    optimizer_in_backward: bool = False
     freeze: tuple[str, ...] = ()
     lora: LoraSpec | None = None
     quantize: str | None = None
@@ -96,6 +100,14 @@ class SizingJob:
             check_choice("quantization", self.quantize, QUANTIZATIONS)
         if self.checkpoint is not None:
             check_choice("checkpoint mode", self.checkpoint, CHECKPOINT_MODES)
+        if self.optimizer_in_backward and (
+            self.accumulation_steps > 1 or self.precision == "fp16-o2"
+        ):
+            raise UsageError(
+                "--optimizer-in-backward steps each gradient as it is made: it cannot keep "
+                "gradients across --accumulate micro-batches nor step fp32 master weights "
+                "(fp16-o2); drop one of them"
+            )
         if self.accumulation_steps < 1:
             raise UsageError(f"accumulation steps {self.accumulation_steps} must be 1 or more")
         if self.batch_size is not None and self.batch_size < 1:
@@ -117,6 +129,7 @@ class SizingJob:
             "precision": self.precision,
             "precision_route": routes.ROUTE_NAMES[self.precision],
             "optimizer": self.optimizer if self.training else None,
+            "optimizer_in_backward": self.optimizer_in_backward,
             "freeze": list(self.freeze),
             "lora": None
             if self.lora is None
@@ -169,4 +182,6 @@ def prepare_model(
 
     if job.precision == "fp16-o2":
         return routes.MasterWeights(params, make)
+    if job.optimizer_in_backward:
+        return InBackward(params, lambda group: make_optimizer(job.optimizer, group, False))
     return make(params)
