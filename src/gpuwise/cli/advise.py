@@ -145,6 +145,12 @@ def _notes(data: dict[str, Any]) -> list[str]:
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]
+    if data.get("paged_state_bytes"):
+        lines.append(
+            f"paged optimizer state: {data['paged_state_bytes'] / 2**30:.1f} GiB in CUDA unified "
+            "memory, outside the peak; what does not fit beside it on a card moves in and out "
+            "over PCIe once a step (2 x the overflow / the PCIe rate, in the step)"
+        )
     marked = [r for r in data["rows"] if r.get("estimates")]
     if marked:
         lines.append("* estimated, not fitted on or measured for the card's own generation:")

@@ -388,6 +388,7 @@ def advice_to_dict(
         "flops_per_step": estimate.flops_per_step,
         "bytes_moved_per_step": estimate.bytes_moved_per_step,
         "peak_bytes": estimate.peak_bytes,
+        "paged_state_bytes": estimate.paged_state_bytes,
         "price_date": PRICE_DATE,
         "assumptions": asdict(a),
         "rows": [r.to_dict() for r in rows],
