@@ -58,8 +58,7 @@ def test_paged_state_is_outside_the_cuda_peak_and_counted_on_the_cpu() -> None:
     job = SizingJob(LLAMA, seq_len=16, batch_size=2, optimizer="paged_adamw8bit")
     cuda, unpaged = estimate_job(job), estimate_job(replace(job, optimizer="adamw8bit"))
     expected = sum(
-        state_bytes_per_parameter("paged_adamw8bit", p)
-        for p in tiny_llama().parameters()
+        state_bytes_per_parameter("paged_adamw8bit", p) for p in tiny_llama().parameters()
     )
     # CUDA rounding makes each state tensor at least 512 bytes: the paged bytes are the
     # rounded state, at least the exact closed form
