@@ -118,6 +118,7 @@ def test_hf_config_lora_checkpoint_as_a_user_types_it(
         "quantize": None,
         "quantize_route": None,
         "quantize_keeps_input": False,
+        "quantize_head": False,
         "checkpoint": "non-reentrant",
         "accumulation_steps": 1,
         "attention": "sdpa",

@@ -124,3 +124,13 @@ def test_cli_names_the_quantized_route(capsys: pytest.CaptureFixture[str]) -> No
     job = json.loads(capsys.readouterr().out)["job"]
     assert job["quantize"] == "nf4-dq"
     assert "double-quantized" in job["quantize_route"]
+
+
+def test_quantize_head_takes_the_output_head_too() -> None:
+    net = nn.Sequential()
+    net.add_module("body", nn.Linear(64, 64))
+    net.add_module("lm_head", nn.Linear(64, 8))
+    for p in net.parameters():
+        p.requires_grad_(False)
+    assert quantize_frozen(net, "nf4-dq", torch.float32, head=True) == 2
+    assert isinstance(net.lm_head, QuantizedLinear)

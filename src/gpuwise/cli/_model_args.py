@@ -151,6 +151,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         help="the quantized layers keep their input until the backward, as bitsandbytes "
         "before 0.43.2 did (bitsandbytes#1270)",
     )
+    parser.add_argument(
+        "--quantize-head",
+        action="store_true",
+        help="quantize the output head too, as Lightning Fabric's BitsandbytesPrecision "
+        "(LitGPT) does; Hugging Face and torchtune keep it in the model's dtype",
+    )
 
 
 def _add_batch(parser: argparse.ArgumentParser, default: int) -> None:
@@ -214,6 +220,7 @@ def job_from_args(
         lora=getattr(args, "lora", None),
         quantize=getattr(args, "quantize", None),
         quantize_keeps_input=getattr(args, "quantize_keeps_input", False),
+        quantize_head=getattr(args, "quantize_head", False),
         checkpoint=getattr(args, "checkpoint", None),
         attention=getattr(args, "attention", "sdpa"),
         loss=getattr(args, "loss", "full"),

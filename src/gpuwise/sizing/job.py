@@ -56,6 +56,7 @@ class SizingJob:
             ``nf4``, ``nf4-dq`` for QLoRA, ``int8``), or None.
         quantize_keeps_input: The quantized layers keep their input to the backward, as
             bitsandbytes before 0.43.2 did.
+        quantize_head: Quantize the frozen output head too (Lightning Fabric, LitGPT).
         checkpoint: ``"non-reentrant"``, ``"reentrant"`` or None (none added; a model
             that checkpoints itself is traced as it is).
         attention: ``"sdpa"`` (fused) or ``"eager"`` (materialised scores).
@@ -81,6 +82,7 @@ class SizingJob:
     lora: LoraSpec | None = None
     quantize: str | None = None
     quantize_keeps_input: bool = False
+    quantize_head: bool = False
     checkpoint: str | None = None
     attention: str = "sdpa"
     channels_last: bool = False
@@ -141,6 +143,7 @@ class SizingJob:
             "quantize": self.quantize,
             "quantize_route": QUANT_NAMES.get(self.quantize or ""),
             "quantize_keeps_input": self.quantize_keeps_input,
+            "quantize_head": self.quantize_head,
             "checkpoint": self.checkpoint if self.training else None,
             "accumulation_steps": self.accumulation_steps,
             "attention": self.attention,
@@ -164,7 +167,9 @@ def prepare_model(
     freeze_parameters(net, job.freeze)
     if job.quantize is not None:
         dtype = routes.model_dtype(job.precision) or routes.autocast_dtype(job.precision)
-        quantize_frozen(net, job.quantize, dtype, on_replaced, job.quantize_keeps_input)
+        quantize_frozen(
+            net, job.quantize, dtype, on_replaced, job.quantize_keeps_input, job.quantize_head
+        )
     if job.checkpoint and job.training:
         enable_checkpointing(net, job.checkpoint)
     net.train(job.training)

@@ -130,8 +130,14 @@ def quantize_frozen(
     compute_dtype: torch.dtype,
     on_replaced: Any = None,
     keeps_input: bool = False,
+    head: bool = False,
 ) -> int:
     """Replace every frozen ``nn.Linear`` but the output head by a ``QuantizedLinear``.
+
+    The output head stays in the model's dtype, as Hugging Face's bitsandbytes loading
+    (its ``llm_int8_skip_modules`` default) and torchtune's QLoRA keep it; ``head=True``
+    quantizes it too, as Lightning Fabric's ``BitsandbytesPrecision`` converts every
+    ``nn.Linear`` not in its ``ignore_modules`` (LitGPT passes none).
 
     Args:
         net: The prepared model (LoRA added, frozen parameters set), changed in place.
@@ -140,6 +146,7 @@ def quantize_frozen(
         on_replaced: Called with each replaced full-precision weight (the trace forgets
             it: a quantized model is loaded into the format, never whole in its dtype).
         keeps_input: Each layer keeps its input to the backward (bitsandbytes < 0.43.2).
+        head: Quantize the (frozen) output head too.
 
     Returns:
         Layers quantized.
@@ -152,7 +159,7 @@ def quantize_frozen(
         for name, m in net.named_modules()
         if type(m) is nn.Linear
         and not m.weight.requires_grad
-        and name.rsplit(".", 1)[-1] not in OUTPUT_HEADS
+        and (head or name.rsplit(".", 1)[-1] not in OUTPUT_HEADS)
     ]
     if not chosen:
         raise UsageError(
