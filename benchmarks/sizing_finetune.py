@@ -5,11 +5,12 @@ as a user types it: ``gpuwise advise --hf-config <the model's config.json> --seq
 --batch B <the row's flags> --gpu <its card> --json``. The memory rows compare the traced
 peak plus the card's cuBLAS workspaces (what ``torch.cuda.max_memory_allocated`` reports)
 with the published peak; the throughput rows compare tokens/s; every row that ran on its
-card must come out "fits" there. Rows whose setup gpuwise cannot express (an optimizer
-fused into the backward) are listed as skipped, with why.
+card must come out "fits" there, and every row published as out of memory on its card
+(metric ``oom``) must come out "does not fit". Rows whose setup gpuwise cannot express
+are listed as skipped, with why.
 
     python benchmarks/sizing_finetune.py            # every row
-    python benchmarks/sizing_finetune.py --quick    # the memory rows only
+    python benchmarks/sizing_finetune.py --quick    # the first memory row of each model
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "src" / "gpuwise" / "sizing" / "published_finetune.csv"
-CONFIGS = {"Llama 3.1 8B": ROOT / "tests" / "sizing" / "data" / "llama31_8b_config.json"}
+DATA = ROOT / "tests" / "sizing" / "data"
+CONFIGS = {
+    "Llama 3.1 8B": DATA / "llama31_8b_config.json",
+    "Llama 2 7B": DATA / "llama2_7b_config.json",
+    "Llama 2 13B": DATA / "llama2_13b_config.json",
+    "phi-1.5": DATA / "phi_1_5_config.json",
+    "StableLM 3B Alpha": DATA / "stablelm_alpha_3b_config.json",
+}
+UNIT_BYTES = {"GiB": 2**30, "GB": 10**9}
 LLAMA3_70B = ROOT / "tests" / "sizing" / "data" / "llama3_70b_config.json"
 BUDGET_S, BUDGET_RSS_BYTES = 30.0, 2**30
 
@@ -73,32 +82,42 @@ def advise(row: dict[str, str]) -> dict[str, object]:
 def main() -> int:
     """Print each row's measured and predicted figures and the median error."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the memory rows only")
+    parser.add_argument("--quick", action="store_true", help="the first memory row of each model")
     args = parser.parse_args()
     from gpuwise.sizing.calibration import cublas_workspace_bytes
 
     rows = list(csv.DictReader(CSV.open(encoding="utf-8")))
     errors: dict[str, list[float]] = {"peak_memory": [], "train_tokens_per_s": []}
-    fits_all = True
-    print(f"{'model':13} {'method':5} {'gpu':24} {'metric':18} {'published':>10} "
+    fits_all, oom_all = True, True
+    print(f"{'model':17} {'method':6} {'gpu':24} {'batch':>5} {'metric':18} {'published':>10} "
           f"{'gpuwise':>10} {'ratio':>6}  fits")  # fmt: skip
+    seen: set[str] = set()
     for row in rows:
-        if not row["argv"]:
-            print(f"{row['model']:13} {row['method']:5} {row['gpu']:24} skipped: {row['source']}")
+        if args.quick and (row["metric"] != "peak_memory" or row["model"] in seen):
             continue
-        if args.quick and row["metric"] != "peak_memory":
+        seen.add(row["model"])
+        if not row["argv"]:
+            print(f"{row['model']:17} {row['method']:6} {row['gpu']:24} skipped: {row['source']}")
             continue
         data = advise(row)
         card = next(r for r in data["rows"] if r["kind"] == "gpu")  # type: ignore[union-attr]
+        if row["metric"] == "oom":
+            oom_all &= not card["fits"]
+            peak = (data["peak_bytes"] + cublas_workspace_bytes(row["gpu"])) / 2**30  # type: ignore[operator]
+            print(f"{row['model']:17} {row['method']:6} {row['gpu']:24} {row['batch']:>5} "
+                  f"{'oom':18} {'OOM':>10} {peak:>7,.1f} GiB {'':>2}  "
+                  f"{'yes' if card['fits'] else 'NO'}")  # fmt: skip
+            continue
         if row["metric"] == "peak_memory":
             peak = data["peak_bytes"] + cublas_workspace_bytes(row["gpu"])  # type: ignore[operator]
-            predicted = peak / 2**30
+            predicted = peak / UNIT_BYTES[row["unit"]]
         else:
             predicted = card["samples_per_s"] * int(row["seq"])
         measured = float(row["value"])
         errors[row["metric"]].append(abs(math.log(predicted / measured)))
         fits_all &= bool(card["fits"])
-        print(f"{row['model']:13} {row['method']:5} {row['gpu']:24} {row['metric']:18} "
+        print(f"{row['model']:17} {row['method']:6} {row['gpu']:24} {row['batch']:>5} "
+              f"{row['metric']:18} "
               f"{measured:>10,.1f} {predicted:>10,.1f} {predicted / measured:>6.2f}  "
               f"{'yes' if card['fits'] else 'NO'}")  # fmt: skip
     for metric, errs in errors.items():
@@ -108,6 +127,7 @@ def main() -> int:
                 f"{metric}: n={len(errs)} median |ln ratio| {median:.3f} (x{math.exp(median):.2f})"
             )
     print(f"every published configuration fits its card: {'yes' if fits_all else 'NO'}")
+    print(f"every published out-of-memory configuration does not fit: {'yes' if oom_all else 'NO'}")
     time_70b(1 if args.quick else 5)
     return 0
 

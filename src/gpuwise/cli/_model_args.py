@@ -25,6 +25,7 @@ OPTIMIZERS = (
     "adafactor",
     "adam8bit",
     "adamw8bit",
+    "paged_adamw8bit",
     "lamb",
     "lion",
 )
@@ -81,6 +82,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
     )
     choice(parser, "--optimizer", OPTIMIZERS, "adamw", "optimizer (adam8bit: bitsandbytes' state)")
     parser.add_argument(
+        "--optimizer-in-backward",
+        action="store_true",
+        help="step each parameter's optimizer inside the backward as soon as its gradient "
+        "is ready, so no full set of gradients is alive (torchtune's optimizer_in_bwd)",
+    )
+    parser.add_argument(
         "--checkpoint",
         nargs="?",
         const="non-reentrant",
@@ -129,6 +136,26 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         metavar="RANK[:TARGETS[:DROPOUT]]",
         help="add LoRA adapters as PEFT does and freeze the rest: e.g. 16 (PEFT's default "
         "targets: q_proj,v_proj for Llama), 16:q_proj,k_proj,v_proj,o_proj, 8:all-linear:0.05",
+    )
+
+    parser.add_argument(
+        "--quantize",
+        choices=("nf4", "nf4-dq", "int8"),
+        help="hold the frozen linear layers quantized (QLoRA with --lora): nf4 (bitsandbytes "
+        "4-bit, fp32 absmax per 64 weights), nf4-dq (double-quantized absmax: QLoRA, "
+        "bitsandbytes nf4-dq, torchao NF4 as torchtune), int8 (LLM.int8 weights)",
+    )
+    parser.add_argument(
+        "--quantize-keeps-input",
+        action="store_true",
+        help="the quantized layers keep their input until the backward, as bitsandbytes "
+        "before 0.43.2 did (bitsandbytes#1270)",
+    )
+    parser.add_argument(
+        "--quantize-head",
+        action="store_true",
+        help="quantize the output head too, as Lightning Fabric's BitsandbytesPrecision "
+        "(LitGPT) does; Hugging Face and torchtune keep it in the model's dtype",
     )
 
 
@@ -188,8 +215,12 @@ def job_from_args(
         accumulation_steps=getattr(args, "accumulate", 1),
         precision=args.precision,
         optimizer=args.optimizer,
+        optimizer_in_backward=getattr(args, "optimizer_in_backward", False),
         freeze=tuple(getattr(args, "freeze", ()) or ()),
         lora=getattr(args, "lora", None),
+        quantize=getattr(args, "quantize", None),
+        quantize_keeps_input=getattr(args, "quantize_keeps_input", False),
+        quantize_head=getattr(args, "quantize_head", False),
         checkpoint=getattr(args, "checkpoint", None),
         attention=getattr(args, "attention", "sdpa"),
         loss=getattr(args, "loss", "full"),

@@ -87,6 +87,9 @@ def _table(data: dict[str, Any]) -> Any:
 
     what = "training" if data["training"] else "inference"
     title = f"{data['model']} · {what} · batch {data['batch_size']} · {data['precision_route']}"
+    quantized = (data.get("job") or {}).get("quantize_route")
+    if quantized:
+        title += f" · {quantized}"
     timed = data["dataset_size"] is not None and data["epochs"] is not None
     if timed:
         title += f" · {data['dataset_size']:,} samples x {data['epochs']:g} epochs"
@@ -142,6 +145,12 @@ def _notes(data: dict[str, Any]) -> list[str]:
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]
+    if data.get("paged_state_bytes"):
+        lines.append(
+            f"paged optimizer state: {data['paged_state_bytes'] / 2**30:.1f} GiB in CUDA unified "
+            "memory, outside the peak; what does not fit beside it on a card moves in and out "
+            "over PCIe once a step (2 x the overflow / the PCIe rate, in the step)"
+        )
     marked = [r for r in data["rows"] if r.get("estimates")]
     if marked:
         lines.append("* estimated, not fitted on or measured for the card's own generation:")

@@ -74,6 +74,11 @@ def _lines(est: MemoryEstimate) -> list[str]:
         f" ({est.params_grads_optimizer_bytes / peak:.2f}x the peak; what parameter-counting"
         " estimators report)"
     )
+    if est.paged_state_bytes:
+        lines.append(
+            f"  plus paged optimizer state {format_bytes(est.paged_state_bytes)} in CUDA unified"
+            " memory, outside the allocator (paged to the host when the card runs short)"
+        )
     if est.cpu_kernels:
         unprobed = est.cpu_workspace_unprobed_ops
         lines.append(
@@ -129,6 +134,7 @@ def _trainable(est: MemoryEstimate) -> str:
 
 def _setup(est: MemoryEstimate) -> list[str]:
     """How the job trains: precision route, LoRA, frozen parameters, checkpointing."""
+    from gpuwise.sizing.quantize import QUANT_NAMES
     from gpuwise.sizing.routes import ROUTE_NAMES
 
     job = est.job
@@ -140,6 +146,10 @@ def _setup(est: MemoryEstimate) -> list[str]:
             parts.append(f"LoRA {job.lora.describe()}")
         if job.freeze:
             parts.append(f"frozen: {' '.join(job.freeze)}")
+        if job.quantize:
+            parts.append(f"base weights: {QUANT_NAMES[job.quantize]}")
+        if job.optimizer_in_backward:
+            parts.append("optimizer stepped in the backward")
         if job.checkpoint:
             parts.append(f"{job.checkpoint} checkpointing")
         if job.accumulation_steps > 1:

@@ -86,6 +86,9 @@ def _render(result: dict[str, Any]) -> str:
         f"(limit {format_bytes(result['memory_limit_bytes'])}, "
         f"{result['probe_count']} probes, start {result['start_batch_size']})"
     ]
+    quantized = (result.get("job") or {}).get("quantize_route")
+    if quantized:
+        lines.append(f"  base weights: {quantized}")
     for p in result["probes"]:
         if p["fits"]:
             rate = f"{p['samples_per_s']:,.1f} samples/s" if p["samples_per_s"] else "n/a"

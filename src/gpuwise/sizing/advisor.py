@@ -18,7 +18,7 @@ fits and the flag that would fit this one.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from gpuwise.errors import UsageError
@@ -27,6 +27,7 @@ from gpuwise.sizing.catalog import PRICE_DATE, GpuSpec, load_catalog
 from gpuwise.sizing.cpu_rates import HostSpec
 from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
 from gpuwise.sizing.estimate_types import PRECISIONS, MemoryEstimate, check_choice
+from gpuwise.sizing.paging import paging_s
 from gpuwise.sizing.provenance import estimates_of, route_precision, runnable_precision
 from gpuwise.sizing.roofline import StepTime, gpu_step_time
 from gpuwise.sizing.routes import ROUTE_NAMES
@@ -105,9 +106,11 @@ def _gpu_time(
 ) -> StepTime | None:
     a: Assumptions = ctx["assumptions"]
     launch = ctx["host"].op_overhead_s + a.launch_s_per_op
-    return gpu_step_time(
+    step = gpu_step_time(
         est, gpu, precision, batch_size=batch, launch_s_per_kernel=launch, compiled=ctx["compiled"]
     )
+    paging = paging_s(gpu, est)
+    return step if step is None or not paging else replace(step, step_s=step.step_s + paging)
 
 
 def _crossover(
@@ -385,6 +388,7 @@ def advice_to_dict(
         "flops_per_step": estimate.flops_per_step,
         "bytes_moved_per_step": estimate.bytes_moved_per_step,
         "peak_bytes": estimate.peak_bytes,
+        "paged_state_bytes": estimate.paged_state_bytes,
         "price_date": PRICE_DATE,
         "assumptions": asdict(a),
         "rows": [r.to_dict() for r in rows],

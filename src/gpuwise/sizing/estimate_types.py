@@ -26,6 +26,7 @@ OPTIMIZERS = (
     "adafactor",
     "adam8bit",
     "adamw8bit",
+    "paged_adamw8bit",
     "lamb",
     "lion",
 )
@@ -148,6 +149,7 @@ class MemoryEstimate:
     cpu_workspace_bytes: int = 0
     cpu_workspace_unprobed_ops: int = 0
     cpu_kernels: dict[str, Any] | None = None
+    paged_state_bytes: int = 0
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
     job: SizingJob | None = field(default=None, repr=False, compare=False)
 

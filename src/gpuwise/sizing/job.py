@@ -22,13 +22,15 @@ from gpuwise.sizing import model_source, routes
 from gpuwise.sizing.attention import ATTENTIONS
 from gpuwise.sizing.checkpointing import enable_checkpointing
 from gpuwise.sizing.estimate_types import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.in_backward import InBackward
 from gpuwise.sizing.losses import LOSSES
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, add_lora, freeze_parameters
+from gpuwise.sizing.quantize import QUANT_NAMES, QUANTIZATIONS, quantize_frozen
 
 InputLike = None | str | tuple[int, ...] | torch.Tensor | tuple[torch.Tensor, ...]
 LossFn = Callable[[Any, tuple[Any, ...]], torch.Tensor]
-Update = torch.optim.Optimizer | routes.MasterWeights
+Update = torch.optim.Optimizer | routes.MasterWeights | InBackward
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,15 @@ class SizingJob:
         precision: A precision route (``routes``): ``fp32``, ``tf32``, ``bf16``/``fp16``
             autocast, ``fp16-o2`` or ``bf16-pure``.
         optimizer: One of ``OPTIMIZERS``.
+        optimizer_in_backward: Step each parameter's optimizer in the backward as soon as
+            its gradient is ready and drop the gradient (torchtune's ``optimizer_in_bwd``).
         freeze: Name patterns to freeze (``peft.freeze_parameters``).
         lora: LoRA adapters to add, or None.
+        quantize: Hold the frozen linear layers quantized (``quantize.QUANTIZATIONS``:
+            ``nf4``, ``nf4-dq`` for QLoRA, ``int8``), or None.
+        quantize_keeps_input: The quantized layers keep their input to the backward, as
+            bitsandbytes before 0.43.2 did.
+        quantize_head: Quantize the frozen output head too (Lightning Fabric, LitGPT).
         checkpoint: ``"non-reentrant"``, ``"reentrant"`` or None (none added; a model
             that checkpoints itself is traced as it is).
         attention: ``"sdpa"`` (fused) or ``"eager"`` (materialised scores).
@@ -68,8 +77,12 @@ class SizingJob:
     accumulation_steps: int = 1
     precision: str = "fp32"
     optimizer: str = "adamw"
+    optimizer_in_backward: bool = False
     freeze: tuple[str, ...] = ()
     lora: LoraSpec | None = None
+    quantize: str | None = None
+    quantize_keeps_input: bool = False
+    quantize_head: bool = False
     checkpoint: str | None = None
     attention: str = "sdpa"
     channels_last: bool = False
@@ -85,8 +98,18 @@ class SizingJob:
         check_choice("device", self.device, ("cuda", "cpu"))
         check_choice("attention", self.attention, ATTENTIONS)
         check_choice("loss", self.loss, LOSSES)
+        if self.quantize is not None:
+            check_choice("quantization", self.quantize, QUANTIZATIONS)
         if self.checkpoint is not None:
             check_choice("checkpoint mode", self.checkpoint, CHECKPOINT_MODES)
+        if self.optimizer_in_backward and (
+            self.accumulation_steps > 1 or self.precision == "fp16-o2"
+        ):
+            raise UsageError(
+                "--optimizer-in-backward steps each gradient as it is made: it cannot keep "
+                "gradients across --accumulate micro-batches nor step fp32 master weights "
+                "(fp16-o2); drop one of them"
+            )
         if self.accumulation_steps < 1:
             raise UsageError(f"accumulation steps {self.accumulation_steps} must be 1 or more")
         if self.batch_size is not None and self.batch_size < 1:
@@ -108,6 +131,7 @@ class SizingJob:
             "precision": self.precision,
             "precision_route": routes.ROUTE_NAMES[self.precision],
             "optimizer": self.optimizer if self.training else None,
+            "optimizer_in_backward": self.optimizer_in_backward,
             "freeze": list(self.freeze),
             "lora": None
             if self.lora is None
@@ -116,6 +140,10 @@ class SizingJob:
                 "targets": list(self.lora.targets) or None,
                 "dropout": self.lora.dropout,
             },
+            "quantize": self.quantize,
+            "quantize_route": QUANT_NAMES.get(self.quantize or ""),
+            "quantize_keeps_input": self.quantize_keeps_input,
+            "quantize_head": self.quantize_head,
             "checkpoint": self.checkpoint if self.training else None,
             "accumulation_steps": self.accumulation_steps,
             "attention": self.attention,
@@ -123,17 +151,25 @@ class SizingJob:
         }
 
 
-def prepare_model(net: nn.Module, job: SizingJob) -> Update | None:
+def prepare_model(
+    net: nn.Module, job: SizingJob, on_replaced: Callable[[torch.Tensor], None] | None = None
+) -> Update | None:
     """Make ``net`` the job's model (in place) and return its update (None: inference).
 
     The precision route casts it, LoRA adds adapters (and freezes the rest), the freeze
-    patterns apply, checkpointing is switched on; then the optimizer is built over the
+    patterns apply, frozen linear layers are quantized (``on_replaced`` gets each weight
+    they replace), checkpointing is switched on; then the optimizer is built over the
     trainable parameters, over fp32 master copies for ``fp16-o2``.
     """
     routes.cast_model(net, job.precision)
     if job.lora is not None:
         add_lora(net, job.lora)
     freeze_parameters(net, job.freeze)
+    if job.quantize is not None:
+        dtype = routes.model_dtype(job.precision) or routes.autocast_dtype(job.precision)
+        quantize_frozen(
+            net, job.quantize, dtype, on_replaced, job.quantize_keeps_input, job.quantize_head
+        )
     if job.checkpoint and job.training:
         enable_checkpointing(net, job.checkpoint)
     net.train(job.training)
@@ -151,4 +187,6 @@ def prepare_model(net: nn.Module, job: SizingJob) -> Update | None:
 
     if job.precision == "fp16-o2":
         return routes.MasterWeights(params, make)
+    if job.optimizer_in_backward:
+        return InBackward(params, lambda group: make_optimizer(job.optimizer, group, False))
     return make(params)

@@ -36,6 +36,7 @@ _ADDITIVE = (
     "flops_forward",
     "flops_backward",
     "op_count",
+    "paged_state_bytes",
 )
 
 

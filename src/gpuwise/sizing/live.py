@@ -114,6 +114,20 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
         self._refs[key] = weakref.ref(storage, functools.partial(self._freed, key))
         return record
 
+    def forget(self, tensor: torch.Tensor) -> None:
+        """Drop ``tensor``'s storage from the record as if it was never allocated.
+
+        For weights a real job never holds on the device in this form (a quantized model is
+        loaded straight into its format).
+        """
+        key = id(tensor.untyped_storage())
+        self.records.pop(key, None)
+        self._refs.pop(key, None)
+
+    def drop_finished(self, phase: str) -> None:
+        """Drop the storages made and already freed in ``phase`` (e.g. a build's copies)."""
+        self.finished = [r for r in self.finished if r.phase != phase]
+
     def _freed(self, key: int, _ref: object = None) -> None:
         record = self.records.pop(key, None)
         self._refs.pop(key, None)

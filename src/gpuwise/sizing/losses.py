@@ -34,14 +34,20 @@ class _FusedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         logits, targets, lse = ctx.saved_tensors
-        parts = []
-        for c, t, s in zip(
-            logits.chunk(CHUNKS), targets.chunk(CHUNKS), lse.chunk(CHUNKS), strict=True
+        # one gradient buffer in the logits' dtype, written chunk by chunk (no second
+        # whole copy, as concatenating per-chunk results would make)
+        out = torch.empty_like(logits)
+        for o, c, t, s in zip(
+            out.chunk(CHUNKS),
+            logits.chunk(CHUNKS),
+            targets.chunk(CHUNKS),
+            lse.chunk(CHUNKS),
+            strict=True,
         ):
             p = (c.float() - s.unsqueeze(-1)).exp_()
             p.scatter_add_(-1, t.unsqueeze(-1), -torch.ones_like(p[:, :1]))
-            parts.append((p * (grad / logits.shape[0])).to(logits.dtype))
-        return torch.cat(parts), None
+            o.copy_(p.mul_(grad / logits.shape[0]))
+        return out, None
 
 
 def fused_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

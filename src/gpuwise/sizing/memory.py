@@ -43,6 +43,7 @@ from gpuwise.sizing.live import LiveBytesMode, StorageRecord, live_at, peak_of
 from gpuwise.sizing.models import InputSpec
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, freeze_parameters
+from gpuwise.sizing.quantize import QuantizedLinear
 from gpuwise.sizing.routes import autocast_precision, build_model, cast_input
 from gpuwise.sizing.shadow import ShadowValues
 from gpuwise.sizing.trace_modes import forward_modes, recompute_modes
@@ -238,7 +239,11 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
         hf_paths = hf_config.real_tensor_paths() if real_paths else nullcontext()
         with tracker, shadow, hf_paths, tracker.in_phase("build"):
             net = build_model(source.build, job.precision)
-            update = prepare_model(net, job)
+            update = prepare_model(net, job, tracker.forget)
+            if job.quantize is not None:
+                # a quantized model is loaded into its format layer by layer: neither its
+                # full-precision weights nor the build's copies of them are ever on the device
+                tracker.drop_finished("build")
             spec = with_vocab(spec, net) if spec is not None else None
             tracer = Tracer(tracker, net, None)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
@@ -320,7 +325,9 @@ def _summarize(
     trace_s: float,
 ) -> MemoryEstimate:
     transient = tracker.workspaces.measure() if tracker.workspaces else {}
-    host = frozenset({"host"} if device == "cuda" else ())  # CPU-side scalars: CPU memory
+    # CPU-side scalars: CPU memory; paged optimizer state: CUDA unified memory, outside
+    # the caching allocator and paged out to the host under pressure
+    host = frozenset({"host", "paged"} if device == "cuda" else ())
     peak, peak_seq = peak_of(records, skip=host, transient=transient)
     by_category: dict[str, int] = {}
     for r in live_at(records, peak_seq):
@@ -331,7 +338,13 @@ def _summarize(
         c: sum(r.rounded_bytes for r in kept if r.category == c)
         for c in ("parameters", "gradients", "optimizer_state")
     }
-    params = sum(p.numel() for p in tracer.model.parameters())
+    # a quantized frozen weight is held in buffers (``quantize.QuantizedLinear``)
+    quantized = sum(
+        m.out_features * m.in_features
+        for m in tracer.model.modules()
+        if isinstance(m, QuantizedLinear)
+    )
+    params = sum(p.numel() for p in tracer.model.parameters()) + quantized
     trainable = sum(p.numel() for p in tracer.model.parameters() if p.requires_grad)
     by_dtype: dict[str, int] = {}
     for p in tracer.model.parameters():
@@ -362,6 +375,7 @@ def _summarize(
         trace_s=trace_s,
         ops=tuple(tracker.ops),
         trainable_parameter_count=trainable,
+        paged_state_bytes=sum(r.rounded_bytes for r in kept if r.category == "paged"),
         weight_dtype=max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
         **workspace_fields(tracker.workspaces, transient.get(peak_seq, 0)),
     )

@@ -13,7 +13,10 @@ implementations:
   (``bnb.optim.Adam8bit``, blockwise quantization, Dettmers et al. 2022); parameters
   below 4,096 values keep fp32 state, as bitsandbytes' ``min_8bit_size`` does. Its
   CUDA kernel dequantizes, updates and requantizes a block in registers, so the step
-  adds no temporaries.
+  adds no temporaries. ``paged_adamw8bit`` (``bnb.optim.PagedAdamW8bit``) keeps the same
+  state in CUDA unified memory (``cudaMallocManaged``): outside PyTorch's allocator, so
+  ``max_memory_allocated`` never counts it, and paged out to the host when the device
+  runs short; the trace marks it ``paged``.
 - ``adafactor``: the state of PyTorch's ``torch.optim.Adafactor``: for a matrix a row
   and a column vector of second moments (factored), for a vector a full one; no first
   moment. PyTorch's class reads the weights' norm with ``.item()`` every step, which a
@@ -127,8 +130,11 @@ class Adam8bit(_PerParameter):
     The update is a plain SGD step (the trace needs its traffic, not its numbers).
     """
 
-    def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-3) -> None:
+    def __init__(
+        self, params: Iterable[nn.Parameter], lr: float = 1e-3, paged: bool = False
+    ) -> None:
         super().__init__(params, lr=lr)
+        self.paged = paged
 
     def update(self, p: torch.Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
         """Allocate the quantized state on first use; step the weight."""
@@ -158,7 +164,7 @@ def make_optimizer(name: str, params: list[nn.Parameter], foreach: bool) -> torc
 
     Args:
         name: ``sgd``, ``sgd_momentum``, ``adam``, ``adamw``, ``adadelta``, ``adafactor``,
-            ``adam8bit``, ``adamw8bit``, ``lamb`` or ``lion``.
+            ``adam8bit``, ``adamw8bit``, ``paged_adamw8bit``, ``lamb`` or ``lion``.
         params: The trainable parameters.
         foreach: Use PyTorch's multi-tensor path where the class has one (CUDA's default).
 
@@ -178,8 +184,8 @@ def make_optimizer(name: str, params: list[nn.Parameter], foreach: bool) -> torc
         return torch.optim.Adadelta(params, foreach=foreach)
     if name == "adafactor":
         return Adafactor(params)
-    if name in ("adam8bit", "adamw8bit"):
-        return Adam8bit(params)
+    if name in ("adam8bit", "adamw8bit", "paged_adamw8bit"):
+        return Adam8bit(params, paged=name.startswith("paged"))
     if name == "lamb":
         return Lamb(params)
     if name == "lion":
@@ -206,7 +212,7 @@ def state_bytes_per_parameter(name: str, param: torch.Tensor) -> int:
             lead = n // (rows * cols)
             return lead * (rows + cols) * size
         return n * size
-    if name in ("adam8bit", "adamw8bit"):
+    if name in ("adam8bit", "adamw8bit", "paged_adamw8bit"):
         if n < BNB_MIN_8BIT_SIZE:
             return 2 * n * 4
         return 2 * n + 2 * 4 * -(-n // BNB_BLOCK)

@@ -49,6 +49,11 @@ def autocast_precision(route: str) -> str:
     return route if route in ("bf16", "fp16") else "fp32"
 
 
+def autocast_dtype(route: str) -> torch.dtype:
+    """The dtype the route's autocast runs matmuls in (fp32 for routes without autocast)."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(route, torch.float32)
+
+
 def model_dtype(route: str) -> torch.dtype | None:
     """The dtype the model itself is cast to (None: it stays fp32)."""
     return {"fp16-o2": torch.float16, "bf16-pure": torch.bfloat16}.get(route)

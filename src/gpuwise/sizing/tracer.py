@@ -84,10 +84,11 @@ class Tracer:
         if isinstance(self.opt, MasterWeights):
             params = {id(p) for p in self.opt.params}
             self.mark([m for m in self.opt.master if id(m) not in params], "optimizer_state")
+        state_category = "paged" if getattr(self.opt, "paged", False) else "optimizer_state"
         for per_param in self.opt.state.values():
             for key, value in per_param.items():
                 if isinstance(value, torch.Tensor):
-                    self.mark([value], "host" if key == "step" else "optimizer_state")
+                    self.mark([value], "host" if key == "step" else state_category)
 
 
 def _phase_flops(mode: LiveBytesMode, phase: str) -> int:

@@ -179,6 +179,7 @@ def tune_model(
         "schema": TUNE_SCHEMA,
         "model": request.model,
         "step_precision": job.precision,
+        "job": job.describe(),
         **result.to_dict(),
         "precision": check.to_dict() if check else None,
     }
