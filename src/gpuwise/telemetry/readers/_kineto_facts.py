@@ -240,7 +240,7 @@ def _exposed_by_collective(
     """
     is_comm = cols.classes == COMMUNICATION
     out: dict[str, float] = {}
-    for i in np.unique(cols.colls[is_comm & (cols.colls >= 0)]).tolist():
+    for i in sorted(set(cols.colls[is_comm & (cols.colls >= 0)].tolist())):  # no numpy.ma
         kind = COLLECTIVES[i]
         mask = is_comm & (cols.colls == i)
         joint = union_s(both(comp, cols.pick(mask)), lo, hi)

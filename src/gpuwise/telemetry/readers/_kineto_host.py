@@ -184,7 +184,7 @@ class HostCalls:
         inside = (starts >= lo) & (starts < hi)
         sites = self._call_sites(np.frombuffer(self.b_ext, dtype=np.int64))
         rows = []
-        for nid in np.unique(names[inside]).tolist():
+        for nid in sorted(set(names[inside].tolist())):  # np.unique imports numpy.ma
             mask = inside & (names == nid)
             dur = (ends - starts)[mask]
             site_ids, counts = np.unique(sites[mask], return_counts=True)
