@@ -23,7 +23,7 @@ from gpuwise.sizing.attention import ATTENTIONS
 from gpuwise.sizing.checkpointing import enable_checkpointing
 from gpuwise.sizing.estimate_types import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
 from gpuwise.sizing.in_backward import InBackward
-from gpuwise.sizing.losses import LOSSES
+from gpuwise.sizing.losses import chunk_output_head, loss_name, parse_loss
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, add_lora, freeze_parameters
 from gpuwise.sizing.quantize import QUANT_NAMES, QUANTIZATIONS, quantize_frozen
@@ -64,8 +64,10 @@ class SizingJob:
         training: A training step; False: a forward under ``no_grad``.
         device: ``"cuda"`` (CUDA allocator rounding) or ``"cpu"`` (exact bytes).
         foreach: The multi-tensor optimizer path (PyTorch's default on CUDA).
-        loss: A token model's cross-entropy: ``"full"`` (fp32 logits, Hugging Face's)
-            or ``"fused"`` (chunked, no fp32 copy: torchtune compiled, Liger).
+        loss: A token model's cross-entropy: ``"full"`` (fp32 logits, Hugging Face's),
+            ``"fused"`` (chunked, no fp32 copy: Liger), ``"chunked[:N]"`` (torchtune's
+            chunked output and loss, eager) or ``"chunked-compiled[:N]"`` (the same with
+            its cross-entropy compiled); ``losses.parse_loss``.
         loss_fn: ``loss_fn(output, inputs)``; None: cross-entropy for token and class
             models, ``output.sum()`` otherwise.
     """
@@ -97,7 +99,7 @@ class SizingJob:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("device", self.device, ("cuda", "cpu"))
         check_choice("attention", self.attention, ATTENTIONS)
-        check_choice("loss", self.loss, LOSSES)
+        parse_loss(self.loss)
         if self.quantize is not None:
             check_choice("quantization", self.quantize, QUANTIZATIONS)
         if self.checkpoint is not None:
@@ -148,6 +150,7 @@ class SizingJob:
             "accumulation_steps": self.accumulation_steps,
             "attention": self.attention,
             "loss": self.loss,
+            "loss_route": loss_name(self.loss),
         }
 
 
@@ -172,6 +175,9 @@ def prepare_model(
         )
     if job.checkpoint and job.training:
         enable_checkpointing(net, job.checkpoint)
+    route, chunks = parse_loss(job.loss)
+    if route.startswith("chunked") and job.training and job.loss_fn is None:
+        chunk_output_head(net, chunks)
     net.train(job.training)
     if not job.training:
         return None

@@ -67,6 +67,8 @@ class Tracer:
         with mode.in_phase("forward"), grad, cast():
             state["out"] = self.model(*inputs)
             state["loss"] = loss_fn(state["out"], inputs) if training else None
+            if getattr(loss_fn, "drops_output", False):
+                state["out"] = None  # the loop drops the logits (torchtune's ``del logits``)
         self.forward_end.append(mode.seq)
         if count:
             self.flops["forward"] = _phase_flops(mode, "forward")
