@@ -174,6 +174,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         help="quantize the output head too, as Lightning Fabric's BitsandbytesPrecision "
         "(LitGPT) does; Hugging Face and torchtune keep it in the model's dtype",
     )
+    parser.add_argument(
+        "--longest-first",
+        action="store_true",
+        help="--seq is the longest sample, run first, and later steps are shorter (LitGPT's "
+        "finetune scripts): the peak is the first step's, with nothing of an earlier step "
+        "alive (its graph and the inputs bitsandbytes < 0.43.2 keeps in it, optimizer state)",
+    )
 
 
 def _add_batch(parser: argparse.ArgumentParser, default: int) -> None:
@@ -238,6 +245,7 @@ def job_from_args(
         quantize=getattr(args, "quantize", None),
         quantize_keeps_input=getattr(args, "quantize_keeps_input", False),
         quantize_head=getattr(args, "quantize_head", False),
+        longest_first=getattr(args, "longest_first", False),
         checkpoint=getattr(args, "checkpoint", None),
         attention=getattr(args, "attention", "sdpa"),
         loss=getattr(args, "loss", "full"),

@@ -57,6 +57,11 @@ class SizingJob:
         quantize_keeps_input: The quantized layers keep their input to the backward, as
             bitsandbytes before 0.43.2 did.
         quantize_head: Quantize the frozen output head too (Lightning Fabric, LitGPT).
+        longest_first: The longest sequence (``seq_len``) runs first and later steps are
+            shorter, as LitGPT's fine-tuning scripts put the longest sample in the first
+            batch: the peak is the first step's, with nothing of an earlier step alive
+            (the graph a loop holds until its next forward ends, and with it what
+            bitsandbytes before 0.43.2 keeps; the optimizer state).
         checkpoint: ``"non-reentrant"``, ``"reentrant"`` or None (none added; a model
             that checkpoints itself is traced as it is).
         attention: ``"sdpa"`` (fused) or ``"eager"`` (materialised scores).
@@ -85,6 +90,7 @@ class SizingJob:
     quantize: str | None = None
     quantize_keeps_input: bool = False
     quantize_head: bool = False
+    longest_first: bool = False
     checkpoint: str | None = None
     attention: str = "sdpa"
     channels_last: bool = False
@@ -146,6 +152,7 @@ class SizingJob:
             "quantize_route": QUANT_NAMES.get(self.quantize or ""),
             "quantize_keeps_input": self.quantize_keeps_input,
             "quantize_head": self.quantize_head,
+            "longest_first": self.longest_first,
             "checkpoint": self.checkpoint if self.training else None,
             "accumulation_steps": self.accumulation_steps,
             "attention": self.attention,

@@ -137,6 +137,8 @@ def measure_job_peak(job: SizingJob) -> int:
     plans = [(True, True)] + (
         [(True, True)] if job.accumulation_steps == 1 else [(True, False), (False, True)]
     )
+    if job.longest_first:  # later steps are shorter: the first step's peak is the job's
+        plans = plans[:1]
 
     def steps() -> None:
         state: dict[str, Any] = {}
