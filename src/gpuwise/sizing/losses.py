@@ -162,9 +162,7 @@ def chunked_cross_entropy(
         2.3026
     """
     total: torch.Tensor | float = 0.0
-    for logit_chunk, target_chunk in zip(
-        chunks, targets.chunk(len(chunks), dim=1), strict=True
-    ):
+    for logit_chunk, target_chunk in zip(chunks, targets.chunk(len(chunks), dim=1), strict=True):
         flat = logit_chunk.reshape(-1, logit_chunk.shape[-1])
         labels = target_chunk.reshape(-1)
         if compiled:
