@@ -95,15 +95,15 @@ def _tiny_hf(config_name: str, model_name: str, **extra: object) -> nn.Module:
     """A two-layer Hugging Face model of width 64 and a 256-token vocabulary."""
     import transformers
 
-    config = getattr(transformers, config_name)(
-        vocab_size=256,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=128,
-        **extra,
-    )
+    sizes: dict[str, object] = {
+        "vocab_size": 256,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 128,
+    }
+    config = getattr(transformers, config_name)(**{**sizes, **extra})
     model: nn.Module = getattr(transformers, model_name)(config)
     return model
 
@@ -111,6 +111,11 @@ def _tiny_hf(config_name: str, model_name: str, **extra: object) -> nn.Module:
 def tiny_llama() -> nn.Module:
     """A two-layer Hugging Face Llama (grouped-query attention, RMSNorm, SwiGLU)."""
     return _tiny_hf("LlamaConfig", "LlamaForCausalLM", num_key_value_heads=2)
+
+
+def wide_vocab_llama() -> nn.Module:
+    """``tiny_llama`` with an 8,192-token vocabulary: the logits outweigh the layers."""
+    return _tiny_hf("LlamaConfig", "LlamaForCausalLM", num_key_value_heads=2, vocab_size=8192)
 
 
 def tiny_bert() -> nn.Module:

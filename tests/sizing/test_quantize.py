@@ -94,11 +94,13 @@ from gpuwise.sizing.measured import measure_job_peak
 from gpuwise.sizing.memory import estimate_job
 from gpuwise.sizing.peft import LoraSpec
 out = {}
-for fmt, keeps in (("nf4", False), ("nf4-dq", True), ("int8", False)):
+for fmt, keeps, first in (("nf4", False, False), ("nf4-dq", True, False), ("int8", False, False),
+                          ("nf4-dq", True, True)):
     job = SizingJob("tests.sizing.factories:tiny_llama", seq_len=32, batch_size=2,
                     precision="fp32", lora=LoraSpec(4, ("q_proj", "v_proj")),
-                    quantize=fmt, quantize_keeps_input=keeps, device="cpu")
-    out[f"{fmt} {keeps}"] = [estimate_job(job).peak_bytes, measure_job_peak(job)]
+                    quantize=fmt, quantize_keeps_input=keeps, longest_first=first,
+                    device="cpu")
+    out[f"{fmt} {keeps} {first}"] = [estimate_job(job).peak_bytes, measure_job_peak(job)]
 print(json.dumps(out))
 """
 
@@ -110,11 +112,18 @@ def test_quantized_step_matches_cpu_allocator_record() -> None:
         [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    for case, (estimated, measured) in json.loads(done.stdout.splitlines()[-1]).items():
+    got = json.loads(done.stdout.splitlines()[-1])
+    for case, (estimated, measured) in got.items():
         # fp32: the record matches to 32 bytes here; 1 % leaves room for a CPU whose sgemm
         # packs (bf16 CPU matmuls allocate oneDNN buffers the trace does not probe, so
         # the check runs in fp32: the quantized bytes and lifetimes are the same)
         assert estimated == pytest.approx(measured, rel=0.01), case
+    # the kept inputs live with the graph the loop holds: the second step's forward runs
+    # beside the first step's. One step's worth, fp32, 64 tokens: in each of 2 layers the
+    # q/k/v, o and gate/up inputs (64 wide) and down's (128), less layer 0's q/k/v input
+    # (the frozen embedding's: no gradient flows to it, so it is not kept)
+    kept = (2 * (3 * 64 + 128) - 64) * 64 * 4
+    assert got["nf4-dq True False"][0] - got["nf4-dq True True"][0] >= kept
 
 
 def test_cli_names_the_quantized_route(capsys: pytest.CaptureFixture[str]) -> None:

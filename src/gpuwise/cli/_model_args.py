@@ -44,6 +44,21 @@ def _lora(text: str) -> LoraSpec:
 _lora.__name__ = "LoRA spec"
 
 
+def _loss(text: str) -> str:
+    """A ``--loss`` value, checked and with its chunk count spelled out (``chunked:8``)."""
+    from gpuwise.errors import UsageError
+    from gpuwise.sizing.losses import parse_loss
+
+    try:
+        route, chunks = parse_loss(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return f"{route}:{chunks}" if route.startswith("chunked") else route
+
+
+_loss.__name__ = "loss route"
+
+
 def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32) -> None:
     """Declare the model flags shared by estimate, tune and advise."""
     parser.add_argument(
@@ -115,11 +130,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
     )
     parser.add_argument(
         "--loss",
-        choices=("full", "fused"),
+        type=_loss,
         default="full",
+        metavar="ROUTE",
         help="a token model's cross-entropy: full (fp32 logits, as Hugging Face computes "
-        "it; default) or fused (chunked, no fp32 copy: torchtune under torch.compile, "
-        "Liger)",
+        "it; default), fused (chunked, no fp32 copy: Liger), chunked[:N] (torchtune's "
+        "CEWithChunkedOutputLoss, N output chunks, default 8, eager) or "
+        "chunked-compiled[:N] (the same with torchtune's compile: True)",
     )
     parser.add_argument(
         "--freeze",
@@ -156,6 +173,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         action="store_true",
         help="quantize the output head too, as Lightning Fabric's BitsandbytesPrecision "
         "(LitGPT) does; Hugging Face and torchtune keep it in the model's dtype",
+    )
+    parser.add_argument(
+        "--longest-first",
+        action="store_true",
+        help="--seq is the longest sample, run first, and later steps are shorter (LitGPT's "
+        "finetune scripts): the peak is the first step's, with nothing of an earlier step "
+        "alive (its graph and the inputs bitsandbytes < 0.43.2 keeps in it, optimizer state)",
     )
 
 
@@ -221,6 +245,7 @@ def job_from_args(
         quantize=getattr(args, "quantize", None),
         quantize_keeps_input=getattr(args, "quantize_keeps_input", False),
         quantize_head=getattr(args, "quantize_head", False),
+        longest_first=getattr(args, "longest_first", False),
         checkpoint=getattr(args, "checkpoint", None),
         attention=getattr(args, "attention", "sdpa"),
         loss=getattr(args, "loss", "full"),

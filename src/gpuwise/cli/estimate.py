@@ -134,6 +134,7 @@ def _trainable(est: MemoryEstimate) -> str:
 
 def _setup(est: MemoryEstimate) -> list[str]:
     """How the job trains: precision route, LoRA, frozen parameters, checkpointing."""
+    from gpuwise.sizing.losses import loss_name
     from gpuwise.sizing.quantize import QUANT_NAMES
     from gpuwise.sizing.routes import ROUTE_NAMES
 
@@ -154,6 +155,10 @@ def _setup(est: MemoryEstimate) -> list[str]:
             parts.append(f"{job.checkpoint} checkpointing")
         if job.accumulation_steps > 1:
             parts.append(f"{job.accumulation_steps} micro-batches a step")
+        if job.loss != "full":
+            parts.append(f"loss: {loss_name(job.loss)}")
+        if job.longest_first:
+            parts.append("peak of the first (longest) step")
     return [f"  {'; '.join(parts)}"]
 
 

@@ -23,7 +23,7 @@ from gpuwise.sizing.attention import ATTENTIONS
 from gpuwise.sizing.checkpointing import enable_checkpointing
 from gpuwise.sizing.estimate_types import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
 from gpuwise.sizing.in_backward import InBackward
-from gpuwise.sizing.losses import LOSSES
+from gpuwise.sizing.losses import chunk_output_head, loss_name, parse_loss
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, add_lora, freeze_parameters
 from gpuwise.sizing.quantize import QUANT_NAMES, QUANTIZATIONS, quantize_frozen
@@ -57,6 +57,11 @@ class SizingJob:
         quantize_keeps_input: The quantized layers keep their input to the backward, as
             bitsandbytes before 0.43.2 did.
         quantize_head: Quantize the frozen output head too (Lightning Fabric, LitGPT).
+        longest_first: The longest sequence (``seq_len``) runs first and later steps are
+            shorter, as LitGPT's fine-tuning scripts put the longest sample in the first
+            batch: the peak is the first step's, with nothing of an earlier step alive
+            (the graph a loop holds until its next forward ends, and with it what
+            bitsandbytes before 0.43.2 keeps; the optimizer state).
         checkpoint: ``"non-reentrant"``, ``"reentrant"`` or None (none added; a model
             that checkpoints itself is traced as it is).
         attention: ``"sdpa"`` (fused) or ``"eager"`` (materialised scores).
@@ -64,8 +69,10 @@ class SizingJob:
         training: A training step; False: a forward under ``no_grad``.
         device: ``"cuda"`` (CUDA allocator rounding) or ``"cpu"`` (exact bytes).
         foreach: The multi-tensor optimizer path (PyTorch's default on CUDA).
-        loss: A token model's cross-entropy: ``"full"`` (fp32 logits, Hugging Face's)
-            or ``"fused"`` (chunked, no fp32 copy: torchtune compiled, Liger).
+        loss: A token model's cross-entropy: ``"full"`` (fp32 logits, Hugging Face's),
+            ``"fused"`` (chunked, no fp32 copy: Liger), ``"chunked[:N]"`` (torchtune's
+            chunked output and loss, eager) or ``"chunked-compiled[:N]"`` (the same with
+            its cross-entropy compiled); ``losses.parse_loss``.
         loss_fn: ``loss_fn(output, inputs)``; None: cross-entropy for token and class
             models, ``output.sum()`` otherwise.
     """
@@ -83,6 +90,7 @@ class SizingJob:
     quantize: str | None = None
     quantize_keeps_input: bool = False
     quantize_head: bool = False
+    longest_first: bool = False
     checkpoint: str | None = None
     attention: str = "sdpa"
     channels_last: bool = False
@@ -97,7 +105,7 @@ class SizingJob:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("device", self.device, ("cuda", "cpu"))
         check_choice("attention", self.attention, ATTENTIONS)
-        check_choice("loss", self.loss, LOSSES)
+        parse_loss(self.loss)
         if self.quantize is not None:
             check_choice("quantization", self.quantize, QUANTIZATIONS)
         if self.checkpoint is not None:
@@ -144,10 +152,12 @@ class SizingJob:
             "quantize_route": QUANT_NAMES.get(self.quantize or ""),
             "quantize_keeps_input": self.quantize_keeps_input,
             "quantize_head": self.quantize_head,
+            "longest_first": self.longest_first,
             "checkpoint": self.checkpoint if self.training else None,
             "accumulation_steps": self.accumulation_steps,
             "attention": self.attention,
             "loss": self.loss,
+            "loss_route": loss_name(self.loss),
         }
 
 
@@ -172,6 +182,9 @@ def prepare_model(
         )
     if job.checkpoint and job.training:
         enable_checkpointing(net, job.checkpoint)
+    route, chunks = parse_loss(job.loss)
+    if route.startswith("chunked") and job.training and job.loss_fn is None:
+        chunk_output_head(net, chunks)
     net.train(job.training)
     if not job.training:
         return None

@@ -16,7 +16,7 @@ import functools
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -166,6 +166,21 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
     def all_records(self) -> list[StorageRecord]:
         """Every storage seen: the freed ones, then those still alive."""
         return [*self.finished, *self.records.values()]
+
+
+def before(records: list[StorageRecord], cut: int) -> list[StorageRecord]:
+    """The records as they stood before sequence number ``cut`` (later frees moved to it).
+
+    Example:
+        >>> rs = [StorageRecord(8, 8, "forward", 1, 5), StorageRecord(4, 4, "forward", 6)]
+        >>> [(r.alloc_seq, r.free_seq) for r in before(rs, 3)]
+        [(1, 3)]
+    """
+    return [
+        replace(r, free_seq=cut if r.free_seq is None else min(r.free_seq, cut))
+        for r in records
+        if r.alloc_seq < cut
+    ]
 
 
 def peak_of(

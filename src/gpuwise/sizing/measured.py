@@ -137,6 +137,8 @@ def measure_job_peak(job: SizingJob) -> int:
     plans = [(True, True)] + (
         [(True, True)] if job.accumulation_steps == 1 else [(True, False), (False, True)]
     )
+    if job.longest_first:  # later steps are shorter: the first step's peak is the job's
+        plans = plans[:1]
 
     def steps() -> None:
         state: dict[str, Any] = {}
@@ -147,6 +149,8 @@ def measure_job_peak(job: SizingJob) -> int:
             with forward_modes(autocast, job.attention):
                 state["out"] = net(*inputs)
                 state["loss"] = loss_fn(state["out"], inputs)
+                if getattr(loss_fn, "drops_output", False):
+                    state["out"] = None
             with recompute_modes(autocast, job.attention):
                 run_backward(state["loss"])
             if step:

@@ -39,7 +39,7 @@ from gpuwise.sizing.estimate_types import (
 )
 from gpuwise.sizing.inputs import input_spec, with_vocab
 from gpuwise.sizing.job import InputLike, LossFn, SizingJob, prepare_model
-from gpuwise.sizing.live import LiveBytesMode, StorageRecord, live_at, peak_of
+from gpuwise.sizing.live import LiveBytesMode, StorageRecord, before, live_at, peak_of
 from gpuwise.sizing.models import InputSpec
 from gpuwise.sizing.optimizers import make_optimizer
 from gpuwise.sizing.peft import LoraSpec, freeze_parameters
@@ -272,6 +272,8 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
             state.clear()
             records = tracker.all_records()
     _classify(records, tracer.forward_end, tracker.phase_at)
+    # --longest-first: later (shorter) steps stay below the first step's peak
+    first_only = job.longest_first and len(tracer.step_start) > 1
     summary = _summarize(
         source.name,
         spec,
@@ -284,6 +286,7 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
         tracker,
         tracer,
         time.perf_counter() - started,
+        tracer.step_start[1] if first_only else None,
     )
     return replace(summary, channels_last=job.channels_last, job=job)
 
@@ -323,12 +326,15 @@ def _summarize(
     tracker: LiveBytesMode,
     tracer: Tracer,
     trace_s: float,
+    cut: int | None = None,
 ) -> MemoryEstimate:
     transient = tracker.workspaces.measure() if tracker.workspaces else {}
     # CPU-side scalars: CPU memory; paged optimizer state: CUDA unified memory, outside
     # the caching allocator and paged out to the host under pressure
     host = frozenset({"host", "paged"} if device == "cuda" else ())
-    peak, peak_seq = peak_of(records, skip=host, transient=transient)
+    peak, peak_seq = peak_of(
+        records if cut is None else before(records, cut), skip=host, transient=transient
+    )
     by_category: dict[str, int] = {}
     for r in live_at(records, peak_seq):
         key = r.category or "temporaries"

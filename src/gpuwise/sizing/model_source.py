@@ -142,11 +142,20 @@ def make_loss(
 ) -> Callable[[Any, tuple[Any, ...]], torch.Tensor]:
     """The loss a training step uses: cross-entropy for built-ins, else ``output.sum()``.
 
-    ``kind`` is how a token model's cross-entropy runs (``losses.LOSSES``): ``full``
-    (fp32 logits) or ``fused`` (chunked, no fp32 copy kept).
+    ``kind`` is how a token model's cross-entropy runs (``losses.parse_loss``): ``full``
+    (fp32 logits), ``fused`` (chunked, no fp32 copy kept) or ``chunked[-compiled][:N]``
+    (torchtune's: the model returns logits chunks, which the loop drops once the loss is
+    computed; the returned function's ``drops_output`` says so).
     """
+    route = kind.partition(":")[0]
 
     def loss(output: Any, inputs: tuple[Any, ...]) -> torch.Tensor:
+        if route.startswith("chunked") and spec is not None and spec.kind == "tokens":
+            from gpuwise.sizing.losses import chunked_cross_entropy
+
+            return chunked_cross_entropy(
+                _logit_chunks(output), inputs[0], compiled=route == "chunked-compiled"
+            )
         out = _first_tensor(output)
         if spec is not None and spec.kind == "tokens":
             if kind == "fused":
@@ -159,7 +168,22 @@ def make_loss(
             return nn.functional.cross_entropy(out.float(), targets)
         return out.float().sum()
 
+    loss.drops_output = route.startswith("chunked")  # type: ignore[attr-defined]
     return loss
+
+
+def _logit_chunks(output: Any) -> list[torch.Tensor]:
+    """The logits chunks a chunked-output model returned (alone, in a tuple or a dict)."""
+    if isinstance(output, dict):
+        output = output.get("logits", next(iter(output.values()), None))
+    elif isinstance(output, tuple) and output and isinstance(output[0], list):
+        output = output[0]
+    if isinstance(output, list) and all(isinstance(t, torch.Tensor) for t in output):
+        return output
+    raise UsageError(
+        f"--loss chunked: the model returned {type(output).__name__}, not the list of "
+        "logits chunks its output head makes; use --loss fused or full"
+    )
 
 
 def _first_tensor(output: Any) -> torch.Tensor:

@@ -22,8 +22,12 @@ input gradient (a frozen weight has no weight gradient). The dequantized values 
 the weight's (sizing needs the bytes and the kernel's traffic, not the numbers): one
 elementwise read of the codes and write of the compute-dtype weight, as the fused
 dequantization kernel does. bitsandbytes before 0.43.2 also kept each 4-bit layer's input
-alive until the backward, which needs it for no gradient (fixed in bitsandbytes#1270,
-"delete useless buffered activation"): ``keeps_input`` sizes those versions. The int8
+alive, which the backward needs for no gradient (fixed in bitsandbytes#1270, "delete
+useless buffered activation"): ``keeps_input`` sizes those versions. They keep it as an
+attribute of the autograd context (``ctx.tensors``), which the backward does not free:
+it lives as long as the graph, and a loop that holds its loss or output until the next
+step's forward has finished (LitGPT's) holds the previous step's kept inputs through
+that forward, as the traced second step does (``--longest-first`` sizes a first step). The int8
 route is sized the same way; bitsandbytes' int8 matmul with outlier columns is not
 modelled.
 """
@@ -86,7 +90,8 @@ class _DequantMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
         ctx.layer = layer
-        ctx.kept_input = x if layer.keeps_input else None
+        # bitsandbytes keeps it (``ctx.tensors``) only when a gradient flows to it
+        ctx.kept_input = x if layer.keeps_input and x.requires_grad else None
         weight = layer.dequantize(x.dtype)
         return torch.nn.functional.linear(x, weight)
 

@@ -36,6 +36,7 @@ class Tracer:
     def __init__(self, mode: LiveBytesMode, model: nn.Module, opt: Update | None):
         self.mode, self.model, self.opt = mode, model, opt
         self.forward_end: list[int] = []
+        self.step_start: list[int] = []
         self.flops = {"forward": 0, "backward": 0}
         self.input_bytes = 0
 
@@ -58,6 +59,7 @@ class Tracer:
         mode = self.mode
         training = self.opt is not None
         zero, update = plan
+        self.step_start.append(mode.seq + 1)
         if self.opt is not None and zero:
             self.opt.zero_grad(set_to_none=True)
         with mode.in_phase("input"):
@@ -67,6 +69,8 @@ class Tracer:
         with mode.in_phase("forward"), grad, cast():
             state["out"] = self.model(*inputs)
             state["loss"] = loss_fn(state["out"], inputs) if training else None
+            if getattr(loss_fn, "drops_output", False):
+                state["out"] = None  # the loop drops the logits (torchtune's ``del logits``)
         self.forward_end.append(mode.seq)
         if count:
             self.flops["forward"] = _phase_flops(mode, "forward")
