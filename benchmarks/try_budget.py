@@ -2,7 +2,8 @@
 
 What it measures: ``gpuwise try --json --steps N --warmup W`` on each job — the real
 third-party scripts of ``tests/realscripts`` (fetched at pinned commits by
-``python -m tests.realscripts.fetch``; absent ones are listed as skipped) and the two
+``python -m tests.realscripts.fetch``; absent ones are listed as skipped), among them a
+Lightning and a Hugging Face Trainer script run on made-up local data, and the two
 framework examples in ``examples/`` (Lightning, Hugging Face Trainer) — and from each
 ``gpuwise.try/1`` document:
 
@@ -101,7 +102,10 @@ def try_job(
 ) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpuwise", "try", "--json", "--steps", str(steps)]
     cmd += ["--warmup", str(warmup), "--", sys.executable, *argv]
-    env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    # nothing is downloaded: the Hugging Face jobs read the model, tokenizer and data that
+    # ``prepare`` wrote, and their caches stay in the job's directory
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    env.update(HF_DATASETS_OFFLINE="1", HF_HOME=str(work / ".hf"))
     if quick:  # one compute thread: one fix to try (no threads trial), so fewer runs
         env["OMP_NUM_THREADS"] = "1"
     done = subprocess.run(

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -170,6 +172,41 @@ def test_bootstrap_is_off_without_flag_and_in_workers() -> None:
     worker = {hooks.ENV_FLAG: "1", hooks.ENV_DIR: "d", hooks.ENV_WORKER: "1"}
     assert hooks.bootstrap(worker) is False
     assert sys.meta_path == meta_path
+
+
+PROBED_FIRST = """\
+import importlib.util
+
+assert importlib.util.find_spec("torch") is not None  # as datasets and transformers ask
+import torch
+
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(6):
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+"""
+
+
+def test_a_library_that_only_looks_torch_up_leaves_the_hooks_armed(tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBED_FIRST)
+    env = hooks.child_env(os.environ, str(tmp_path), time.time())
+    env["PYTHONPATH"] += os.pathsep + str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [
+        json.loads(line)
+        for f in tmp_path.glob("steps-*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    steps = [r for r in records if r["type"] == "step"]
+    # six updates, one step each (the last one may still be open when the process ends);
+    # without the hooks there would be none
+    assert 5 <= len(steps) <= 6
+    assert all(r["optimizer_calls"] == 1 for r in steps)
 
 
 @pytest.mark.gpu

@@ -100,6 +100,40 @@ def test_a_flag_the_user_set_is_kept_and_other_classes_are_untouched(tmp_path):
     assert other["setup"]["optimizers"][0]["fused"] is None
 
 
+OWN_OPTIMIZER = """\
+import torch
+
+
+class Sign(torch.optim.Optimizer):  # another library's optimizer: only the base is torch's
+    def __init__(self, params, lr):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p -= group["lr"] * p.grad.sign()
+
+
+model = torch.nn.Linear(4, 1)
+opt = Sign(model.parameters(), lr=0.01)
+for _ in range(12):
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_an_optimizer_built_on_the_base_class_is_named_and_left_alone(tmp_path):
+    script = tmp_path / "own.py"
+    script.write_text(OWN_OPTIMIZER)
+    spec = {"optimizer_class": "Sign", "optimizer": {"fused": True}, "stop_after_steps": 8}
+    (opt,) = profiled(script, spec)["setup"]["optimizers"]  # recorded once, not per class
+    # where: the innermost line of the user's code, here the class's super().__init__
+    assert (opt["class"], opt["module"], opt["line"]) == ("Sign", "__main__", 6)
+    assert (opt["offers"], opt["fused"], opt["params"]) == ([], None, 2)
+
+
 def test_loader_kwargs_only_set_worker_options_with_workers():
     overrides = {"num_workers": 0, "persistent_workers": True, "prefetch_factor": 4}
     assert loader_kwargs({"batch_size": 8}, overrides) == {"batch_size": 8, "num_workers": 0}

@@ -33,6 +33,7 @@ class Source:
         optimizer: The script steps a ``torch.optim`` optimizer.
         expected: The verdict (first finding kind) from the separate measurement.
         measured: The separate measurement's figures behind ``expected``.
+        licence: The licence the repository publishes the script under.
     """
 
     name: str
@@ -46,6 +47,7 @@ class Source:
     expected: str = ""
     optimizer: bool = True
     measured: dict[str, float] = field(default_factory=dict)
+    licence: str = ""
 
     @property
     def local(self) -> Path:
@@ -72,6 +74,56 @@ def wikitext_file(directory: Path) -> None:
     lines = [" ".join(rng.choice(vocab) for _ in range(32)) for _ in range(6000)]
     (directory / "data").mkdir(exist_ok=True)
     (directory / "data" / "wikitext-2.txt").write_text("\n".join(lines) + "\n")
+
+
+def tiny_llama_and_instructions(directory: Path) -> None:
+    """A random-init 2-layer Llama in ``tiny-llama/`` and 200 made-up instructions in ``alpaca/``.
+
+    The model (hidden size 64, 128 positions) and its word-level tokenizer are saved the way
+    a downloaded checkpoint is, so ``from_pretrained("tiny-llama")`` reads them with nothing
+    fetched; ``alpaca/train.json`` has the instruction/input/output records of Alpaca's
+    format, on a 200-word vocabulary, which ``load_dataset("alpaca")`` reads from the disk.
+    """
+    import json
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(200)]
+    special = ["<unk>", "<s>", "</s>"]
+    markup = ["###", "Instruction", "Input", "Response", ":"]
+    vocab = {token: i for i, token in enumerate([*special, *markup, *words])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
+    tokenizer.model_max_length = 128
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    model_dir = directory / "tiny-llama"
+    LlamaForCausalLM(config).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+
+    def text(low: int, high: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(rng.randint(low, high)))
+
+    records = [
+        {"instruction": text(4, 12), "input": text(0, 8) if i % 2 else "", "output": text(8, 40)}
+        for i in range(200)
+    ]
+    (directory / "alpaca").mkdir(exist_ok=True)
+    (directory / "alpaca" / "train.json").write_text(json.dumps(records))
 
 
 GRAYKODE = ("graykode/nlp-tutorial", "d05e31ec81d56d70c1db89b99ab07e948f7ebc11")
@@ -143,7 +195,22 @@ FRAMEWORK_SOURCES: tuple[Source, ...] = (
         "examples/pytorch/basics/transformer.py",
         "417e7ceb2e0611d7656ea6ea72927c18a04dcf4fda824e3baca2645a9e464367",
         data=wikitext_file,
+        licence="Apache-2.0",
+    ),
+    Source(
+        "hf_trainer_bnb_cpu",
+        "bitsandbytes-foundation/bitsandbytes",
+        "45bd314622fec8826456e31c3c15099a4711bfe1",
+        "examples/cpu/cpu_training.py",
+        "2ca58f56716aa436789b867994a5d2560a6d208e3c3d3884ec4f916696bca6fe",
+        argv=(
+            *("--use_trainer", "--model", "tiny-llama", "--dataset", "alpaca"),
+            *("--dtype", "fp32", "--steps", "1000", "--log_interval", "1000"),
+        ),
+        data=tiny_llama_and_instructions,
+        licence="MIT",
     ),
 )
-"""Third-party scripts of a framework (Lightning), tried by ``benchmarks/try_budget.py``;
+"""Third-party scripts of a framework (Lightning, the Hugging Face Trainer), tried by
+``benchmarks/try_budget.py``;
 they carry no expected verdict of ``measure.py`` and are not in ``SOURCES``' tests."""

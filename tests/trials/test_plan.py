@@ -49,6 +49,11 @@ def test_optimizer_without_fused_gets_foreach_and_a_fused_one_nothing():
     lbfgs = plan_trials(_run({"optimizer_bound": 1.5}, _setup("LBFGS", ())))
     assert lbfgs.trials == []
     assert "offers no fused or foreach" in lbfgs.skipped[0]["reason"]
+    bnb = _setup("AdamW", (), module="bitsandbytes.optim.adamw")  # another library's class
+    other = plan_trials(_run({"optimizer_bound": 1.5}, bnb))
+    assert other.trials == []
+    reason = other.skipped[0]["reason"]
+    assert reason.startswith("bitsandbytes.optim.adamw.AdamW is not a torch.optim class")
 
 
 def test_loader_with_enough_workers_is_not_tried_and_numerics_need_leave():

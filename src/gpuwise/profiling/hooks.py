@@ -83,21 +83,38 @@ def bootstrap(environ: Mapping[str, str] | None = None) -> bool:
 
 
 class _TorchImportHook:
-    """A meta-path finder that runs a callback once ``import torch`` has finished."""
+    """A meta-path finder that runs a callback once ``import torch`` has finished.
+
+    It stays on ``sys.meta_path`` until torch is executed: a library that only asks
+    whether torch is installed (``importlib.util.find_spec("torch")``, as ``datasets`` and
+    ``transformers`` do on import) gets a spec whose loader never runs, and the import that
+    follows must still be seen.
+    """
 
     def __init__(self, callback: Callable[[], None]) -> None:
         self.callback = callback
+        self.searching = False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "torch":
+        if name != "torch" or self.searching:
             return None
-        sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
-            if spec is not None and spec.loader is not None:
-                _call_after_exec(spec.loader, self.callback)
-                return spec
+        self.searching = True  # the finders below may look torch up through sys.meta_path
+        try:
+            for finder in sys.meta_path:
+                if finder is self:
+                    continue
+                spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+                if spec is not None and spec.loader is not None:
+                    _call_after_exec(spec.loader, self._imported)
+                    return spec
+        finally:
+            self.searching = False
         return None
+
+    def _imported(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        self.callback()
 
 
 def _call_after_exec(loader: Any, callback: Callable[[], None]) -> None:

@@ -179,8 +179,13 @@ def optimizer_classes() -> list[type]:
 
 
 def _patch_optimizers(target: str | None, flags: dict[str, Any]) -> None:
+    from torch.optim.optimizer import Optimizer
+
     for cls in optimizer_classes():
         _wrap_optimizer(cls, target, flags)
+    # an optimizer of another library (bitsandbytes' AdamW) reaches only the base class:
+    # recorded, so the job's optimizer is named, but never given PyTorch's flags
+    _wrap_optimizer(Optimizer, None, {})
 
 
 def _wrap_optimizer(cls: type, target: str | None, flags: dict[str, Any]) -> None:

@@ -202,6 +202,9 @@ def _optimizer_trial(
     flag = "fused" if "fused" in offers else "foreach" if "foreach" in offers else None
     if flag is None or (flag == "foreach" and opt.get("foreach")):
         why = f"{cls} offers no fused or foreach update on {opt.get('device')}"
+        module = str(opt.get("module") or "torch.optim")
+        if not module.startswith("torch.optim"):
+            why = f"{module}.{cls} is not a torch.optim class: PyTorch's fused/foreach don't apply"
         if opt.get("foreach"):
             why = f"{cls} already runs foreach=True and offers no fused update here"
         skipped.append({"fix": "optimizer", "reason": why})
