@@ -18,11 +18,11 @@ from gpuwise.telemetry.readers._kineto_device import (
     HOST_CATEGORIES,
     DeviceEvents,
 )
+from gpuwise.telemetry.readers._kineto_engine_steps import EngineSteps
 from gpuwise.telemetry.readers._kineto_excerpt import outside_wait
 from gpuwise.telemetry.readers._kineto_host import HostCalls
 from gpuwise.telemetry.readers._kineto_intervals import US, Intervals, busy_before
 from gpuwise.telemetry.readers._kineto_job import COMPILED, CONV, LOADER, STEP, JobMarks
-from gpuwise.telemetry.readers._kineto_serving import EngineSteps
 
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})

@@ -1,47 +1,32 @@
-"""Forward steps of a serving engine: static batches or continuous batching, batch over time.
+"""Static batches or continuous batching, and the batch over time, of a serving engine.
 
-While reading, each host span whose name marks one forward of an engine is kept with its
-phase (when the name tells) and the requests it names; each ``aten::embedding`` with
-recorded shapes gives the tokens of the forward it belongs to. The markers, as the engines
-spell them:
-
-- vLLM: the ``gpu_model_runner: forward`` annotation (v1) and the model runner's
-  ``execute_model`` Python frame (``.../gpu_model_runner.py(N): execute_model``);
-- SGLang: the model runner's ``forward_decode`` / ``forward_extend`` frames (extend is a
-  prefill, or prefill and decode mixed when chunked prefill batches them together);
-- TensorRT-LLM: ``_forward_step N: C ctx reqs, G gen reqs`` (context = prefill requests,
-  generation = decode requests of the step).
-
-Traces without engine markers use their ``ProfilerStep#`` spans. ``batching`` then tells,
-from the steps in order, whether batches are static (a prefill, a run of decode steps with
-a constant batch, the next prefill only after the run ends) or continuous (prefill and
-decode in one step, or the decode batch changing as requests join and leave), and how long
-the device idled between batches.
+The engine's forward steps come from ``_kineto_engine_steps.EngineSteps`` (its markers, or
+the ``ProfilerStep#`` spans of traces without them). ``batching`` tells, from the steps in
+order, whether batches are static (a prefill, a run of decode steps with a constant batch,
+the next prefill only after the run ends) or continuous (prefill and decode in one step,
+or the decode batch changing as requests join and leave), and how long the device idled
+between batches.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
-from array import array
 from typing import Any
 
 import numpy as np
 
 from gpuwise.telemetry.readers._kineto_device import DeviceColumns
+from gpuwise.telemetry.readers._kineto_engine_steps import (
+    PHASE_DECODE,
+    PHASE_MIXED,
+    PHASE_PREFILL,
+    PHASES,
+    UNKNOWN,
+    EngineSteps,
+)
 from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, median
 from gpuwise.telemetry.readers._kineto_job import DECODE, PREFILL, kernel_marks
 from gpuwise.telemetry.readers._kineto_quant import weight_kind
-
-NONE, STEP, EMBED = 0, 1, 2
-UNKNOWN, PHASE_PREFILL, PHASE_DECODE, PHASE_MIXED = 0, 1, 2, 3
-PHASES = ("unknown", "prefill", "decode", "mixed")
-
-_STEP = re.compile(
-    r"^gpu_model_runner: forward$|model_runner\.py\(\d+\): "
-    r"(?:execute_model|forward_decode|forward_extend)$|_forward_step\b"
-)
-_TRT_REQS = re.compile(r"(\d+) ctx reqs, (\d+) gen reqs")
 
 MIN_STEPS = 4
 """Fewer forward steps than this tell nothing about how batches are formed."""
@@ -54,87 +39,6 @@ GEMMs over a few tokens read the weights once and take the same time step after 
 BATCH_GAP_FACTOR = 3.0
 """A gap before a prefill step counts as idle between batches beyond three typical gaps
 between decode steps (the host's own per-step work)."""
-
-
-def _name_phase(name: str) -> int:
-    if name.endswith("forward_decode"):
-        return PHASE_DECODE
-    if name.endswith("forward_extend"):  # a prefill; mixed when its kernels decode too
-        return PHASE_PREFILL
-    m = _TRT_REQS.search(name)
-    if m is not None:
-        ctx, gen = int(m.group(1)), int(m.group(2))
-        return PHASE_MIXED if ctx and gen else PHASE_PREFILL if ctx else PHASE_DECODE
-    return UNKNOWN
-
-
-class EngineSteps:
-    """Forward-step spans and embedding token counts, gathered while reading."""
-
-    def __init__(self) -> None:
-        self._code: dict[str, int] = {}
-        self.starts, self.ends = array("d"), array("d")
-        self.phases = array("b")
-        self.requests = array("l")
-        self.embed_at, self.embed_tokens, self.embed_seq = array("d"), array("q"), array("q")
-
-    def host(self, name: str, start: float, end: float, ev: dict[str, Any]) -> None:
-        """Take one host span (called for every ``cpu_op``/annotation/Python frame)."""
-        code = self._code.get(name)
-        if code is None:
-            code = self._code[name] = _code_of(name)
-        if code == NONE:
-            return
-        if code == EMBED:
-            shape = _indices_shape(ev.get("args"))
-            if shape is not None:
-                self.embed_at.append(start)
-                self.embed_tokens.append(shape[0])
-                self.embed_seq.append(shape[1])
-            return
-        self.starts.append(start)
-        self.ends.append(end)
-        self.phases.append(_name_phase(name))
-        m = _TRT_REQS.search(name)
-        self.requests.append(int(m.group(1)) + int(m.group(2)) if m else -1)
-
-    def spans(self) -> tuple[np.ndarray[Any, Any], ...]:
-        """Outermost step spans in time order: ``(starts, ends, phases, requests)``."""
-        s = np.frombuffer(self.starts, dtype=np.float64)
-        e = np.frombuffer(self.ends, dtype=np.float64)
-        order = np.argsort(s, kind="stable")
-        s, e = s[order], e[order]
-        keep = np.ones(s.shape, dtype=bool)
-        if s.size > 1:  # a nested marker (annotation inside the runner's frame) is one step
-            keep[1:] = s[1:] >= np.maximum.accumulate(e)[:-1]
-        phases = np.frombuffer(self.phases, dtype=np.int8)[order]
-        requests = np.frombuffer(self.requests, dtype=np.int64)[order]
-        return s[keep], e[keep], phases[keep], requests[keep]
-
-
-def _code_of(name: str) -> int:
-    if name == "aten::embedding":
-        return EMBED
-    return STEP if _STEP.search(name) else NONE
-
-
-def _indices_shape(args: Any) -> tuple[int, int] | None:
-    """``(tokens, sequence length)`` of an ``aten::embedding`` call's indices (input 1).
-
-    Engines that flatten the batch (vLLM, SGLang) pass 1-D indices: the sequence length is
-    not told (-1). A ``[batch, sequence]`` input (a ``generate`` loop) tells it: 1 in
-    decode steps, the prompt length in prefill.
-    """
-    dims = args.get("Input Dims") if type(args) is dict else None
-    if not isinstance(dims, list) or len(dims) < 2 or not isinstance(dims[1], list):
-        return None
-    shape = dims[1]
-    if not shape or not all(type(d) is int for d in shape):
-        return None
-    n = 1
-    for d in shape:
-        n *= d
-    return n, (shape[-1] if len(shape) == 2 else -1)
 
 
 def batching(
