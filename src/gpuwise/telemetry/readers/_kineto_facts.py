@@ -62,10 +62,11 @@ def trace_facts(t: EventTally) -> TraceFacts:
     durations = cols.ends - cols.starts
     idle = _idle_by_stream(cols)
     totals = _name_totals(every)
-    job = job_kind(t.marks, {every.names[i]: v * US for i, v in totals.items()})
+    kernel_time_s = {every.names[i]: v * US for i, v in totals.items()}
+    job = job_kind(t.marks, kernel_time_s)
     if job["kind"] == "inference":  # how batches form, and the weights' format
         job["batching"] = batching(t.engine_steps, sorted(t.steps.values()), every, (hi - lo) * US)
-        job["weights"] = weights({every.names[i]: v * US for i, v in totals.items()})
+        job["weights"] = weights(kernel_time_s)
     return TraceFacts(
         device_events=len(every.starts),
         steady_events=n,

@@ -23,6 +23,7 @@ share the bit set so each host span name is looked up once.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -105,6 +106,7 @@ def host_marks(name: str) -> int:
     return mark
 
 
+@functools.lru_cache(maxsize=8192)  # per distinct kernel name; job kind and batching ask both
 def kernel_marks(name: str) -> int:
     """Return the marks of one kernel name."""
     mark = 0

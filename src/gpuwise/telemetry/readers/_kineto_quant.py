@@ -20,6 +20,7 @@ weights over memory bandwidth.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -47,6 +48,7 @@ QUANTIZED_SHARE = 0.05
 quantizes its activations)."""
 
 
+@functools.lru_cache(maxsize=8192)  # per distinct kernel name; job kind and batching ask both
 def weight_kind(name: str) -> str | None:
     """``"quantized"``, ``"dense"`` or None (not a GEMM) for one kernel name."""
     if _NOT_GEMM.search(name):
