@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch import nn
 
+from gpuwise.efficiency.mfu import catalog_row, device_peak_flops_s, mfu_section
 from gpuwise.errors import UsageError
 from gpuwise.records import Run, Step
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.mfu import catalog_row, device_peak_flops_s, mfu_section
+from gpuwise.sizing.memory.estimate import estimate
 
 N = 1024
-"""The side of the CPU peak's own matrix multiply (``sizing.cpu_rates.matmul_flops_s``)."""
+"""The side of the CPU peak's own matrix multiply (``sizing.hardware.cpu_rates.matmul_flops_s``)."""
 
 
 @pytest.fixture

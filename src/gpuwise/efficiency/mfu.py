@@ -2,8 +2,8 @@
 
 MFU is the model's useful FLOPs per second over the device's peak at the run's precision:
 ``flops_per_sample * samples_per_step / step_time / peak``. The peak is the catalog's
-dense datasheet rate for a GPU (``sizing/gpus.csv``) and, on the CPU, the FLOP/s of a
-large matrix multiply measured on this machine (``sizing.cpu_rates.matmul_flops_s``). Like
+dense datasheet rate for a GPU (``sizing/hardware/gpus.csv``) and, on the CPU, the FLOP/s of a
+large matrix multiply measured on this machine (``sizing.hardware.cpu_rates.matmul_flops_s``). Like
 Lightning's ThroughputMonitor, but also per phase: ``compute_mfu`` divides by the compute
 phase alone, so a job starved by its input shows a low MFU and a high compute MFU.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.records import Run, steady_steps
-from gpuwise.sizing.catalog import GpuSpec, load_catalog
+from gpuwise.sizing.hardware.catalog import GpuSpec, load_catalog
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 

@@ -13,7 +13,7 @@ micro-step times the micro-steps per step), and
 
 The peak is the catalog's for the precision that carried most of the counted FLOPs (the
 autocast dtype, TF32 where PyTorch allowed it, the model's dtype), or on the CPU the rate
-measured on this machine (``sizing.mfu``). The whole-job figure is every rank's achieved
+measured on this machine (``efficiency.mfu``). The whole-job figure is every rank's achieved
 FLOP/s over the sum of their peaks.
 """
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuwise.efficiency.mfu import PEAK_UNDER_LOAD, PRECISIONS, device_peak_flops_s
 from gpuwise.records import Run, Step, steady_steps
 from gpuwise.records.stepstats import headline_steps
-from gpuwise.sizing.mfu import PEAK_UNDER_LOAD, PRECISIONS, device_peak_flops_s
 
 
 def counted_mfu_section(

@@ -50,7 +50,7 @@ def add_efficiency(
     """Add the ``energy`` section, and the ``mfu`` section when the model's FLOPs are known.
 
     The FLOPs are ``flops_per_sample`` when given (``source: "given"``), else those the
-    job's processes counted as they ran (``source: "counted"``, ``sizing.model_mfu``), at
+    job's processes counted as they ran (``source: "counted"``, ``efficiency.model_mfu``), at
     the precision those FLOPs ran in; ``precision`` applies to ``flops_per_sample``.
 
     Args:
@@ -71,12 +71,12 @@ def add_efficiency(
         counter_period_s=counter_period_s,
     )
     if flops_per_sample is not None:
-        from gpuwise.sizing.mfu import mfu_section
+        from gpuwise.efficiency.mfu import mfu_section
 
         section = mfu_section(run, flops_per_sample=flops_per_sample, precision=precision)
         run.extra["mfu"] = {**section, "source": "given"}
     elif run.extra.get("model_flops"):
-        from gpuwise.sizing.model_mfu import counted_mfu_section
+        from gpuwise.efficiency.model_mfu import counted_mfu_section
 
         counted = counted_mfu_section(run)
         if counted is not None:

@@ -6,18 +6,18 @@ import math
 import pytest
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.advisor import (
+from gpuwise.sizing.advice.advisor import (
     WORTH_IT_SPEEDUP,
     Assumptions,
     advice_to_dict,
     advise,
     cpu_verdict,
 )
-from gpuwise.sizing.calibration import KERNEL_FACTOR
-from gpuwise.sizing.catalog import find_gpus
-from gpuwise.sizing.cpu_rates import HostSpec
-from gpuwise.sizing.estimate_types import MemoryEstimate
-from gpuwise.sizing.roofline import gpu_rates
+from gpuwise.sizing.hardware.calibration import KERNEL_FACTOR
+from gpuwise.sizing.hardware.catalog import find_gpus
+from gpuwise.sizing.hardware.cpu_rates import HostSpec
+from gpuwise.sizing.memory.result import MemoryEstimate
+from gpuwise.sizing.speed.roofline import gpu_rates
 
 HOST = HostSpec(
     name="Test CPU",
@@ -228,7 +228,7 @@ def test_cpu_cache_bandwidth_applies_when_the_step_fits_in_cache() -> None:
 
 @pytest.mark.slow
 def test_measure_host_reports_positive_rates() -> None:
-    from gpuwise.sizing.cpu_rates import measure_host
+    from gpuwise.sizing.hardware.cpu_rates import measure_host
 
     host = measure_host(("fp32", "bf16"))
     assert host.matmul_flops_s["fp32"] > 1e8
@@ -268,7 +268,7 @@ def test_factors_not_fitted_on_the_cards_generation_are_marked_estimates() -> No
 
 
 def test_cuda_context_by_software_stack() -> None:
-    from gpuwise.sizing.calibration import cuda_context_bytes
+    from gpuwise.sizing.hardware.calibration import cuda_context_bytes
 
     assert cuda_context_bytes("NVIDIA V100 SXM2 16GB") == 1343 * 2**20  # current stack
     assert cuda_context_bytes("NVIDIA V100 SXM2 16GB", stack="legacy") == 800 * 2**20

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from gpuwise.errors import OutOfMemoryProbe, UsageError
-from gpuwise.sizing.precision import compare_precision
-from gpuwise.sizing.tune import agree_min, find_batch_size
+from gpuwise.sizing.advice.bf16_check import compare_precision
+from gpuwise.sizing.advice.tune import agree_min, find_batch_size
 
 
 def NO_PEAK(batch: int) -> int:

@@ -11,7 +11,7 @@ import pytest
 SCRIPT = """
 import json, sys
 import torch.distributed as dist
-from gpuwise.sizing.tune import agree_min
+from gpuwise.sizing.advice.tune import agree_min
 dist.init_process_group("gloo")
 value, ran = agree_min(int(sys.argv[1]))
 print(json.dumps({"rank": dist.get_rank(), "value": value, "ran": ran}))

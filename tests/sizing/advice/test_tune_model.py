@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gpuwise.errors import NoDeviceError
-from gpuwise.sizing.tune_model import TuneRequest, resolve_device, tune_model
+from gpuwise.sizing.advice.tune_model import TuneRequest, resolve_device, tune_model
 
 
 def test_resolve_device() -> None:

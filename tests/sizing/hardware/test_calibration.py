@@ -5,16 +5,17 @@ import statistics
 
 import pytest
 
-from gpuwise.sizing import calibration, gemm_share
-from gpuwise.sizing.calibration import (
+from gpuwise.sizing.hardware import calibration
+from gpuwise.sizing.hardware.calibration import (
     copy_efficiency,
     generation,
     load_measurements,
     nvidia_smi_bytes,
     same_card,
 )
-from gpuwise.sizing.catalog import find_gpus, load_catalog
-from gpuwise.sizing.gemm_share import matmul_efficiency
+from gpuwise.sizing.hardware.catalog import find_gpus, load_catalog
+from gpuwise.sizing.speed import gemm_share
+from gpuwise.sizing.speed.gemm_share import matmul_efficiency
 
 
 def test_shipped_rows_carry_numbers_and_sources() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.catalog import PRICE_DATE, find_gpus, load_catalog
+from gpuwise.sizing.hardware.catalog import PRICE_DATE, find_gpus, load_catalog
 
 
 def test_catalog_ships_in_the_package_with_dense_rates() -> None:

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing import layer_scaling
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.peft import LoraSpec
+from gpuwise.sizing.memory import layer_scaling
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.step.peft import LoraSpec
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 LLAMA3_70B = DATA / "llama3_70b_config.json"  # Meta-Llama-3-70B's published config values
 
 pytest.importorskip("transformers", reason="--hf-config builds models with transformers")

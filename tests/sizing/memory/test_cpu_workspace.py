@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from gpuwise.sizing import cpu_workspace
-from gpuwise.sizing.measured import measure_cpu_peak_bytes
-from gpuwise.sizing.memory import estimate
+from gpuwise.sizing.memory import cpu_workspace
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.memory.measured import measure_cpu_peak_bytes
 
 
 def wide_conv() -> nn.Module:
@@ -33,8 +33,8 @@ def test_the_probe_reads_what_the_allocator_holds_inside_the_operator() -> None:
 
 
 def test_the_cpu_estimate_adds_the_workspace_at_its_operator_and_matches_the_allocator() -> None:
-    from gpuwise.sizing.measured import measure_training_peak
-    from gpuwise.sizing.models import InputSpec
+    from gpuwise.sizing.job.models import InputSpec
+    from gpuwise.sizing.memory.measured import measure_training_peak
 
     est = estimate(wide_conv, (256, 2, 2), batch_size=4, optimizer="sgd", device="cpu")
     cuda = estimate(wide_conv, (256, 2, 2), batch_size=4, optimizer="sgd", device="cuda")

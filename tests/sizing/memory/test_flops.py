@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gpuwise.sizing.flops import flop_counter_mode, transformer_reference_flops
+from gpuwise.sizing.memory.flops import flop_counter_mode, transformer_reference_flops
 
 
 def test_cpu_attention_is_counted_forward_and_backward() -> None:

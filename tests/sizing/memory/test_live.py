@@ -5,7 +5,13 @@ import gc
 import pytest
 import torch
 
-from gpuwise.sizing.live import LiveBytesMode, StorageRecord, live_at, peak_of, round_cuda_bytes
+from gpuwise.sizing.memory.live import (
+    LiveBytesMode,
+    StorageRecord,
+    live_at,
+    peak_of,
+    round_cuda_bytes,
+)
 
 MiB = 2**20
 

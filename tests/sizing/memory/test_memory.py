@@ -5,9 +5,9 @@ import torch
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.measured import measure_training_peak
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.models import InputSpec, resnet18
+from gpuwise.sizing.job.models import InputSpec, resnet18
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.memory.measured import measure_training_peak
 from tests.sizing import factories
 from tests.sizing.factories import D_IN, D_OUT, HIDDEN
 
@@ -171,8 +171,8 @@ def test_resnet50_forward_is_4_1_g_multiply_adds() -> None:
 
 @pytest.mark.slow
 def test_gpt2_small_flops_match_6_n_tokens_plus_attention() -> None:
-    from gpuwise.sizing.flops import transformer_reference_flops
-    from gpuwise.sizing.models import gpt2_small
+    from gpuwise.sizing.job.models import gpt2_small
+    from gpuwise.sizing.memory.flops import transformer_reference_flops
 
     seq, batch = 128, 2
     with torch.device("meta"):
@@ -236,8 +236,8 @@ def test_json_form_is_versioned_and_consistent() -> None:
 def test_estimate_matches_cuda_max_memory_allocated() -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU: compares with torch.cuda.max_memory_allocated")
-    from gpuwise.sizing.calibration import cublas_workspace_bytes
-    from gpuwise.sizing.memory import make_optimizer
+    from gpuwise.sizing.hardware.calibration import cublas_workspace_bytes
+    from gpuwise.sizing.memory.estimate import make_optimizer
 
     spec = InputSpec("image", (3, 64, 64), num_classes=1000)
     est = estimate("resnet18", (3, 64, 64), batch_size=32, optimizer="adamw", device="cuda")

@@ -4,12 +4,12 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from gpuwise.sizing import calibration
-from gpuwise.sizing.attention import attention_mode
-from gpuwise.sizing.cuda_ops import cuda_dropout
-from gpuwise.sizing.live import LiveBytesMode
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.models import bert_base_squad, bert_large_squad, squad_loss
+from gpuwise.sizing.hardware import calibration
+from gpuwise.sizing.job.models import bert_base_squad, bert_large_squad, squad_loss
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.memory.live import LiveBytesMode
+from gpuwise.sizing.step.attention import attention_mode
+from gpuwise.sizing.step.cuda_ops import cuda_dropout
 
 
 def test_transformer_rows_parse_and_each_names_its_source() -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.sizing.calibration import cublas_workspace_bytes
-from gpuwise.sizing.memory import estimate
+from gpuwise.sizing.hardware.calibration import cublas_workspace_bytes
+from gpuwise.sizing.memory.estimate import estimate
 
 H100 = json.loads(
-    (Path(__file__).resolve().parents[1] / "realdata" / "h100_workspaces.json").read_text()
+    (Path(__file__).resolve().parents[2] / "realdata" / "h100_workspaces.json").read_text()
 )
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.sizing import calibration
-from gpuwise.sizing.catalog import find_gpus
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.roofline import gpu_rates, gpu_step_time, layout_transpose_s, transposed
+from gpuwise.sizing.hardware import calibration
+from gpuwise.sizing.hardware.catalog import find_gpus
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.speed.roofline import gpu_rates, gpu_step_time, layout_transpose_s, transposed
 
-TRACES = Path(__file__).parents[1] / "realdata" / "hta_traces"
-H100_RUN = Path(__file__).parents[1] / "realdata" / "h100_layout_transposes.json"
+TRACES = Path(__file__).parents[2] / "realdata" / "hta_traces"
+H100_RUN = Path(__file__).parents[2] / "realdata" / "h100_layout_transposes.json"
 
 
 A100_TF32 = "cnn_ddp_a100_nccl.trace.json.gz"

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.calibration import KERNEL_FACTOR, kernel_factor
-from gpuwise.sizing.catalog import find_gpus
-from gpuwise.sizing.gemm_share import matmul_efficiency
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.opcost import OpCost
-from gpuwise.sizing.roofline import DeviceRates, gpu_rates, gpu_step_time, step_time
+from gpuwise.sizing.hardware.calibration import KERNEL_FACTOR, kernel_factor
+from gpuwise.sizing.hardware.catalog import find_gpus
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.memory.opcost import OpCost
+from gpuwise.sizing.speed.gemm_share import matmul_efficiency
+from gpuwise.sizing.speed.roofline import DeviceRates, gpu_rates, gpu_step_time, step_time
 
 RATES = DeviceRates(
     matrix_flops_s=100e12,

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.checkpointing import checkpoint_blocks
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.memory import estimate_job
-from gpuwise.sizing.peft import LoraSpec
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.estimate import estimate_job
+from gpuwise.sizing.step.checkpointing import checkpoint_blocks
+from gpuwise.sizing.step.peft import LoraSpec
 
 LLAMA = "tests.sizing.factories:tiny_llama"
 BERT = "tests.sizing.factories:tiny_bert"
@@ -50,10 +50,10 @@ CASES: dict[str, dict[str, Any]] = {
 
 _SCRIPT = """
 import json, sys
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.measured import measure_job_peak
-from gpuwise.sizing.memory import estimate_job
-from gpuwise.sizing.peft import LoraSpec
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.measured import measure_job_peak
+from gpuwise.sizing.memory.estimate import estimate_job
+from gpuwise.sizing.step.peft import LoraSpec
 out = {}
 for name, case in json.loads(sys.argv[1]).items():
     lora = case.pop("lora", None)

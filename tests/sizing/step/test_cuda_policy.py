@@ -6,10 +6,10 @@ import torch.utils.checkpoint
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.autocast_policy import cuda_autocast
-from gpuwise.sizing.measured import measure_training_peak
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.models import InputSpec
+from gpuwise.sizing.job.models import InputSpec
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.memory.measured import measure_training_peak
+from gpuwise.sizing.step.autocast_policy import cuda_autocast
 
 
 def test_layernorm_and_softmax_run_in_fp32_as_on_cuda() -> None:

@@ -14,12 +14,12 @@ from torch import nn
 
 from gpuwise.cli.main import main
 from gpuwise.errors import UsageError
-from gpuwise.sizing.catalog import load_catalog
-from gpuwise.sizing.in_backward import InBackward
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.memory import estimate_job
-from gpuwise.sizing.optimizers import state_bytes_per_parameter
-from gpuwise.sizing.paging import paging_s
+from gpuwise.sizing.hardware.catalog import load_catalog
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.estimate import estimate_job
+from gpuwise.sizing.speed.paging import paging_s
+from gpuwise.sizing.step.in_backward import InBackward
+from gpuwise.sizing.step.optimizers import state_bytes_per_parameter
 from tests.sizing.factories import tiny_llama
 
 LLAMA = "tests.sizing.factories:tiny_llama"
@@ -81,9 +81,9 @@ def test_paging_time_is_twice_the_overflow_over_pcie() -> None:
 
 _SCRIPT = """
 import json
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.measured import measure_job_peak
-from gpuwise.sizing.memory import estimate_job
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.measured import measure_job_peak
+from gpuwise.sizing.memory.estimate import estimate_job
 job = SizingJob("tests.sizing.factories:tiny_llama", seq_len=32, batch_size=2,
                 optimizer_in_backward=True, device="cpu")
 print(json.dumps([estimate_job(job).peak_bytes, measure_job_peak(job)]))

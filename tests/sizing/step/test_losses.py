@@ -18,11 +18,11 @@ import torch
 
 from gpuwise.cli.main import main
 from gpuwise.errors import UsageError
-from gpuwise.sizing.losses import chunked_cross_entropy, loss_name, parse_loss
+from gpuwise.sizing.step.losses import chunked_cross_entropy, loss_name, parse_loss
 
 pytest.importorskip("transformers", reason="the chunked head is checked on a Hugging Face Llama")
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def _wide_vocab_config(tmp_path: Path) -> str:
@@ -68,10 +68,10 @@ def test_chunked_loss_equals_cross_entropy_and_its_gradient() -> None:
 
 _SCRIPT = """
 import json, sys
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.measured import measure_job_peak
-from gpuwise.sizing.memory import estimate_job
-from gpuwise.sizing.peft import LoraSpec
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.measured import measure_job_peak
+from gpuwise.sizing.memory.estimate import estimate_job
+from gpuwise.sizing.step.peft import LoraSpec
 out = {}
 for loss in ("full", "chunked:8", "chunked-compiled:8", "chunked-compiled:2"):
     job = SizingJob(sys.argv[1], seq_len=64, batch_size=2, precision="fp32",

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.optimizers import BNB_BLOCK, make_optimizer, state_bytes_per_parameter
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.step.optimizers import BNB_BLOCK, make_optimizer, state_bytes_per_parameter
 from tests.sizing import factories
 
 WIDE = "tests.sizing.factories:wide_mlp"

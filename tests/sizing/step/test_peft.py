@@ -4,8 +4,8 @@ import pytest
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.peft import LoraSpec, add_lora, freeze_parameters
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.step.peft import LoraSpec, add_lora, freeze_parameters
 from tests.sizing import factories
 
 LLAMA = "tests.sizing.factories:tiny_llama"

@@ -20,10 +20,10 @@ from torch import nn
 
 from gpuwise.cli.main import main
 from gpuwise.errors import UsageError
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.memory import estimate_job
-from gpuwise.sizing.peft import LoraSpec
-from gpuwise.sizing.quantize import QuantizedLinear, quantize_frozen, weight_bytes
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.estimate import estimate_job
+from gpuwise.sizing.step.peft import LoraSpec
+from gpuwise.sizing.step.quantize import QuantizedLinear, quantize_frozen, weight_bytes
 from tests.sizing.factories import tiny_llama
 
 LLAMA = "tests.sizing.factories:tiny_llama"
@@ -89,10 +89,10 @@ def test_parameter_bytes_drop_by_the_quantized_weights_exactly() -> None:
 
 _SCRIPT = """
 import json
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.measured import measure_job_peak
-from gpuwise.sizing.memory import estimate_job
-from gpuwise.sizing.peft import LoraSpec
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.measured import measure_job_peak
+from gpuwise.sizing.memory.estimate import estimate_job
+from gpuwise.sizing.step.peft import LoraSpec
 out = {}
 for fmt, keeps, first in (("nf4", False, False), ("nf4-dq", True, False), ("int8", False, False),
                           ("nf4-dq", True, True)):

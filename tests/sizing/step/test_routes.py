@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.routes import MasterWeights, compute_precision
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.step.routes import MasterWeights, compute_precision
 from tests.sizing import factories
 
 MLP = "tests.sizing.factories:tiny_mlp"  # bias-free: every parameter is a matrix
@@ -63,9 +63,9 @@ def test_compute_precision_of_each_route() -> None:
 
 _SCRIPT = """
 import json
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.measured import measure_job_peak
-from gpuwise.sizing.memory import estimate_job
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.measured import measure_job_peak
+from gpuwise.sizing.memory.estimate import estimate_job
 out = {}
 for route in ("fp16-o2", "bf16-pure"):
     job = SizingJob("tests.sizing.factories:tiny_llama", seq_len=32, batch_size=2,

@@ -22,15 +22,20 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.calibration import cublas_workspace_bytes, cuda_context_bytes, kernel_factor
-from gpuwise.sizing.catalog import PRICE_DATE, GpuSpec, load_catalog
-from gpuwise.sizing.cpu_rates import HostSpec
-from gpuwise.sizing.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
-from gpuwise.sizing.estimate_types import PRECISIONS, MemoryEstimate, check_choice
-from gpuwise.sizing.paging import paging_s
-from gpuwise.sizing.provenance import estimates_of, route_precision, runnable_precision
-from gpuwise.sizing.roofline import StepTime, gpu_step_time
-from gpuwise.sizing.routes import ROUTE_NAMES
+from gpuwise.sizing.advice.provenance import estimates_of, route_precision, runnable_precision
+from gpuwise.sizing.hardware.calibration import (
+    cublas_workspace_bytes,
+    cuda_context_bytes,
+    kernel_factor,
+)
+from gpuwise.sizing.hardware.catalog import PRICE_DATE, GpuSpec, load_catalog
+from gpuwise.sizing.hardware.cpu_rates import HostSpec
+from gpuwise.sizing.memory.result import MemoryEstimate
+from gpuwise.sizing.speed.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
+from gpuwise.sizing.speed.paging import paging_s
+from gpuwise.sizing.speed.roofline import StepTime, gpu_step_time
+from gpuwise.sizing.step.choices import PRECISIONS, check_choice
+from gpuwise.sizing.step.routes import ROUTE_NAMES
 
 ADVICE_SCHEMA = "gpuwise.advise/1"
 
@@ -315,7 +320,7 @@ def advise(
     if (dataset_size is not None and dataset_size < 1) or (epochs is not None and epochs <= 0):
         raise UsageError(f"dataset size {dataset_size} and epochs {epochs} must be positive")
     if host is None:
-        from gpuwise.sizing.cpu_rates import cached_host
+        from gpuwise.sizing.hardware.cpu_rates import cached_host
 
         host = cached_host()
     a = assumptions or Assumptions(utilization=utilization)

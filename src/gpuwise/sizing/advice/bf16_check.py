@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from gpuwise.sizing.cpu_rates import cpu_has_bf16
+from gpuwise.sizing.hardware.cpu_rates import cpu_has_bf16
 
 MIN_SPEEDUP = 1.1
 """bf16 must be at least this much faster than fp32 to be recommended (noise margin)."""

@@ -7,9 +7,9 @@ the figures that are not fitted on or measured for the card's own generation
 
 from __future__ import annotations
 
-from gpuwise.sizing.calibration import context_is_estimate, factor_is_estimate, generation
-from gpuwise.sizing.catalog import GpuSpec
-from gpuwise.sizing.gemm_share import has_gemm_row
+from gpuwise.sizing.hardware.calibration import context_is_estimate, factor_is_estimate, generation
+from gpuwise.sizing.hardware.catalog import GpuSpec
+from gpuwise.sizing.speed.gemm_share import has_gemm_row
 
 
 def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:

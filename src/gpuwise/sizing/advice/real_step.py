@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuwise.sizing import model_source
-from gpuwise.sizing.inputs import input_spec, with_vocab
-from gpuwise.sizing.job import SizingJob, prepare_model
-from gpuwise.sizing.memory import autocast_for
-from gpuwise.sizing.routes import build_model, cast_input
+from gpuwise.sizing.job import model_source
+from gpuwise.sizing.job.inputs import input_spec, with_vocab
+from gpuwise.sizing.job.job import SizingJob, prepare_model
+from gpuwise.sizing.memory.estimate import autocast_for
+from gpuwise.sizing.step.routes import build_model, cast_input
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,7 @@ class _Search:
         if self.limit is None or self.peak_fn is not None:
             self.step_fn(batch)  # the estimate guards the limit; profiling would slow it
             return None
-        from gpuwise.sizing.measured import measure_cpu_peak_bytes
+        from gpuwise.sizing.memory.measured import measure_cpu_peak_bytes
 
         return measure_cpu_peak_bytes(lambda: self.step_fn(batch), self.baseline_bytes)
 

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 
 from gpuwise.errors import NoDeviceError, OutOfMemoryProbe
-from gpuwise.sizing.job import SizingJob
-from gpuwise.sizing.precision import compare_precision
-from gpuwise.sizing.routes import autocast_precision
-from gpuwise.sizing.steps import make_training_step
-from gpuwise.sizing.tune import TUNE_SCHEMA, find_batch_size
+from gpuwise.sizing.advice.bf16_check import compare_precision
+from gpuwise.sizing.advice.real_step import make_training_step
+from gpuwise.sizing.advice.tune import TUNE_SCHEMA, find_batch_size
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.step.routes import autocast_precision
 
 PRECISION_CHECK_REPEATS = 5
 """Fewest timed steps per precision in the bf16 check (it compares two close timings)."""
@@ -34,8 +34,8 @@ class TuneRequest:
         shape: One sample's shape without the batch, e.g. ``"3x224x224"`` (default: the
             model's own).
         seq_len: Sequence length for token models (default: the model's own).
-        precision: The step's precision route (``estimate_types.PRECISIONS``).
-        optimizer: One of ``estimate_types.OPTIMIZERS``.
+        precision: The step's precision route (``choices.PRECISIONS``).
+        optimizer: One of ``choices.OPTIMIZERS``.
         checkpoint: Gradient checkpointing of the model's repeated blocks.
         freeze: Name prefixes of parameters to freeze.
         job: The whole sizing job (the CLI's); when given, the model fields above are

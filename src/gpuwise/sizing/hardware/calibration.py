@@ -193,7 +193,7 @@ def load_measurements(filename: str = "measured_calibration.csv") -> tuple[Measu
             ``measured_transformers.csv`` (held-out transformer rows, see
             ``load_transformer_rows``).
     """
-    text = resources.files("gpuwise.sizing").joinpath(filename)
+    text = resources.files("gpuwise.sizing.hardware").joinpath(filename)
     rows = []
     for row in csv.DictReader(io.StringIO(text.read_text(encoding="utf-8"))):
         value = _value(row["value"])

@@ -1,4 +1,4 @@
-"""The GPU catalog shipped with gpuwise (``sizing/gpus.csv``): vendor datasheet figures.
+"""The GPU catalog shipped with gpuwise (``sizing/hardware/gpus.csv``): vendor datasheet figures.
 
 Tensor rates are dense (no 2:4 sparsity); cloud prices are medians of on-demand prices
 from the community cloud-gpus.github.io list, October 2025. Each row's ``source`` names
@@ -107,7 +107,9 @@ def load_catalog() -> tuple[GpuSpec, ...]:
         >>> any(g.name == "NVIDIA A100 80GB SXM" for g in load_catalog())
         True
     """
-    text = resources.files("gpuwise.sizing").joinpath("gpus.csv").read_text(encoding="utf-8")
+    text = (
+        resources.files("gpuwise.sizing.hardware").joinpath("gpus.csv").read_text(encoding="utf-8")
+    )
     return tuple(_row(row) for row in csv.DictReader(io.StringIO(text)))
 
 

@@ -6,9 +6,9 @@
 mode: parameters have shapes and dtypes but no storage, so a 70B model builds in seconds
 in a few hundred MB.
 
-Deep models are traced with two and three decoder layers (``shallow``) and extrapolated
-to the configured depth (``layer_scaling``): a stack of identical layers adds the same
-bytes, FLOPs and operators per layer, so the two traces fix the line.
+Deep models are traced with two and three decoder layers (``model_source.shallow``) and
+extrapolated to the configured depth (``layer_scaling``): a stack of identical layers adds
+the same bytes, FLOPs and operators per layer, so the two traces fix the line.
 """
 
 from __future__ import annotations
@@ -17,17 +17,13 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.models import InputSpec
-
-if TYPE_CHECKING:
-    from gpuwise.sizing.model_source import ModelSource
+from gpuwise.sizing.job.models import InputSpec
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 """Config keys that hold the number of decoder layers."""
@@ -74,12 +70,6 @@ def with_layers(config: Any, layers: int) -> Any:
     if hasattr(copy, "layer_types") and isinstance(copy.layer_types, list):
         copy.layer_types = copy.layer_types[:layers]
     return copy
-
-
-def shallow(source: ModelSource, layers: int) -> ModelSource:
-    """``source`` (built from a config) with ``layers`` decoder layers."""
-    config = with_layers(source.hf_config, layers)
-    return replace(source, build=builder(config), hf_config=config)
 
 
 def builder(config: Any) -> Callable[[], nn.Module]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.model_source import ModelSource, parse_shape
-from gpuwise.sizing.models import InputSpec
+from gpuwise.sizing.job.model_source import ModelSource, parse_shape
+from gpuwise.sizing.job.models import InputSpec
 
 
 def input_spec(

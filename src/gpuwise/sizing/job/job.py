@@ -18,15 +18,16 @@ import torch
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing import model_source, routes
-from gpuwise.sizing.attention import ATTENTIONS
-from gpuwise.sizing.checkpointing import enable_checkpointing
-from gpuwise.sizing.estimate_types import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
-from gpuwise.sizing.in_backward import InBackward
-from gpuwise.sizing.losses import chunk_output_head, loss_name, parse_loss
-from gpuwise.sizing.optimizers import make_optimizer
-from gpuwise.sizing.peft import LoraSpec, add_lora, freeze_parameters
-from gpuwise.sizing.quantize import QUANT_NAMES, QUANTIZATIONS, quantize_frozen
+from gpuwise.sizing.job import model_source
+from gpuwise.sizing.step import routes
+from gpuwise.sizing.step.attention import ATTENTIONS
+from gpuwise.sizing.step.checkpointing import enable_checkpointing
+from gpuwise.sizing.step.choices import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.step.in_backward import InBackward
+from gpuwise.sizing.step.losses import chunk_output_head, loss_name, parse_loss
+from gpuwise.sizing.step.optimizers import make_optimizer
+from gpuwise.sizing.step.peft import LoraSpec, add_lora, freeze_parameters
+from gpuwise.sizing.step.quantize import QUANT_NAMES, QUANTIZATIONS, quantize_frozen
 
 InputLike = None | str | tuple[int, ...] | torch.Tensor | tuple[torch.Tensor, ...]
 LossFn = Callable[[Any, tuple[Any, ...]], torch.Tensor]

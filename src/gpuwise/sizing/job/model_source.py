@@ -10,14 +10,15 @@ import copy
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.models import BUILTIN_MODELS, InputSpec
+from gpuwise.sizing.job import hf_config
+from gpuwise.sizing.job.models import BUILTIN_MODELS, InputSpec
 from gpuwise.user_code import import_factory
 
 ModelLike = str | nn.Module | Callable[[], nn.Module]
@@ -122,11 +123,15 @@ def resolve_model(model: ModelLike) -> ModelSource:
 
 
 def _hf_source(path: str) -> ModelSource:
-    from gpuwise.sizing import hf_config
-
     config = hf_config.read_config(path)
     name = (getattr(config, "architectures", None) or [config.model_type])[0]
     return ModelSource(name, hf_config.builder(config), hf_config.input_of(config), config)
+
+
+def shallow(source: ModelSource, layers: int) -> ModelSource:
+    """``source`` (built from a config) with ``layers`` decoder layers."""
+    config = hf_config.with_layers(source.hf_config, layers)
+    return replace(source, build=hf_config.builder(config), hf_config=config)
 
 
 def make_batch(spec: InputSpec, batch_size: int) -> torch.Tensor:
@@ -151,7 +156,7 @@ def make_loss(
 
     def loss(output: Any, inputs: tuple[Any, ...]) -> torch.Tensor:
         if route.startswith("chunked") and spec is not None and spec.kind == "tokens":
-            from gpuwise.sizing.losses import chunked_cross_entropy
+            from gpuwise.sizing.step.losses import chunked_cross_entropy
 
             return chunked_cross_entropy(
                 _logit_chunks(output), inputs[0], compiled=route == "chunked-compiled"
@@ -159,7 +164,7 @@ def make_loss(
         out = _first_tensor(output)
         if spec is not None and spec.kind == "tokens":
             if kind == "fused":
-                from gpuwise.sizing.losses import fused_cross_entropy
+                from gpuwise.sizing.step.losses import fused_cross_entropy
 
                 return fused_cross_entropy(out.flatten(0, 1), inputs[0].flatten())
             return nn.functional.cross_entropy(out.flatten(0, 1).float(), inputs[0].flatten())

@@ -29,25 +29,22 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing import hf_config, layer_scaling, model_source
-from gpuwise.sizing.cpu_workspace import CpuWorkspaces, workspace_fields
-from gpuwise.sizing.estimate_types import (
-    OPTIMIZERS,
-    PRECISIONS,
-    MemoryEstimate,
-    check_choice,
-)
-from gpuwise.sizing.inputs import input_spec, with_vocab
-from gpuwise.sizing.job import InputLike, LossFn, SizingJob, prepare_model
-from gpuwise.sizing.live import LiveBytesMode, StorageRecord, before, live_at, peak_of
-from gpuwise.sizing.models import InputSpec
-from gpuwise.sizing.optimizers import make_optimizer
-from gpuwise.sizing.peft import LoraSpec, freeze_parameters
-from gpuwise.sizing.quantize import QuantizedLinear
-from gpuwise.sizing.routes import autocast_precision, build_model, cast_input
-from gpuwise.sizing.shadow import ShadowValues
-from gpuwise.sizing.trace_modes import forward_modes, recompute_modes
-from gpuwise.sizing.tracer import Tracer
+from gpuwise.sizing.job import hf_config, model_source
+from gpuwise.sizing.job.inputs import input_spec, with_vocab
+from gpuwise.sizing.job.job import InputLike, LossFn, SizingJob, prepare_model
+from gpuwise.sizing.job.models import InputSpec
+from gpuwise.sizing.memory import layer_scaling
+from gpuwise.sizing.memory.cpu_workspace import CpuWorkspaces, workspace_fields
+from gpuwise.sizing.memory.live import LiveBytesMode, StorageRecord, before, live_at, peak_of
+from gpuwise.sizing.memory.result import MemoryEstimate
+from gpuwise.sizing.memory.shadow import ShadowValues
+from gpuwise.sizing.memory.trace_modes import forward_modes, recompute_modes
+from gpuwise.sizing.memory.tracer import Tracer
+from gpuwise.sizing.step.choices import OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.step.optimizers import make_optimizer
+from gpuwise.sizing.step.peft import LoraSpec, freeze_parameters
+from gpuwise.sizing.step.quantize import QuantizedLinear
+from gpuwise.sizing.step.routes import autocast_precision, build_model, cast_input
 
 __all__ = [
     "OPTIMIZERS",
@@ -201,7 +198,7 @@ def estimate_job(job: SizingJob) -> MemoryEstimate:
     source = model_source.resolve_model(job.model)
     layers = hf_config.layer_count(source.hf_config) if source.hf_config is not None else None
     if layers is not None and layers > layer_scaling.SCALE_ABOVE_LAYERS:
-        a, b = (_traced(job, hf_config.shallow(source, n)) for n in layer_scaling.TRACED_LAYERS)
+        a, b = (_traced(job, model_source.shallow(source, n)) for n in layer_scaling.TRACED_LAYERS)
         if layer_scaling.same_peak_point(a, b):
             extra = layers - layer_scaling.TRACED_LAYERS[1]
             return replace(layer_scaling.extrapolate(a, b, extra), model=source.name)

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from gpuwise.sizing.estimate_types import MemoryEstimate
-from gpuwise.sizing.opcost import OpCost
+from gpuwise.sizing.memory.opcost import OpCost
+from gpuwise.sizing.memory.result import MemoryEstimate
 
 SCALE_ABOVE_LAYERS = 4
 """Configs with more decoder layers than this are traced at 2 and 3 layers and scaled."""

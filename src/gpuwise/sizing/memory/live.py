@@ -23,10 +23,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from gpuwise.sizing.opcost import OpCost, op_cost
+from gpuwise.sizing.memory.opcost import OpCost, op_cost
 
 if TYPE_CHECKING:
-    from gpuwise.sizing.cpu_workspace import CpuWorkspaces
+    from gpuwise.sizing.memory.cpu_workspace import CpuWorkspaces
 
 _MIN_BLOCK_BYTES = 512
 _SMALL_SIZE_BYTES = 1 << 20  # requests up to 1 MiB come from the small pool

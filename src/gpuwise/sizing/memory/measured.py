@@ -17,14 +17,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuwise.sizing.cuda_ops import run_backward
-from gpuwise.sizing.inputs import input_spec, with_vocab
-from gpuwise.sizing.job import SizingJob, prepare_model
-from gpuwise.sizing.memory import autocast_for, make_optimizer
-from gpuwise.sizing.model_source import make_batch, make_loss, resolve_model
-from gpuwise.sizing.models import InputSpec
-from gpuwise.sizing.routes import MasterWeights, autocast_precision, build_model, cast_input
-from gpuwise.sizing.trace_modes import forward_modes, recompute_modes
+from gpuwise.sizing.job.inputs import input_spec, with_vocab
+from gpuwise.sizing.job.job import SizingJob, prepare_model
+from gpuwise.sizing.job.model_source import make_batch, make_loss, resolve_model
+from gpuwise.sizing.job.models import InputSpec
+from gpuwise.sizing.memory.estimate import autocast_for, make_optimizer
+from gpuwise.sizing.memory.trace_modes import forward_modes, recompute_modes
+from gpuwise.sizing.step.cuda_ops import run_backward
+from gpuwise.sizing.step.routes import MasterWeights, autocast_precision, build_model, cast_input
 
 
 def measure_cpu_peak_bytes(step: Callable[[], None], baseline_bytes: int) -> int:

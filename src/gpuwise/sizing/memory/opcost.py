@@ -30,7 +30,7 @@ import torch
 from torch.utils import flop_counter
 from torch.utils._pytree import tree_flatten
 
-from gpuwise.sizing.flops import extra_formulas
+from gpuwise.sizing.memory.flops import extra_formulas
 
 aten = torch.ops.aten
 

@@ -1,36 +1,15 @@
-"""The result of a memory estimate, its JSON form, and the accepted choices."""
+"""The result of a memory estimate and its JSON form."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from gpuwise.errors import UsageError
-
 if TYPE_CHECKING:
-    from gpuwise.sizing.job import SizingJob
-    from gpuwise.sizing.opcost import OpCost
+    from gpuwise.sizing.job.job import SizingJob
+    from gpuwise.sizing.memory.opcost import OpCost
 
 ESTIMATE_SCHEMA = "gpuwise.estimate/1"
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp16-o2", "bf16-pure")
-"""Precision routes: fp32/tf32; ``bf16``/``fp16`` autocast over fp32 weights; ``fp16-o2``
-half weights with fp32 master weights and optimizer state (apex O2, DeepSpeed fp16);
-``bf16-pure`` bf16 weights, gradients and optimizer state (torchtune's default)."""
-OPTIMIZERS = (
-    "sgd",
-    "sgd_momentum",
-    "adam",
-    "adamw",
-    "adadelta",
-    "adafactor",
-    "adam8bit",
-    "adamw8bit",
-    "paged_adamw8bit",
-    "lamb",
-    "lion",
-)
-CHECKPOINT_MODES = ("non-reentrant", "reentrant")
 
 CUDA_CONTEXT_BYTES = (1100 * 2**20, 1343 * 2**20)
 """Device memory the CUDA context, library handles and PyTorch's kernels take outside the
@@ -50,7 +29,7 @@ def nvidia_smi_by_generation(peak_bytes: int) -> dict[str, int]:
     The peak and that generation's cuBLAS workspaces with the allocator's reserve, plus its
     CUDA context (``calibration.nvidia_smi_bytes``).
     """
-    from gpuwise.sizing.calibration import CUDA_CONTEXT_BYTES, nvidia_smi_bytes
+    from gpuwise.sizing.hardware.calibration import CUDA_CONTEXT_BYTES, nvidia_smi_bytes
 
     return {gen: nvidia_smi_bytes(peak_bytes, gen) for gen in CUDA_CONTEXT_BYTES}
 
@@ -60,15 +39,9 @@ def cublas_workspaces() -> dict[str, int]:
 
     ``torch.cuda.max_memory_allocated`` counts them (``calibration.CUBLAS_WORKSPACE_BYTES``).
     """
-    from gpuwise.sizing.calibration import CUBLAS_WORKSPACE_BYTES
+    from gpuwise.sizing.hardware.calibration import CUBLAS_WORKSPACE_BYTES
 
     return dict(CUBLAS_WORKSPACE_BYTES)
-
-
-def check_choice(what: str, value: str, valid: Sequence[str]) -> None:
-    """Raise a UsageError listing ``valid`` when ``value`` is not one of them."""
-    if value not in valid:
-        raise UsageError(f"unknown {what} {value!r}; valid: {', '.join(valid)}")
 
 
 @dataclass(frozen=True)

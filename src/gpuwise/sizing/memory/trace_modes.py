@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from gpuwise.sizing.attention import attention_mode
-from gpuwise.sizing.autocast_policy import CudaAutocastPolicy, cuda_autocast
-from gpuwise.sizing.cuda_ops import cuda_dropout
+from gpuwise.sizing.step.attention import attention_mode
+from gpuwise.sizing.step.autocast_policy import CudaAutocastPolicy, cuda_autocast
+from gpuwise.sizing.step.cuda_ops import cuda_dropout
 
 
 @contextmanager

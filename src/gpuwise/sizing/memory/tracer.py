@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuwise.sizing.cuda_ops import run_backward
-from gpuwise.sizing.job import Update
-from gpuwise.sizing.live import LiveBytesMode
-from gpuwise.sizing.routes import MasterWeights
+from gpuwise.sizing.job.job import Update
+from gpuwise.sizing.memory.live import LiveBytesMode
+from gpuwise.sizing.step.cuda_ops import run_backward
+from gpuwise.sizing.step.routes import MasterWeights
 
 LossFn = Callable[[Any, tuple[Any, ...]], torch.Tensor]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.sizing.cpu_rates import HostSpec
-from gpuwise.sizing.estimate_types import MemoryEstimate
+from gpuwise.sizing.hardware.cpu_rates import HostSpec
+from gpuwise.sizing.memory.result import MemoryEstimate
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,15 @@ import math
 import statistics
 from typing import TYPE_CHECKING
 
-from gpuwise.sizing.calibration import Measurement, generation, load_measurements, same_card
+from gpuwise.sizing.hardware.calibration import (
+    Measurement,
+    generation,
+    load_measurements,
+    same_card,
+)
 
 if TYPE_CHECKING:
-    from gpuwise.sizing.catalog import GpuSpec
+    from gpuwise.sizing.hardware.catalog import GpuSpec
 
 FP32_LANES_PER_SM = {
     "volta": 64,
@@ -104,7 +109,7 @@ def reference_shares(
         precision: ``fp16``, ``bf16`` or ``fp32``.
         with_headroom: Leave out cards whose catalog row lacks SM count or boost clock.
     """
-    from gpuwise.sizing.catalog import load_catalog
+    from gpuwise.sizing.hardware.catalog import load_catalog
 
     refs = []
     for m in _gemm_rows("achieved_tflops"):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuwise.sizing.calibration import cublas_workspace_bytes, cuda_context_bytes
+from gpuwise.sizing.hardware.calibration import cublas_workspace_bytes, cuda_context_bytes
 
 if TYPE_CHECKING:
-    from gpuwise.sizing.catalog import GpuSpec
-    from gpuwise.sizing.estimate_types import MemoryEstimate
+    from gpuwise.sizing.hardware.catalog import GpuSpec
+    from gpuwise.sizing.memory.result import MemoryEstimate
 
 
 def paging_s(gpu: GpuSpec, est: MemoryEstimate) -> float:

@@ -36,7 +36,7 @@ stride 1) convolutions, which run as NCHW GEMMs. With ``channels_last=True``
 (``model.to(memory_format=torch.channels_last)``) the transposes vanish. Plain fp32
 convolutions (Volta, Turing) have native NCHW kernels and pay nothing. On a real A100
 fp32 ResNet trace the transposes are 27 % of the convolutions' kernel time; this model
-gives about a quarter for ResNet-50 (``tests/sizing/test_layout_trace.py``).
+gives about a quarter for ResNet-50 (``tests/sizing/speed/test_layout_trace.py``).
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuwise.sizing.calibration import copy_efficiency, kernel_factor
-from gpuwise.sizing.catalog import GpuSpec
-from gpuwise.sizing.estimate_types import MemoryEstimate
-from gpuwise.sizing.gemm_share import matmul_efficiency
-from gpuwise.sizing.opcost import OpCost
+from gpuwise.sizing.hardware.calibration import copy_efficiency, kernel_factor
+from gpuwise.sizing.hardware.catalog import GpuSpec
+from gpuwise.sizing.memory.opcost import OpCost
+from gpuwise.sizing.memory.result import MemoryEstimate
+from gpuwise.sizing.speed.gemm_share import matmul_efficiency
 
 MIN_KERNEL_S = 3e-6
 """Shortest time a kernel occupies the GPU (launch latency and tail), a few microseconds."""

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gpuwise.sizing.cuda_ops import FunctionSwap
+from gpuwise.sizing.step.cuda_ops import FunctionSwap
 
 ATTENTIONS = ("sdpa", "eager")
 

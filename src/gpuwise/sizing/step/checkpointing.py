@@ -23,7 +23,7 @@ import torch.utils.checkpoint
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.estimate_types import CHECKPOINT_MODES, check_choice
+from gpuwise.sizing.step.choices import CHECKPOINT_MODES, check_choice
 
 
 class _Checkpointed(nn.Module):

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuwise.sizing.estimate_types import OPTIMIZERS, check_choice
+from gpuwise.sizing.step.choices import OPTIMIZERS, check_choice
 
 BNB_BLOCK = 256
 """Values per quantization block of bitsandbytes' 8-bit optimizer state (its default)."""

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.peft import OUTPUT_HEADS
+from gpuwise.sizing.step.peft import OUTPUT_HEADS
 
 QUANTIZATIONS = ("nf4", "nf4-dq", "int8")
 QUANT_NAMES = {

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuwise.sizing.estimate_types import PRECISIONS, check_choice
+from gpuwise.sizing.step.choices import PRECISIONS, check_choice
 
 ROUTE_NAMES = {
     "fp32": "fp32",
