@@ -23,11 +23,7 @@ from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.sizing.advice.provenance import estimates_of, route_precision, runnable_precision
-from gpuwise.sizing.hardware.calibration import (
-    cublas_workspace_bytes,
-    cuda_context_bytes,
-    kernel_factor,
-)
+from gpuwise.sizing.hardware import calibration
 from gpuwise.sizing.hardware.catalog import PRICE_DATE, GpuSpec, load_catalog
 from gpuwise.sizing.hardware.cpu_rates import HostSpec
 from gpuwise.sizing.memory.result import MemoryEstimate
@@ -161,7 +157,8 @@ def _memory_at(work: StepWork, batch: int) -> float:
 def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, int, str]:
     """Whether the step fits the card, the largest batch that does, and the verdict if not."""
     usable = gpu.memory_gib * 2**30 * ctx["assumptions"].usable_memory_fraction
-    outside = cuda_context_bytes(gpu.name) + cublas_workspace_bytes(gpu.name)
+    context = calibration.cuda_context_bytes(gpu.name)
+    outside = context + calibration.cublas_workspace_bytes(gpu.name)
     room = usable - outside
     work: StepWork = ctx["work"]
     largest = int((room - work.fixed_memory_bytes) // max(work.memory_per_sample_bytes, 1.0))
@@ -220,7 +217,7 @@ def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRo
         months_to_buy=months,
         crossover_batch=crossover,
         verdict=verdict if fits else no_fit,
-        efficiency={"kernel_factor": kernel_factor(gpu.name, precision or "fp32")},
+        efficiency={"kernel_factor": calibration.kernel_factor(gpu.name, precision or "fp32")},
         precision=precision,
         samples_per_s=batch / step if step else None,
         usd_per_million_samples=price * step / batch * 1e6 / 3600 if step and price else None,
