@@ -28,6 +28,27 @@ from gpuwise.sizing.job.models import InputSpec
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 """Config keys that hold the number of decoder layers."""
 
+SIZE_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+    "torch_dtype",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_inner",
+    "n_positions",
+    "d_model",
+    "num_layers",
+)
+"""Config fields that set a model's size; ``defaults_used`` names those a file leaves out."""
+
 
 def read_config(path: str | Path) -> Any:
     """The ``PretrainedConfig`` of ``path`` (a ``config.json`` or its folder), offline.
@@ -42,14 +63,59 @@ def read_config(path: str | Path) -> Any:
     file = Path(path)
     file = file / "config.json" if file.is_dir() else file
     try:
-        json.loads(file.read_text(encoding="utf-8"))
-        return AutoConfig.from_pretrained(str(file), local_files_only=True)
+        written = json.loads(file.read_text(encoding="utf-8"))
+        config = AutoConfig.from_pretrained(str(file), local_files_only=True)
     except (OSError, json.JSONDecodeError, ValueError, KeyError) as err:
         raise UsageError(
             f"--hf-config {path}: cannot read a Hugging Face config ({type(err).__name__}: "
             f"{str(err).splitlines()[0] if str(err) else ''}); pass the config.json of a model "
             "(as downloaded with the model, or written from its published values)"
         ) from err
+    layers = layer_count(config)
+    if layers is not None and layers < 1:
+        raise UsageError(
+            f"--hf-config {path}: the config has {layers} layers; a model needs at least one "
+            "(set num_hidden_layers, or the model's own layer count, to its published value)"
+        )
+    config.gpuwise_written_keys = tuple(written) if isinstance(written, dict) else ()
+    return config
+
+
+def defaults_used(config: Any) -> dict[str, Any]:
+    """Size fields the config file left to its class's defaults, with the values used.
+
+    A field counts as written when the file names it or the name transformers maps it to
+    (``attribute_map``: GPT-2's ``n_embd`` is its ``hidden_size``).
+
+    Example:
+        >>> from transformers import LlamaConfig
+        >>> config = LlamaConfig()
+        >>> config.gpuwise_written_keys = ("model_type", "hidden_size")
+        >>> defaults_used(config)["num_hidden_layers"]
+        32
+    """
+    written = set(getattr(config, "gpuwise_written_keys", ()))
+    aliases = dict(getattr(config, "attribute_map", {}) or {})
+    reverse = {v: k for k, v in aliases.items()}
+    used = {}
+    for key in SIZE_KEYS:
+        value = getattr(config, key, None) if hasattr(config, key) else None
+        named = {key, aliases.get(key, key), reverse.get(key, key)} & written
+        if value is not None and not named and (key in config.to_dict() or key in aliases):
+            used[key] = value
+    return used
+
+
+def defaults_note(config: Any) -> str | None:
+    """One line naming the size fields a config file left to defaults, or None."""
+    used = defaults_used(config)
+    if not used:
+        return None
+    values = ", ".join(f"{k}={v}" for k, v in used.items())
+    return (
+        f"config.json leaves {values} to {type(config).__name__}'s defaults: a model's own "
+        "config.json names them; check the file is the whole config"
+    )
 
 
 def layer_count(config: Any) -> int | None:

@@ -91,6 +91,10 @@ class MemoryEstimate:
             peak leaves their workspaces out and may be low by them.
         cpu_kernels: ``device="cpu"``: what the workspaces were measured with,
             ``{"isa", "threads"}`` (``torch.backends.cpu.get_cpu_capability()``, threads).
+        notes: What the user should know about the input (a config's fields left to
+            defaults), one line each.
+        offloaded_bytes: Activation bytes a step moves to host memory and back
+            (``--offload-activations``, ``step.offload``); 0 without offloading.
     """
 
     model: str
@@ -123,6 +127,8 @@ class MemoryEstimate:
     cpu_workspace_unprobed_ops: int = 0
     cpu_kernels: dict[str, Any] | None = None
     paged_state_bytes: int = 0
+    offloaded_bytes: int = 0
+    notes: tuple[str, ...] = ()
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
     job: SizingJob | None = field(default=None, repr=False, compare=False)
 
@@ -169,6 +175,7 @@ class MemoryEstimate:
         data["job"] = self.job.describe() if self.job is not None else None
         data["bytes_moved"] = dict(self.bytes_moved)
         data["input_shape"] = list(self.input_shape) if self.input_shape else None
+        data["notes"] = list(self.notes)
         data["cuda_context_bytes"] = {
             "low": self.cuda_context_bytes[0],
             "high": self.cuda_context_bytes[1],
