@@ -57,7 +57,7 @@ class GpuSpec:
 
         Dynamic power grows with the SMs switching and their clock, so a board whose power
         limit (``tdp_w``) is small for its SMs at boost clock must lower the clock under a
-        sustained tensor load (``gemm_share.matmul_efficiency``). None without the figures.
+        sustained tensor load (``speed.class_rates.gemm_share``). None without the figures.
         """
         if not self.sm_count or not self.boost_clock_mhz:
             return None
