@@ -104,8 +104,7 @@ def _kind_share(
     top: int,
     members: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]],
 ) -> tuple[int, float]:
-    """The kind the rank was most often last at, and its share of the instances of that
-    kind it took part in."""
+    """The kind the rank was most often last at, and its share of those it took part in."""
     mine = last_who == top
     counts = np.bincount(kinds[mine].astype(np.int64), minlength=len(COLLECTIVES))
     kind = int(np.argmax(counts))
