@@ -1,8 +1,11 @@
 """Name the rank that held a job back at its collectives, and why it was late.
 
-The straggler is the rank whose late arrivals cost the others the most wait. It must be
-the last to arrive at most instances of some collective kind (three in four for a
-two-rank job, where a coin would give one in two) for the job to have a straggler at all.
+The straggler is the rank whose late arrivals cost the others the most wait. It must have
+caused half the waiting of the whole job (three quarters in a two-rank job, where one rank
+or the other is always last) for the job to have a straggler at all: where every rank is
+late about as often, the waiting is jitter, not a straggler. A rank late once a step,
+before a run of blocking collectives (FSDP's all-gathers, expert all-to-alls), is last at
+only the first of them and still causes nearly all the waiting.
 
 Its cause is the phase of its steps that exceeds the other ranks' median by the most
 seconds per step (``RankSummary.step_table``):
@@ -28,10 +31,10 @@ from gpuwise.records.rank_summary import RankSummary
 from gpuwise.records.trace import COLLECTIVES
 
 US = 1e-6
-LAST_SHARE = 0.5
-"""Last at half of a kind's instances (of three ranks or more) makes a straggler."""
-LAST_SHARE_TWO = 0.75
-"""With two ranks, one of them is last at every instance: ask three in four."""
+WAIT_SHARE = 0.5
+"""Half of all the waiting at collectives caused by one rank (three ranks or more)..."""
+WAIT_SHARE_TWO = 0.75
+"""...three quarters with two ranks, where one of them is last at every instance."""
 CLOCK_RATIO = 1.1
 """Kernels 10 % slower, name by name..."""
 CLOCK_AGREEMENT = 0.8
@@ -79,9 +82,10 @@ def straggler_of(
     top = int(np.argmax(caused))
     if caused[top] <= 0:
         return None
-    kind, share = _kind_share(kinds, last_who, top, members)
-    if share < (LAST_SHARE_TWO if len(ranks) == 2 else LAST_SHARE):
+    wait_share = caused[top] / sum(caused)
+    if wait_share < (WAIT_SHARE_TWO if len(ranks) == 2 else WAIT_SHARE):
         return None
+    kind, share = _kind_share(kinds, last_who, wait_caused_us, top, members)
     cost = caused[top] / step_total_s if step_total_s > 0 else None
     cause = _cause(ranks, per_rank, top)
     s = ranks[top]
@@ -91,6 +95,7 @@ def straggler_of(
         "kind": COLLECTIVES[kind],
         "last_share": round(share, 4),
         "wait_caused_s": round(caused[top], 7),
+        "wait_share": round(wait_share, 4),
         "cost_fraction": None if cost is None else round(cost, 4),
         **cause,
     }
@@ -101,17 +106,19 @@ def straggler_of(
 def _kind_share(
     kinds: np.ndarray[Any, Any],
     last_who: np.ndarray[Any, Any],
+    wait_caused_us: np.ndarray[Any, Any],
     top: int,
     members: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]],
 ) -> tuple[int, float]:
-    """The kind the rank was most often last at, and its share of those it took part in."""
+    """The kind the rank caused the most wait at, and its last arrivals' share of it."""
     mine = last_who == top
-    counts = np.bincount(kinds[mine].astype(np.int64), minlength=len(COLLECTIVES))
-    kind = int(np.argmax(counts))
+    codes = kinds[mine].astype(np.int64)
+    waits = np.bincount(codes, weights=wait_caused_us[mine], minlength=len(COLLECTIVES))
+    kind = int(np.argmax(waits))
     who, instance = members
     taken = np.unique(instance[who == top])
     total = int((kinds[taken] == kind).sum())
-    return kind, (int(counts[kind]) / total if total else 0.0)
+    return kind, (int((codes == kind).sum()) / total if total else 0.0)
 
 
 def _phases(s: RankSummary, waited_s: float) -> dict[str, float]:
@@ -177,18 +184,15 @@ def sentence(s: dict[str, Any]) -> str:
     rank, node = s["rank"], s.get("node")
     where = f"rank {rank}" + (f" (node {node})" if node else "")
     text = f"{where} arrived last at {s['last_share']:.0%} of {PLURALS[s['kind']]}"
+    text += f", causing {s['wait_share']:.0%} of the waiting at collectives"
     if s.get("cost_fraction") is not None:
-        text += f", costing {s['cost_fraction']:.0%} of each step"
+        text += f" and costing {s['cost_fraction']:.0%} of each step"
     cause, ratio = s.get("cause"), s.get("cause_ratio")
     if cause in (None, "unknown"):
         return text + f"; no phase of rank {rank}'s steps stands out from the others'"
-    words = CAUSE_WORDS[cause]
-    if ratio is not None:
-        text += f"; on rank {rank} the {words} was {ratio:.1f}x the others'"
-    else:
-        text += (
-            f"; on rank {rank} the {words} was {s['cause_s'] * 1e3:.1f} ms a step, none elsewhere"
-        )
+    mine_ms, others_ms = s["cause_s"] * 1e3, s["others_s"] * 1e3
+    text += f"; on rank {rank} the {CAUSE_WORDS[cause]} was {mine_ms:.1f} ms a step"
+    text += f", {ratio:.1f}x the others' {others_ms:.1f} ms" if ratio else ", none on the others"
     if cause == "clock":
         text += " (a throttled clock or a slower device)"
     return text

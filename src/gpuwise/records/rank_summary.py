@@ -42,7 +42,8 @@ class StepColumns:
         input_s: Time waiting for the batch (DataLoader ``__next__``) in the step.
         compute_s: Union of compute kernels in the step.
         comm_s: Union of communication kernels in the step (waiting inside them included).
-        idle_s: Time the device had nothing to run in the step.
+        idle_s: Time the device had nothing to run in the step, up to its last device
+            work in the step (waiting for the step's end after it is left out).
     """
 
     number: Array = field(default_factory=lambda: _empty(np.int64))

@@ -190,8 +190,28 @@ def _step_columns(tr: TraceRead, tally: RankTally, base: float) -> StepColumns:
         input_s=col([s.data_wait_s for s in own]),
         compute_s=col([f.compute_s for f in facts] if facts else []),
         comm_s=col([f.comm_total_s for f in facts] if facts else []),
-        idle_s=col([f.idle_s for f in facts] if facts else []),
+        idle_s=np.maximum(
+            col([f.idle_s for f in facts] if facts else []) - _tail_s(tally, start, start + dur),
+            0.0,
+        ),
     )
+
+
+def _tail_s(
+    tally: RankTally, a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
+    """Per step, the time from the last device event's end in it to the step's end.
+
+    A rank done before the step ends (the others still work) idles there; that is not a
+    stall of its own, so the host-stall figure leaves it out.
+    """
+    ends = np.sort(np.frombuffer(tally.device.ends, dtype=np.float64))
+    if not ends.size:
+        return np.zeros(a.shape)
+    i = np.searchsorted(ends, b, side="right") - 1
+    last = np.where(i >= 0, ends[np.clip(i, 0, None)], a)
+    tail: np.ndarray[Any, Any] = (b - np.maximum(last, a)) * 1e-6
+    return tail
 
 
 def _number(name: str, index: int) -> int:
