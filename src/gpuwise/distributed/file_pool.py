@@ -50,11 +50,13 @@ class FileResult(Generic[T]):
         path: The file.
         value: What the function returned, or None when it failed.
         error: ``"<ErrorType>: message"`` when it failed, else None.
+        exception: The exception itself when it could be passed back, else None.
     """
 
     path: str
     value: T | None = None
     error: str | None = None
+    exception: BaseException | None = None
 
 
 def usable_cores() -> int:
@@ -110,7 +112,7 @@ def _call(read: Callable[[str], T], path: str) -> FileResult[T]:
     try:
         return FileResult(path, read(path))
     except Exception as err:  # one bad file is that file's result, not the job's end
-        return FileResult(path, None, f"{type(err).__name__}: {err}")
+        return FileResult(path, None, f"{type(err).__name__}: {err}", err)
 
 
 def _on_pool(read: Callable[[str], T], paths: list[str], workers: int) -> list[FileResult[T]]:

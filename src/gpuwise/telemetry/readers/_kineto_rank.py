@@ -33,6 +33,7 @@ from gpuwise.records.trace import COLLECTIVES
 from gpuwise.telemetry.readers._kineto_collectives import collective_kind
 from gpuwise.telemetry.readers._kineto_device import COMMUNICATION
 from gpuwise.telemetry.readers._kineto_events import EventTally
+from gpuwise.telemetry.readers.inputs import Piece, detect, read_piece
 from gpuwise.telemetry.readers.kineto import SkippedEvent, TraceRead, _build, _parse
 
 HOST_KEYS = ("host_name", "hostname", "hostName", "host")
@@ -119,6 +120,33 @@ def _size(args: dict[str, Any]) -> int:
         if all(type(d) is int for d in first):
             return math.prod(first)
     return -1
+
+
+def read_input(path: str, strict: bool = False) -> RankSummary | Piece:
+    """What a worker of ``gpuwise analyze`` hands back for one input file.
+
+    Args:
+        path: A file ``analyze`` accepts.
+        strict: Raise on the first corrupt record.
+
+    Returns:
+        A ``RankSummary`` for a profiler trace, else the file's ``Piece``.
+    """
+    if detect(path) == "kineto":
+        return read_rank_summary(path, strict=strict)
+    return read_piece(path, strict=strict)
+
+
+def as_piece(s: RankSummary) -> Piece:
+    """The ``Piece`` a rank summary stands for (what ``read_piece`` gives for the trace)."""
+    return Piece(
+        s.file,
+        "kineto",
+        steps=list(s.steps),
+        devices=list(s.devices),
+        skipped=list(s.skipped),
+        trace=s.trace,
+    )
 
 
 def read_rank_summary(path: str | os.PathLike[str], *, strict: bool = False) -> RankSummary:
