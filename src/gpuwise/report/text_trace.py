@@ -288,12 +288,17 @@ def _top_kernels(top: Sequence[TopKernel], console: Console) -> None:
     console.print(Padding(table, (0, 0, 0, 12), expand=False))
 
 
-def _many_ranks(ranks: Sequence[RankFacts], console: Console) -> None:
+def many_rank_lines(ranks: Sequence[RankFacts]) -> list[str]:
+    """Past ``MANY_RANKS`` rank traces: each column's distribution, ends and outliers."""
     rows = [dataclasses.asdict(r) for r in ranks]
     lines = rank_figure_lines(rows, "busy_fraction", "busy", format_fraction)
     lines += rank_figure_lines(rows, "communication_fraction", "comm share", format_fraction)
     lines += rank_figure_lines(rows, "step_median_s", "median step", format_seconds)
-    for line in lines:
+    return lines
+
+
+def _many_ranks(ranks: Sequence[RankFacts], console: Console) -> None:
+    for line in many_rank_lines(ranks):
         _line(console, "ranks", line)
 
 
