@@ -14,8 +14,10 @@ Note: the worker protocol.
   Workers ignore SIGINT: Ctrl-C reaches the terminal's whole process group and the parent
   decides.
 - **Failures**: an exception in ``read`` is that path's ``FileResult.error``; the other paths
-  go on. A worker that dies (killed, out of memory) fails the paths it held and the pool
-  reads the rest serially in the parent, so one bad file never costs the job.
+  go on. When a worker dies (killed, out of memory) the pool breaks; the files not read yet
+  go to a fresh pool, and when a round reads none, the first of them is read in a worker of
+  its own, whose death becomes that file's error. One bad file never costs the job, and the
+  parent never reads a file itself.
 - **Stop**: leaving ``map_files`` (normally, by an error or by KeyboardInterrupt) cancels
   what has not started and ends every worker before returning.
 - **Ray**: with ``ray_address`` the same function runs as Ray tasks on that cluster (one
@@ -31,7 +33,7 @@ import multiprocessing as mp
 import os
 import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -116,29 +118,51 @@ def _call(read: Callable[[str], T], path: str) -> FileResult[T]:
 
 
 def _on_pool(read: Callable[[str], T], paths: list[str], workers: int) -> list[FileResult[T]]:
-    ctx = mp.get_context("spawn")
-    pool = ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(),)
-    )
+    """Read on a pool; after a worker death, the unread files go to a fresh pool."""
     results: list[FileResult[T] | None] = [None] * len(paths)
-    try:
-        futures = [pool.submit(_call, read, p) for p in paths]
-        for i, fut in enumerate(futures):
-            results[i] = _outcome(fut, read, paths[i])
-    finally:
-        _stop(pool)
+    left = list(range(len(paths)))
+    while left:
+        _pool_round(read, paths, left, min(workers, len(left)), results)
+        unread = [i for i in left if results[i] is None]
+        if len(unread) == len(left):  # no progress: the first file alone, to find the killer
+            results[unread[0]] = _isolated(read, paths[unread[0]])
+            unread = unread[1:]
+        left = unread
     return [
         r if r is not None else FileResult(p, None, "not read")
         for r, p in zip(results, paths, strict=True)
     ]
 
 
-def _outcome(fut: Future[FileResult[T]], read: Callable[[str], T], path: str) -> FileResult[T]:
+def _pool_round(
+    read: Callable[[str], T],
+    paths: list[str],
+    indices: list[int],
+    workers: int,
+    results: list[FileResult[T] | None],
+) -> None:
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=mp.get_context("spawn"),
+        initializer=_worker_start,
+        initargs=(os.getpid(),),
+    )
     try:
-        return fut.result()
-    except BrokenProcessPool:
-        # A worker died (killed, out of memory): read what is left here, one at a time.
-        return _call(read, path)
+        futures = {i: pool.submit(_call, read, paths[i]) for i in indices}
+        for i, fut in futures.items():
+            with contextlib.suppress(BrokenProcessPool):  # a worker died: read again later
+                results[i] = fut.result()
+    finally:
+        _stop(pool)
+
+
+def _isolated(read: Callable[[str], T], path: str) -> FileResult[T]:
+    """Read one file in a worker of its own: its death is that file's error."""
+    results: list[FileResult[T] | None] = [None]
+    _pool_round(read, [path], [0], 1, results)
+    return results[0] or FileResult(
+        path, None, "the worker process died reading it (killed, or out of memory)"
+    )
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
