@@ -212,7 +212,8 @@ class _Sim:
         dur = self.jitter(self.kernel_us)
         for r in rows:
             o, t, d = self.out[r], float(self.dev[r]), float(dur[r])
-            count = kernels + int(self.extra_kernels[r]) // max(1, self._chunks())
+            extra = int(self.extra_kernels[r])
+            count = kernels + (max(1, round(extra / self._chunks())) if extra else 0)
             for k in range(count):
                 o.kernel(_KERNELS[k % len(_KERNELS)], "aten::mm", t, d, 7, "")
                 t += d + 2.0

@@ -167,6 +167,25 @@ class _Table:
         self.wait_caused_us = np.bincount(group, weights=self.wait_us) / others
         self.count = int(keep.sum())
         self.entry_step = step[member]
+        last_entry = np.cumsum(counts[keep]) - 1
+        carried = _carried_wait(self.who, start[member], self.wait_us)[last_entry]
+        self.own_caused_us = np.maximum(self.wait_caused_us - carried, 0.0)
+
+
+def _carried_wait(who: Array, start: Array, wait_us: Array) -> Array:
+    """Per call, what its rank waited at its previous collective.
+
+    A rank that waited for a straggler at one collective reaches its next one late by as
+    much (a pipeline stage behind a slow neighbour passes the delay on): that lateness is
+    carried, not its own.
+    """
+    order = np.lexsort((start, who))
+    w, r = wait_us[order], who[order]
+    prev = np.concatenate([[0.0], w[:-1]])
+    prev[np.concatenate([[True], r[1:] != r[:-1]])] = 0.0
+    out = np.empty_like(prev)
+    out[order] = prev
+    return out
 
 
 def _instances(*columns: Array) -> _Table | None:
@@ -204,6 +223,7 @@ def _per_rank(ranks: list[RankSummary], t: _Table) -> list[dict[str, Any]]:
     taken = np.bincount(t.who, minlength=n)
     last = np.bincount(t.last_who, minlength=n)
     caused = np.bincount(t.last_who, weights=t.wait_caused_us, minlength=n) * US
+    own = np.bincount(t.last_who, weights=t.own_caused_us, minlength=n) * US
     waited = np.bincount(t.who, weights=t.wait_us, minlength=n) * US
     late = np.bincount(t.who, weights=t.lateness_us, minlength=n) * US
     rows = []
@@ -218,6 +238,7 @@ def _per_rank(ranks: list[RankSummary], t: _Table) -> list[dict[str, Any]]:
                 "last": int(last[i]),
                 "last_share": round(int(last[i]) / k, 4) if k else None,
                 "wait_caused_s": round(float(caused[i]), 7),
+                "own_wait_caused_s": round(float(own[i]), 7),
                 "waited_s": round(float(waited[i]), 7),
                 "lateness_mean_s": round(float(late[i]) / k, 7) if k else None,
             }

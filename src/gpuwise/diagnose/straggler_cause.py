@@ -1,9 +1,12 @@
 """Name the rank that held a job back at its collectives, and why it was late.
 
-The straggler is the rank whose late arrivals cost the others the most wait. It must have
-caused half the waiting of the whole job (three quarters in a two-rank job, where one rank
-or the other is always last) for the job to have a straggler at all: where every rank is
-late about as often, the waiting is jitter, not a straggler. A rank late once a step,
+The straggler is the rank whose own late arrivals cost the others the most wait (a rank
+late only by what it waited at its previous collective passes a delay on: that part is not
+its own, ``JobAlignment.per_rank``'s ``own_wait_caused_s``). It must have
+caused half the waiting of the whole job, or three times the wait of any other rank (three
+quarters of it in a two-rank job, where one rank or the other is always last), for the job
+to have a straggler at all: where every rank is late about as often, the waiting is
+jitter, not a straggler. A rank late once a step,
 before a run of blocking collectives (FSDP's all-gathers, expert all-to-alls), is last at
 only the first of them and still causes nearly all the waiting.
 
@@ -34,7 +37,11 @@ US = 1e-6
 WAIT_SHARE = 0.5
 """Half of all the waiting at collectives caused by one rank (three ranks or more)..."""
 WAIT_SHARE_TWO = 0.75
-"""...three quarters with two ranks, where one of them is last at every instance."""
+"""...three quarters with two ranks, where one of them is last at every instance..."""
+OUTSTANDING = 3.0
+"""...or three times the wait any other rank caused: with many groups (pipeline stages,
+expert groups) each pair's jitter adds up to more than one straggler's share, yet the
+straggler still stands alone."""
 CLOCK_RATIO = 1.1
 """Kernels 10 % slower, name by name..."""
 CLOCK_AGREEMENT = 0.8
@@ -79,11 +86,12 @@ def straggler_of(
         members: Rank row and instance of every matched call (who took part in what).
     """
     caused = [float(r["wait_caused_s"]) for r in per_rank]
-    top = int(np.argmax(caused))
-    if caused[top] <= 0:
+    own = [float(r["own_wait_caused_s"]) for r in per_rank]
+    top = int(np.argmax(own))
+    if own[top] <= 0:
         return None
     wait_share = caused[top] / sum(caused)
-    if wait_share < (WAIT_SHARE_TWO if len(ranks) == 2 else WAIT_SHARE):
+    if not _stands_out(own, top, own[top] / sum(own)):
         return None
     kind, share = _kind_share(kinds, last_who, wait_caused_us, top, members)
     cost = caused[top] / step_total_s if step_total_s > 0 else None
@@ -101,6 +109,14 @@ def straggler_of(
     }
     out["sentence"] = sentence(out)
     return out
+
+
+def _stands_out(caused: list[float], top: int, wait_share: float) -> bool:
+    """Half the job's waiting, or (three ranks or more) ``OUTSTANDING`` x the next rank's."""
+    if len(caused) == 2:
+        return wait_share >= WAIT_SHARE_TWO
+    second = max(c for i, c in enumerate(caused) if i != top)
+    return wait_share >= WAIT_SHARE or caused[top] >= OUTSTANDING * second
 
 
 def _kind_share(

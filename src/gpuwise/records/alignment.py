@@ -31,7 +31,9 @@ class JobAlignment:
         per_rank: One row per rank, lowest first: ``rank``, ``node``, ``instances``,
             ``last`` (instances it arrived last at), ``last_share``, ``wait_caused_s``
             (seconds the others waited for it, summed over instances, median over the
-            others), ``waited_s`` (seconds it waited for others) and ``lateness_mean_s``
+            others), ``own_wait_caused_s`` (the same without lateness carried from its
+            previous collective, where it waited for another rank), ``waited_s`` (seconds
+            it waited for others) and ``lateness_mean_s``
             (mean time after the first rank it arrived).
         step_numbers: Profiler step numbers (``ProfilerStep#N``), the map's columns.
         lateness_s: Per rank (rows as ``per_rank``) and step, seconds it arrived after the
