@@ -16,7 +16,11 @@ Budgets (DESIGN.md "many ranks"; issue 36), each printed as a ratio measured sid
   when HTA can be installed into ``.hta-venv`` (as ``benchmarks/hta_compare.py`` does).
 
 The machine's load average and cores are printed with the figures (the machines are
-shared). Traces come from ``tests/distributed/job_traces.py``, written to a temporary folder.
+shared), and so are the cores each run obtained (its CPU seconds, workers included, over
+its wall time) and the CPU time of the parallel run over the serial one (the pool's own
+cost). Linux's autogroup scheduler shares the CPUs between sessions, not processes: on a
+machine kept busy by other sessions, a run obtains about its session's share whatever its
+number of workers, and the wall-time ratio can only show what the cores obtained allow. Traces come from ``tests/distributed/job_traces.py``, written to a temporary folder.
 
     python benchmarks/many_ranks.py                  # everything, 5 runs
     python benchmarks/many_ranks.py --quick          # 16 ranks x 20k events, 3 runs, sweep to 64
@@ -56,6 +60,8 @@ s = (a.straggler or {}) if a is not None else {}
 print(json.dumps({"time_s": dt,
   "self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
   "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+  "cpu_s": sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF,
+    resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime")),
   "rank": s.get("rank"), "cause": s.get("cause")}))
 """
 
@@ -131,6 +137,17 @@ def speed_and_memory(folder: Path, ranks: int, events: int, runs: int) -> dict[s
         "parallel_s": round(p_time, 3),
         "jobs": cores(),
         "speed_ratio": round(p_time / s_time, 3),
+        "serial_cores_obtained": round(
+            statistics.median(r["cpu_s"] / r["time_s"] for r in serial), 2
+        ),
+        "parallel_cores_obtained": round(
+            statistics.median(r["cpu_s"] / r["time_s"] for r in parallel), 2
+        ),
+        "cpu_ratio": round(
+            statistics.median(r["cpu_s"] for r in parallel)
+            / statistics.median(r["cpu_s"] for r in serial),
+            3,
+        ),
         "one_rank_s": round(statistics.median(r["time_s"] for r in one), 3),
         "one_worker_mb": round(worker, 1),
         "parent_mb": round(parent, 1),
@@ -257,7 +274,9 @@ def _cpu() -> str:
 def _print_speed(s: dict[str, Any]) -> None:
     print(
         f"  serial {s['serial_s']:.2f} s, parallel ({s['jobs']} jobs) {s['parallel_s']:.2f} s: "
-        f"{s['speed_ratio']:.2f}x the serial time (budget <= {BUDGET_SPEED})\n"
+        f"{s['speed_ratio']:.2f}x the serial time (budget <= {BUDGET_SPEED}); cores obtained: "
+        f"serial {s['serial_cores_obtained']}, parallel {s['parallel_cores_obtained']}; "
+        f"CPU time parallel / serial {s['cpu_ratio']:.2f}\n"
         f"  one worker {s['one_worker_mb']:.0f} MB, parallel parent {s['parent_mb']:.0f} MB: "
         f"{s['memory_ratio']:.2f}x (budget <= {BUDGET_MEMORY}); largest worker "
         f"{s['largest_worker_mb']:.0f} MB, tree ~{s['tree_mb']:.0f} MB; serial process "

@@ -8,9 +8,12 @@ one file's reading.
 
 Note: the worker protocol.
 
-- **Start**: workers are spawned (a fresh interpreter: no copy of the parent's memory, no
-  fork of its threads) and ask the kernel for SIGKILL when the parent dies
-  (``prctl(PR_SET_PDEATHSIG)``, Linux); a worker whose parent is already gone exits at once.
+- **Start**: on Linux, when this process runs no other thread, workers are forked: they
+  start at once with the modules already imported, and a user's script is not run again
+  in them (spawning re-imports ``__main__``). Otherwise they are spawned (a fresh
+  interpreter: no fork of another thread's locks). Each asks the kernel for SIGKILL when
+  the parent dies (``prctl(PR_SET_PDEATHSIG)``, Linux); a worker whose parent is already
+  gone exits at once.
   Workers ignore SIGINT: Ctrl-C reaches the terminal's whole process group and the parent
   decides.
 - **Failures**: an exception in ``read`` is that path's ``FileResult.error``; the other paths
@@ -32,6 +35,8 @@ import ctypes
 import multiprocessing as mp
 import os
 import signal
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -143,7 +148,7 @@ def _pool_round(
 ) -> None:
     pool = ProcessPoolExecutor(
         workers,
-        mp_context=mp.get_context("spawn"),
+        mp_context=_context(),
         initializer=_worker_start,
         initargs=(os.getpid(),),
     )
@@ -154,6 +159,13 @@ def _pool_round(
                 results[i] = fut.result()
     finally:
         _stop(pool)
+
+
+def _context() -> Any:
+    """Fork where it is safe (Linux, no other thread in this process), else spawn."""
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return mp.get_context("fork")
+    return mp.get_context("spawn")
 
 
 def _isolated(read: Callable[[str], T], path: str) -> FileResult[T]:
