@@ -20,7 +20,8 @@ shared), and so are the cores each run obtained (its CPU seconds, workers includ
 its wall time) and the CPU time of the parallel run over the serial one (the pool's own
 cost). Linux's autogroup scheduler shares the CPUs between sessions, not processes: on a
 machine kept busy by other sessions, a run obtains about its session's share whatever its
-number of workers, and the wall-time ratio can only show what the cores obtained allow. Traces come from ``tests/distributed/job_traces.py``, written to a temporary folder.
+number of workers, and the wall-time ratio can only show what the cores obtained allow.
+Traces come from ``tests/distributed/job_traces.py``, written to a temporary folder.
 
     python benchmarks/many_ranks.py                  # everything, 5 runs
     python benchmarks/many_ranks.py --quick          # 16 ranks x 20k events, 3 runs, sweep to 64
