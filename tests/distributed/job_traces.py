@@ -40,6 +40,8 @@ KIND_OF = {"ddp": "all_reduce", "fsdp": "all_gather", "pipeline": "send_recv", "
 """The collective kind the straggler arrives last at, per pattern."""
 
 T0_US = 1_700_000_000_000_000.0
+_DESCRIPTION = {"0": "default_pg", "ep": "mesh_ep"}
+"""Process-group descriptions as torch writes them (the default group; a DeviceMesh's)."""
 _KERNELS = (
     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute",
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
@@ -243,7 +245,8 @@ class _Sim:
             nelems = int(sizes[j]) if sizes is not None else size
             extra = (
                 f', "Collective name": "{tag}", "Process Group Name": "{group}", '
-                f'"Process Group Description": "{group}_pg", "In msg nelems": {nelems}, '
+                f'"Process Group Description": "{_DESCRIPTION.get(group, group)}", '
+                f'"In msg nelems": {nelems}, '
                 f'"Out msg nelems": {nelems}, "Group size": {len(members)}, "dtype": "BFloat16", '
                 f'"Seq": {seq}'
             )
@@ -368,3 +371,35 @@ def _head(spec: JobSpec, rank: int) -> str:
         "host_name": spec.node(rank),
     }
     return json.dumps(head)[:-1] + ', "traceEvents": [\n'
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.distributed.job_traces DIR [--ranks N ...]``: write one job."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="write the rank traces of a generated job")
+    ap.add_argument("directory")
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--pattern", choices=PATTERNS, default="ddp")
+    ap.add_argument("--cause", choices=CAUSES, default="input")
+    ap.add_argument("--straggler", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--kernels", type=int, default=40)
+    ap.add_argument("--ranks-per-node", type=int, default=8)
+    args = ap.parse_args(argv)
+    spec = JobSpec(
+        ranks=args.ranks,
+        pattern=args.pattern,
+        cause=args.cause,
+        straggler=args.straggler,
+        steps=args.steps,
+        kernels=args.kernels,
+        ranks_per_node=args.ranks_per_node,
+    )
+    paths = write_job(args.directory, spec)
+    print(f"wrote {len(paths)} rank traces to {args.directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
