@@ -56,12 +56,13 @@ def ends(
 ) -> tuple[str, str]:
     """The ``TOP`` highest and lowest ranks by ``key``, as ``rank 13 8.9 ms`` lists."""
     known = [r for r in rows if r.get(key) is not None]
-    ordered = sorted(known, key=lambda r: (-float(r[key]), r["rank"]))
+    high = sorted(known, key=lambda r: (-float(r[key]), r["rank"]))[:TOP]
+    low = sorted(known, key=lambda r: (float(r[key]), r["rank"]))[:TOP]
 
     def words(part: Sequence[Mapping[str, Any]]) -> str:
         return ", ".join(f"rank {r['rank']} {fmt(float(r[key]))}" for r in part)
 
-    return words(ordered[:TOP]), words(list(reversed(ordered[-TOP:])))
+    return words(high), words(low)
 
 
 def rank_figure_lines(
