@@ -57,6 +57,15 @@ def test_a_corrupt_rank_file_is_skipped_and_reported(job, tmp_path):
     assert run.trace.alignment is not None
     ranks = [r["rank"] for r in run.trace.alignment.per_rank]
     assert ranks == [0, 1, 2, 3, 4, 7]  # the cut trace counts up to its cut
+    from rich.console import Console
+
+    from gpuwise.report.text import render_run
+
+    console = Console(record=True, width=200)
+    render_run(run, console)
+    text = console.export_text()
+    assert f"skipped    {garbage}: InputKindError:" in text
+    assert f"skipped    {missing}: LogFormatError: cannot open" in text
     with pytest.raises(LogFormatError, match=r"gone\.json"):
         analyze([*job[:2], missing], jobs=2, strict=True)
 

@@ -84,6 +84,8 @@ def _render_header(run: Run, console: Console) -> None:
     grid.add_row("duration", format_seconds(run_duration_s(run)))
     if skipped_count(run):
         grid.add_row("skipped", Text(f"{skipped_count(run):,} unusable input records", "yellow"))
+    for item in (run.meta.get("skipped_files") or [])[:MANY_RANKS]:
+        grid.add_row("skipped", Text(f"{item['file']}: {item['reason']}", "yellow"))
     console.print(grid)
 
 
