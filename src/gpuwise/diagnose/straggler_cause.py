@@ -195,6 +195,13 @@ def _clock_ratio(ranks: Sequence[RankSummary], top: int) -> float | None:
     return statistics.median(ratios) if slow >= CLOCK_AGREEMENT else None
 
 
+def _time(seconds: float) -> str:
+    """``1.7 ms``, ``40 µs``: the unit that keeps the figure readable."""
+    if seconds >= 1.0:
+        return f"{seconds:.2f} s"
+    return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"
+
+
 def sentence(s: dict[str, Any]) -> str:
     """One line: who arrived last, at what, what it cost, and the cause on that rank."""
     rank, node = s["rank"], s.get("node")
@@ -206,9 +213,10 @@ def sentence(s: dict[str, Any]) -> str:
     cause, ratio = s.get("cause"), s.get("cause_ratio")
     if cause in (None, "unknown"):
         return text + f"; no phase of rank {rank}'s steps stands out from the others'"
-    mine_ms, others_ms = s["cause_s"] * 1e3, s["others_s"] * 1e3
-    text += f"; on rank {rank} the {CAUSE_WORDS[cause]} was {mine_ms:.1f} ms a step"
-    text += f", {ratio:.1f}x the others' {others_ms:.1f} ms" if ratio else ", none on the others"
+    text += f"; on rank {rank} the {CAUSE_WORDS[cause]} was {_time(s['cause_s'])} a step"
+    text += (
+        f", {ratio:.1f}x the others' {_time(s['others_s'])}" if ratio else ", none on the others"
+    )
     if cause == "clock":
         text += " (a throttled clock or a slower device)"
     return text
