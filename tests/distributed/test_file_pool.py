@@ -68,6 +68,8 @@ def test_one_job_reads_here_and_zero_jobs_is_refused(tmp_path):
     assert FileResult("p").error is None
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Ray's own logs
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_ray_runs_the_same_reduction_or_names_the_extra(tmp_path):
     paths = _files(tmp_path, ["a b", "c"])
     try:
