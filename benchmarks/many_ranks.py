@@ -25,7 +25,7 @@ Traces come from ``tests/distributed/job_traces.py``, written to a temporary fol
 
     python benchmarks/many_ranks.py                  # everything, 5 runs
     python benchmarks/many_ranks.py --quick          # 16 ranks x 20k events, 3 runs, sweep to 64
-    python benchmarks/many_ranks.py --skip-hta --json
+    python benchmarks/many_ranks.py --parts sweep speed --dir /tmp/traces --json
 """
 
 from __future__ import annotations
@@ -113,16 +113,18 @@ def speed_and_memory(folder: Path, ranks: int, events: int, runs: int) -> dict[s
     spec = JobSpec(ranks=ranks, pattern="ddp", cause="input", straggler=ranks - 3, steps=10,
                    kernels=kernels, ranks_per_node=8)  # fmt: skip
     t0 = time.perf_counter()
-    paths = [str(p) for p in write_job(folder, spec)]
+    paths = _job(folder, spec)
     written_s = time.perf_counter() - t0
     serial: list[dict[str, Any]] = []
     parallel: list[dict[str, Any]] = []
     one: list[dict[str, Any]] = []
     loads = [load()]
-    for _ in range(runs):
+    for i in range(runs):
         serial.append(child(CHILD, "1", *paths))
         parallel.append(child(CHILD, str(cores()), *paths))
         one.append(child(ONE_RANK, paths[len(paths) // 2]))
+        print(f"  run {i + 1}: serial {serial[-1]}\n         parallel {parallel[-1]}\n"
+              f"         one rank {one[-1]}; {load()}", flush=True)  # fmt: skip
     loads.append(load())
     s_time = statistics.median(r["time_s"] for r in serial)
     p_time = statistics.median(r["time_s"] for r in parallel)
@@ -159,6 +161,14 @@ def speed_and_memory(folder: Path, ranks: int, events: int, runs: int) -> dict[s
         "straggler_named": named,
         "load": loads,
     }
+
+
+def _job(folder: Path, spec: JobSpec) -> list[str]:
+    """The job's traces: written, or those already in ``folder`` (``--dir`` keeps them)."""
+    have = sorted(folder.glob("rank*.pt.trace.json.gz"))
+    if len(have) == spec.ranks:
+        return [str(p) for p in have]
+    return [str(p) for p in write_job(folder, spec)]
 
 
 def sweep(folder: Path, sizes: list[int]) -> list[dict[str, Any]]:
@@ -208,11 +218,12 @@ def hta(folder: Path, ranks: int, events: int, runs: int) -> dict[str, Any] | No
     kernels = max(8, (events // 10 - 40) // 3)
     spec = JobSpec(ranks=ranks, pattern="fsdp", cause="clock", straggler=1, steps=10,
                    kernels=kernels)  # fmt: skip
-    paths = [str(p) for p in write_job(folder, spec)]
+    paths = _job(folder, spec)
     ours, theirs, loads = [], [], [load()]
-    for _ in range(runs):
+    for i in range(runs):
         ours.append(child(CHILD, str(cores()), *paths))
         theirs.append(child(HTA_CHILD, str(folder), python=python))
+        print(f"  run {i + 1}: gpuwise {ours[-1]}\n         HTA {theirs[-1]}; {load()}", flush=True)
     loads.append(load())
     g = statistics.median(r["time_s"] for r in ours)
     h = statistics.median(r["time_s"] for r in theirs)
@@ -236,26 +247,33 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument(
+        "--parts", nargs="+", choices=("sweep", "speed", "hta"), default=["sweep", "speed", "hta"]
+    )
+    ap.add_argument("--dir", help="write (or reuse) the speed and HTA jobs' traces here")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     ranks, events, runs = (16, 20_000, 3) if args.quick else (64, 100_000, args.runs)
     sizes = [8, 64] if args.quick else [8, 64, 256, 1024]
     out: dict[str, Any] = {"cpu": _cpu(), "cores": cores()}
     with tempfile.TemporaryDirectory(prefix="gpuwise-ranks-") as tmp:
-        print(f"speed and memory: {ranks} ranks x {events:,} events, {runs} runs", flush=True)
-        out["speed"] = speed_and_memory(Path(tmp) / "speed", ranks, events, runs)
-        _print_speed(out["speed"])
-        print(f"straggler sweep: ranks {sizes} x {len(PATTERNS)} patterns", flush=True)
-        out["sweep"] = sweep(Path(tmp) / "sweep", sizes)
-        if not args.skip_hta:
+        where = Path(args.dir) if args.dir else Path(tmp)
+        if "sweep" in args.parts:
+            print(f"straggler sweep: ranks {sizes} x {len(PATTERNS)} patterns", flush=True)
+            out["sweep"] = sweep(Path(tmp) / "sweep", sizes)
+        if "speed" in args.parts:
+            print(f"speed and memory: {ranks} ranks x {events:,} events, {runs} runs", flush=True)
+            out["speed"] = speed_and_memory(where / "speed", ranks, events, runs)
+            _print_speed(out["speed"])
+        if "hta" in args.parts:
             print("HTA: 16 ranks x 20,000 events", flush=True)
-            out["hta"] = hta(Path(tmp) / "hta", 16, 20_000, runs)
+            out["hta"] = hta(where / "hta", 16, 20_000, runs)
             print(f"  {out['hta']}", flush=True)
+    speed = out.get("speed") or {}
     ok = (
-        out["speed"]["speed_ratio"] <= BUDGET_SPEED
-        and out["speed"]["memory_ratio"] <= BUDGET_MEMORY
-        and all(r["ok"] for r in out["sweep"])
+        speed.get("speed_ratio", 0.0) <= BUDGET_SPEED
+        and speed.get("memory_ratio", 0.0) <= BUDGET_MEMORY
+        and all(r["ok"] for r in out.get("sweep") or [])
         and (out.get("hta") is None or out["hta"].get("speedup", BUDGET_HTA) >= BUDGET_HTA)
     )
     out["budgets_met"] = ok
