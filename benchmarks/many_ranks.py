@@ -68,7 +68,7 @@ print(json.dumps({"time_s": dt,
 
 ONE_RANK = r"""
 import json, resource, sys, time
-from gpuwise.telemetry.readers._kineto_rank import read_rank_summary
+from gpuwise.telemetry.readers.kineto.rank import read_rank_summary
 t0 = time.perf_counter()
 read_rank_summary(sys.argv[1])
 print(json.dumps({"time_s": time.perf_counter() - t0,

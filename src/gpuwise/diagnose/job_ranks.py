@@ -22,8 +22,8 @@ from gpuwise.distributed.file_pool import FileResult, map_files, usable_cores
 from gpuwise.errors import LogFormatError
 from gpuwise.records import Run
 from gpuwise.records.rank_summary import RankSummary
-from gpuwise.telemetry.readers._kineto_rank import as_piece, read_input
 from gpuwise.telemetry.readers.inputs import Piece
+from gpuwise.telemetry.readers.kineto.rank import as_piece, read_input
 
 log = logging.getLogger(__name__)
 

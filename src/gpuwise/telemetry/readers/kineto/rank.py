@@ -1,6 +1,6 @@
 """One rank's Kineto trace reduced to a ``RankSummary`` (what a worker process hands back).
 
-The trace is read by the same streaming reader as a single trace (``kineto``), with a tally
+The trace is read by the same streaming reader as a single trace (``reader``), with a tally
 that also keeps, for every collective the rank took part in, when it began and ended and
 what the profiler recorded about it. PyTorch's ``record_param_comms`` puts these keys in the
 ``args`` of the collective's host op and, from torch 2.1, of its NCCL/RCCL kernel too:
@@ -30,11 +30,11 @@ import numpy as np
 from gpuwise.records import Step
 from gpuwise.records.rank_summary import CollectiveColumns, RankSummary, StepColumns
 from gpuwise.records.trace import COLLECTIVES
-from gpuwise.telemetry.readers._kineto_collectives import collective_kind
-from gpuwise.telemetry.readers._kineto_device import COMMUNICATION
-from gpuwise.telemetry.readers._kineto_events import EventTally
 from gpuwise.telemetry.readers.inputs import Piece, detect, read_piece
-from gpuwise.telemetry.readers.kineto import SkippedEvent, TraceRead, _build, _parse
+from gpuwise.telemetry.readers.kineto.collectives import collective_kind
+from gpuwise.telemetry.readers.kineto.device import COMMUNICATION
+from gpuwise.telemetry.readers.kineto.events import EventTally
+from gpuwise.telemetry.readers.kineto.reader import SkippedEvent, TraceRead, _build, _parse
 
 HOST_KEYS = ("host_name", "hostname", "hostName", "host")
 _HOST_OP = re.compile(r"^(nccl|rccl|gloo|ucc|mpi):(\w+)$")
