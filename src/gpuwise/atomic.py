@@ -20,7 +20,7 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -199,3 +199,64 @@ def remove_stale(path: Path) -> list[Path]:
                 remove_quietly(entry)
                 removed.append(entry)
     return removed
+
+
+class SameFileError(GpuwiseError):
+    """An output path names an input of the same command, or another output (exit 2)."""
+
+    exit_status = 2
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """True when ``a`` and ``b`` name one file: by name (links resolved) or by inode.
+
+    A hard link or a bind mount has another name but the same device and inode.
+    """
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _stream(path: str | Path) -> bool:
+    """True for a device, FIFO or socket: written in place, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def check_outputs(
+    outputs: Sequence[tuple[str | Path | None, str]], inputs: Sequence[tuple[str | Path, str]]
+) -> None:
+    """Refuse, before any work, an output that would replace an input or another output.
+
+    Note [outputs never replace inputs]: every command that writes files passes its
+    output paths (``--out``, ``--html``, ``--trace``, ``--patch``, ...) and its inputs (the
+    files it reads, the command's own script) here first. A device or FIFO output
+    (``/dev/stdout``, ``/dev/null``) is written in place and replaces nothing.
+
+    Args:
+        outputs: ``(path, what)`` of each output asked for (``None``: not asked).
+        inputs: ``(path, what)`` of each input.
+
+    Raises:
+        SameFileError: An output is an input, or two outputs are one file.
+
+    Example:
+        >>> check_outputs([("r.json", "run")], [("trace.json", "trace")])
+    """
+    named = [(p, what) for p, what in outputs if p]
+    for i, (path, what) in enumerate(named):
+        if _stream(path):
+            continue
+        for other, kind in [*inputs, *named[:i]]:
+            if same_file(path, other):
+                raise SameFileError(
+                    f"the {what} '{path}' is the {kind} '{other}' of this command: writing it "
+                    "would replace it; choose another path"
+                )

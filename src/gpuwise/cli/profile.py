@@ -10,6 +10,7 @@ from gpuwise.cli._args import add_command, add_interval, add_json, add_run_files
 from gpuwise.cli._common import (
     check_run_files,
     command_argv,
+    command_inputs,
     drop_stdout,
     guard,
     make_console,
@@ -31,6 +32,9 @@ EXAMPLES = """\
 gpuwise profile exits with the script's exit code (130 when Ctrl-C stops it), also when
 stdout is closed early (`| head`) or a report file cannot be written (then 1 if the script
 exited 0)."""
+
+STOP_ON_SIGNALS = True
+"""Note [the stop rule] in ``gpuwise.interrupts``: the first stop signal ends it all."""
 
 NO_STEPS_HINT = (
     "gpuwise profile: no training steps were seen; steps are found where the script iterates "
@@ -68,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.diagnose.rules import diagnose
     from gpuwise.profiling.runner import ProfileConfig, profile_command
 
-    check_run_files(args)  # before the job runs, not after it
     cmd = command_argv(args.cmd)
+    check_run_files(args, command_inputs(cmd))  # before the job runs, not after it
     if not cmd:
         cmd = [sys.executable, "-m", "gpuwise.profiling.example"]
         print(
