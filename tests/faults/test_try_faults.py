@@ -102,8 +102,9 @@ def test_a_trial_run_that_hangs_is_stopped_at_its_time_limit(
     assert doc["run_limit_s"] is not None
     assert doc["run_limit_s"] >= 3.0
     (trial,) = doc["trials"]
-    assert f"ran past its time limit of {doc['run_limit_s']:g} s" in trial["error"]
-    assert "the unchanged job ran fine right after" in trial["error"]
+    assert trial["verdict"] == "failed"
+    assert f"ran past its time limit of {doc['run_limit_s']:g} s" in trial["note"]
+    assert "the unchanged job ran fine right after" in trial["note"]
     labels = [label for label, _ in runs(tmp_path)]
     assert labels.count("loader_workers#1") == 1
     assert "loader_workers#2" not in labels  # a fix that failed is not run again
@@ -122,7 +123,8 @@ def test_a_job_that_cannot_run_twice_is_its_own_failure(
     doc = json.loads(captured.out)
     assert "the unchanged job failed when run again (baseline#1" in doc["job_failure"]
     (trial,) = doc["trials"]
-    assert "the job's own failure, not the fix's" in trial["error"]
-    assert "with this fix" not in trial["error"]
+    assert trial["verdict"] == "failed"
+    assert "the job's own failure, not the fix's" in trial["note"]
+    assert "with this fix" not in trial["note"]
     assert "does it read stdin, or refuse an output file" in captured.err
     assert [label for label, _ in runs(tmp_path)] == ["baseline", "loader_workers#1", "baseline#1"]
