@@ -144,6 +144,12 @@ def run(args: argparse.Namespace) -> int:
     console = make_console(stderr=bool(cmd), pipe_width=140)  # ten columns
     for name, reason in sampler.unavailable.items():
         print(f"gpuwise monitor: {name}: {reason}; showing the CPU as the device", file=sys.stderr)
+    if spec is not None and not strict and not any(d["id"] != "cpu" for d in sampler.devices()):
+        print(
+            f"gpuwise monitor: CUDA_VISIBLE_DEVICES={spec!r} hides every GPU; showing the CPU "
+            "only (unset it, or pass --devices LIST)",
+            file=sys.stderr,
+        )
     live = None
     if not (cmd or args.once or args.json) and console.is_terminal:
         from gpuwise.cli._monitor_live import LiveView

@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
 
     cmd = command_argv(args.cmd)
     check_run_files(args, command_inputs(cmd))  # before the job runs, not after it
+    if args.tensorboard or args.wandb or args.mlflow:
+        from gpuwise.integrations.scalars import check_exporters
+
+        check_exporters(tensorboard=args.tensorboard, wandb=args.wandb, mlflow=args.mlflow)
     if not cmd:
         cmd = [sys.executable, "-m", "gpuwise.profiling.example"]
         print(

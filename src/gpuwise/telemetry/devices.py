@@ -158,7 +158,7 @@ def select_gpus(spec: str, devices: list[dict[str, Any]], *, strict: bool = Fals
         The selected indices, without repeats.
 
     Raises:
-        UsageError: With ``strict``, an entry that names no GPU or one twice.
+        FlagValueError: With ``strict``, an entry that names no GPU or one twice (exit 2).
 
     Example:
         >>> gpus = [{"index": 0, "uuid": "GPU-aa11"}, {"index": 1, "uuid": "GPU-bb22"}]
@@ -167,7 +167,7 @@ def select_gpus(spec: str, devices: list[dict[str, Any]], *, strict: bool = Fals
         >>> select_gpus("1,-1,0", gpus)
         [1]
     """
-    from gpuwise.errors import UsageError
+    from gpuwise.errors import FlagValueError
 
     chosen: list[int] = []
     for entry in (e.strip() for e in spec.split(",")):
@@ -177,7 +177,7 @@ def select_gpus(spec: str, devices: list[dict[str, Any]], *, strict: bool = Fals
                 break
             known = ", ".join(f"{d['index']} ({d.get('uuid') or 'no UUID'})" for d in devices)
             what = "names a GPU twice" if index in chosen else "names no GPU"
-            raise UsageError(
+            raise FlagValueError(
                 f"device {entry!r} {what}; this machine has {known or 'none'}; "
                 "give indices or UUIDs as nvidia-smi -L lists them"
             )

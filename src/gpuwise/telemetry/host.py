@@ -36,7 +36,7 @@ MIN_CPU_WINDOW_S = 0.03
 
 CPUINFO = "/proc/cpuinfo"
 
-ISA_FLAG_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4", "sve", "asimd", "bf16", "i8mm", "sme")
+ISA_FLAG_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4", "sve", "asimd", "bf16", "i8mm")
 """The ``/proc/cpuinfo`` flags a CPU record keeps: those that pick a kernel (AVX-512, AMX,
 bf16, SVE, NEON dot products); the rest (power management, bugs) say nothing of speed."""
 
