@@ -66,9 +66,7 @@ def test_all_requests_failing_exits_1_with_the_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_in_a_sweep_keeps_what_was_measured(
-    tmp_path: Path, signum: signal.Signals
-) -> None:
+def test_ctrl_c_in_a_sweep_keeps_what_was_measured(tmp_path: Path, signum: signal.Signals) -> None:
     args = ["-v", "serve-bench", "tests.faults.serve_apps:fine", "--slo-p99-ms", "1000"]
     args += ["--batches", "1,2,4,8", "--delays", "1", "--duration", "1.5", "--warmup", "0.1"]
     proc = start([*args, "--out", "sweep.json"], tmp_path)
