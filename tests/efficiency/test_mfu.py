@@ -81,6 +81,23 @@ def test_gemm_only_mfu_matches_its_analytic_value(one_thread) -> None:
     assert section["achieved_tflops_s"] == pytest.approx(expected_tflops)
 
 
+@pytest.mark.parametrize(
+    ("nvml_name", "row"),
+    [
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"),
+        ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 40GB PCIe"),
+        ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB SXM"),
+        ("Tesla V100-SXM2-16GB", "NVIDIA V100 SXM2 16GB"),
+        ("NVIDIA L4", "NVIDIA L4"),
+        ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"),
+    ],
+)
+def test_nvml_names_find_their_catalog_row(nvml_name: str, row: str) -> None:
+    spec = catalog_row(nvml_name)
+    assert spec is not None
+    assert spec.name == row
+
+
 def test_gpu_peak_comes_from_the_catalog() -> None:
     peak, source = device_peak_flops_s([{"id": "gpu0", "name": "NVIDIA H100 80GB HBM3"}], "bf16")
     assert source == "catalog: NVIDIA H100 SXM"
