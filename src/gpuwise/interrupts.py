@@ -61,6 +61,11 @@ def note(signum: int) -> bool:
     return len(_received) == 1
 
 
+def reset() -> None:
+    """Forget the signals of an earlier command (a library caller runs several in turn)."""
+    _received.clear()
+
+
 def stopped_by() -> int | None:
     """The first stop signal this command received, or ``None``."""
     return _received[0] if _received else None
@@ -94,7 +99,7 @@ def stop_on_signals() -> Iterator[None]:
         >>> with stop_on_signals():
         ...     pass
     """
-    _received.clear()
+    reset()
     if threading.current_thread() is not threading.main_thread():
         yield
         return

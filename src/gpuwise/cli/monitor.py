@@ -205,6 +205,7 @@ def _record(
         return 0, sampler.tick()
     if cmd:
         from gpuwise import childproc
+        from gpuwise.interrupts import stopped_by
 
         code, _ = childproc.run(
             cmd,
@@ -212,7 +213,8 @@ def _record(
             stdout_to_stderr=args.json,
             duration_s=args.duration,
         )
-        return code, sampler.samples()
+        signum = stopped_by()  # Note [the stop rule]: a stopped command says so
+        return (128 + signum if signum is not None and code == 0 else code), sampler.samples()
     sampler.start()
     if args.duration is None and (args.json or not console.is_terminal):
         what = "the JSON" if args.json else "the summary"

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     result.findings = diagnose(result)
     if not result.steps:
         print(NO_STEPS_HINT, file=sys.stderr)
-    code = int(result.exit_code or 0)
+    code = _stopped_code(int(result.exit_code or 0))
     written = _write_files(args, result)  # before stdout: `| head` must not lose them
     if written is not None and (args.tensorboard or args.wandb or args.mlflow):
         written = _export(args, result, written)
@@ -104,6 +104,18 @@ def run(args: argparse.Namespace) -> int:
     for path in written or []:
         print(f"gpuwise profile: wrote {path}", file=sys.stderr)
     return code if written is not None or code else 1
+
+
+def _stopped_code(code: int) -> int:
+    """The exit code: 128 + N when signal N stopped the job but it still exited 0.
+
+    Note [the stop rule] in ``gpuwise.interrupts``: a stopped command says so in its code,
+    also when the job caught the signal and ended cleanly.
+    """
+    from gpuwise.interrupts import stopped_by
+
+    signum = stopped_by()
+    return 128 + signum if signum is not None and code == 0 else code
 
 
 def _write_files(args: argparse.Namespace, result: Any) -> list[str] | None:

@@ -182,6 +182,7 @@ def try_command(
         raise UsageError("no command to try; give one after --, e.g. -- python train.py")
     say = progress or (lambda line: None)
     argv = list(argv)
+    interrupts.reset()  # a signal an earlier call saw does not stop this one
     say(f"baseline: {config.warmup} warm-up + {config.steps} steps")
     try:
         a0 = run_arm(argv, "baseline", {}, config, config.steps, sample=True)
