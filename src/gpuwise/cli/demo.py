@@ -71,15 +71,14 @@ def profile_argv(args: argparse.Namespace) -> list[str]:
 def _foreign(path: str) -> str | None:
     """Why the demo must not write ``path``: a file there that no gpuwise report is.
 
-    ``gpuwise-demo.html`` is replaced only when it holds a gpuwise HTML report (the last
-    demo's); anything else of that name is the user's, and stays.
+    The default ``gpuwise-demo.html`` is replaced only when it holds a gpuwise HTML report
+    (the last demo's); any other file of that name is the user's, and stays. A path given
+    with ``--html`` is the user's choice; a folder or device is the writer's to refuse.
     """
-    if not os.path.lexists(path):
+    if path != DEFAULT_HTML or not os.path.isfile(path):
         return None
-    head = b""
-    if os.path.isfile(path):
-        with open(path, "rb") as fh:
-            head = fh.read(REPORT_HEAD_BYTES)
+    with open(path, "rb") as fh:
+        head = fh.read(REPORT_HEAD_BYTES)
     if REPORT_MARK in head:
         return None
     return (
