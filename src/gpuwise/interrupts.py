@@ -44,7 +44,7 @@ class Interrupted(KeyboardInterrupt):
         self.signum = int(signum)
         self.exit_status = 128 + self.signum
         name = signal_name(signum)
-        super().__init__(message or f"stopped by {name}")
+        super().__init__(message or f"interrupted by {name}")
 
 
 def signal_name(signum: int) -> str:
