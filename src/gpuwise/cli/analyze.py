@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.errors import UsageError
     from gpuwise.telemetry.readers.kineto import UnusableEventError
 
-    check_run_files(args)
+    check_run_files(args, [(path, "input") for path in args.files])
     try:
         result = analyze(args.files, strict=args.strict, jobs=args.jobs, ray_address=args.ray)
     except (UsageError, UnusableEventError) as err:
