@@ -30,6 +30,7 @@ from gpuwise.distributed.rank_files import read_rank_files
 from gpuwise.distributed.ranks import RankInfo, rank_info
 from gpuwise.profiling import hooks
 from gpuwise.profiling.step_files import JsonlRecorder, MemoryRecorder, StepFiles, read_step_files
+from gpuwise.profiling.trainers import separate_trainers
 from gpuwise.records import Run, Sample, Step
 from gpuwise.records.ranks import RankView
 
@@ -160,7 +161,7 @@ def run_from_directory(
     source: str = "profile",
 ) -> Run:
     """The Run of a job whose processes recorded into ``directory`` (steps and rank files)."""
-    files = read_step_files(directory)
+    files = separate_trainers(read_step_files(directory))
     if meta.get("torch_version") is None:
         meta["torch_version"] = torch_version_of(files)
     meta.setdefault("processes", [_process(p) for p in files.processes])
@@ -179,7 +180,7 @@ def run_from_directory(
 
 
 def _process(header: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("pid", "rank", "world_size", "local_rank", "device")
+    keys = ("pid", "rank", "world_size", "local_rank", "device", "trainer")
     return {k: header.get(k) for k in keys}
 
 
