@@ -1,7 +1,9 @@
 """Rules that read the job anatomy: threads against cores, and fitting findings to the job.
 
-``oversubscribed`` is a finding of its own: processes x intra-op threads (+ DataLoader
-workers) over the cores the job may use. Threads beyond the cores take turns on them, and
+``oversubscribed`` is a finding of its own: processes x intra-op threads over the cores the
+job may use (DataLoader workers are added to the count it reports). Several trainers over
+the cores are a warning (critical at twice the cores); one process with more threads than
+cores is a note. Threads beyond the cores take turns on them, and
 every parallel operator waits at its barrier for the thread that is descheduled: on a
 2-core CPU, 2 hogwild processes x 2 threads ran each step 16x slower than 1 thread each
 (284.7 → 17.5 ms, DESIGN.md). The cost has no arithmetic bound from the step's phases, so
@@ -49,8 +51,8 @@ def oversubscribed(ctx: Context) -> Finding | None:
         return None
     workers = sum(1 for p in a.processes if p.role == "loader_worker")
     demand = sum(threads) + workers
-    if demand <= a.cores:
-        return None
+    if sum(threads) <= a.cores:
+        return None  # loader workers alone: the loader trial's own threads trial measures it
     n = len(trainers)
     per = max(1, (a.cores - workers) // n)
     evidence: dict[str, Any] = {
@@ -74,7 +76,9 @@ def oversubscribed(ctx: Context) -> Finding | None:
         f"{who}{extra} on {a.cores} cores: the threads take turns on the cores and every "
         "parallel operator waits for the one descheduled"
     )
-    severity = "critical" if demand >= 2 * a.cores else "warning"
+    severity = "critical" if sum(threads) >= 2 * a.cores else "warning"
+    if n == 1:
+        severity = "info"  # one process: its threads take turns, but no trainer waits on another
     fixes = (threads_fix(per, n, workers, a.cores, a.evidence.get("process_start")), try_it())
     return Finding("cpu_oversubscribed", severity, summary, evidence, None, fixes)
 

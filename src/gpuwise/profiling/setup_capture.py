@@ -260,7 +260,7 @@ def read_setup(directory: str | Path) -> dict[str, Any] | None:
     Returns:
         The first such process's record (the lowest rank's, by file order), with
         ``processes`` counting the processes that left one, ``trainers`` summing up each
-        of them (``trainer_summary``) and ``process_starts`` every process start the job's
+        that trained (built an optimizer or saw a loss; ``trainer_summary``) and ``process_starts`` every process start the job's
         code made (in any process); ``None`` when no process left a record.
     """
     docs, starts = [], []
@@ -275,5 +275,5 @@ def read_setup(directory: str | Path) -> dict[str, Any] | None:
     if not docs:
         return None
     docs.sort(key=lambda d: (not d.get("optimizers"), int(d.get("pid") or 0)))
-    trainers = [trainer_summary(d) for d in docs]
+    trainers = [trainer_summary(d) for d in docs if d.get("optimizers") or d.get("losses")]
     return dict(docs[0], processes=len(docs), trainers=trainers, process_starts=starts)
