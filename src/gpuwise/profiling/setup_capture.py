@@ -275,5 +275,6 @@ def read_setup(directory: str | Path) -> dict[str, Any] | None:
     if not docs:
         return None
     docs.sort(key=lambda d: (not d.get("optimizers"), int(d.get("pid") or 0)))
-    trainers = [trainer_summary(d) for d in docs if d.get("optimizers") or d.get("losses")]
+    trained = [d for d in docs if d.get("optimizers") or d.get("losses")]
+    trainers = [trainer_summary(d) for d in trained]
     return dict(docs[0], processes=len(docs), trainers=trainers, process_starts=starts)
