@@ -260,8 +260,9 @@ def read_setup(directory: str | Path) -> dict[str, Any] | None:
     Returns:
         The first such process's record (the lowest rank's, by file order), with
         ``processes`` counting the processes that left one, ``trainers`` summing up each
-        that trained (built an optimizer or saw a loss; ``trainer_summary``) and ``process_starts`` every process start the job's
-        code made (in any process); ``None`` when no process left a record.
+        that trained (built an optimizer or saw a loss; ``trainer_summary``) and
+        ``process_starts`` every process start the job's code made (in any process);
+        ``None`` when no process left a record.
     """
     docs, starts = [], []
     for path in sorted(Path(directory).glob(SETUP_FILES)):
