@@ -105,6 +105,8 @@ def test_mnist_hogwild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cores == len(os.sched_getaffinity(0))
     assert [p.threads for p in trainers] == [threads, threads]
     kinds = {f.kind: f for f in run.findings}
+    assert run.ranks is None  # no collectives: no straggler or uneven-rank findings
+    assert "uneven_ranks" not in kinds
     assert ("cpu_oversubscribed" in kinds) == (2 * threads > cores)
     if 2 * threads > cores:
         per = max(1, cores // 2)

@@ -59,6 +59,7 @@ def test_hogwild_trainers_are_separate_and_oversubscribed(profiled: Profiled) ->
     assert [p.threads for p in trainers] == [cores, cores]
     stats = run.step_stats()
     assert stats["steps_per_s"] == pytest.approx(2 / stats["mean_s"])  # the trainers add up
+    assert run.ranks is None
     setup = run.extra["setup"]
     assert len(setup["trainers"]) == 2
     assert setup["process_starts"][0]["method"] == "spawn"

@@ -236,7 +236,14 @@ def rank_view(
     rank_files: Sequence[Mapping[str, Any]] = (),
     processes: Sequence[Mapping[str, Any]] = (),
 ) -> RankView | None:
-    """The cross-rank view of a job, or ``None`` when one process ran alone."""
+    """The cross-rank view of a job, or ``None`` when one process ran alone.
+
+    Concurrent trainers without torch.distributed (``trainers.separate_trainers``) get
+    none: they wait for no collective, so rank findings (stragglers, uneven step counts)
+    do not apply; each keeps its own steps.
+    """
+    if any("trainer" in p for p in processes):
+        return None
     worlds = [int(p.get("world_size") or 1) for p in processes]
     if not rank_files and max(worlds, default=1) <= 1 and len({s.rank for s in steps}) <= 1:
         return None

@@ -92,8 +92,12 @@ def _render_throughput(run: Run, console: Console) -> None:
     ranks = rank_count(run)
     steps_per_s = stats["steps_per_s"]
     samples_per_s = stats["samples_per_s"]
+    who = f"{ranks} rank{'s' * (ranks > 1)}"
+    trainers = run.anatomy.trainers() if run.anatomy is not None else []
+    if run.ranks is None and len(trainers) > 1:  # concurrent trainers, throughput summed
+        who = f"{len(trainers)} trainer processes"
     line = (
-        f"steps       {stats['count']:,} steps · {ranks} rank{'s' * (ranks > 1)}"
+        f"steps       {stats['count']:,} steps · {who}"
         f" · mean step {format_seconds(stats['mean_s'])}"
         f" · {NA if steps_per_s is None else f'{steps_per_s:.2f}'} steps/s"
         f" · {NA if samples_per_s is None else f'{samples_per_s:,.1f}'} samples/s"

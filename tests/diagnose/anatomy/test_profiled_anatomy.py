@@ -11,6 +11,7 @@ from gpuwise.diagnose import rules
 from gpuwise.diagnose.anatomy import read_anatomy
 from gpuwise.diagnose.anatomy.common import TOO_SMALL_STEP_S, resources, too_small
 from gpuwise.diagnose.anatomy.data_kind import data_kind
+from gpuwise.profiling.recording import rank_view
 from gpuwise.profiling.step_files import read_step_files
 from gpuwise.profiling.trainers import separate_trainers
 from gpuwise.records import Run, Sample, Step
@@ -140,6 +141,7 @@ def test_concurrent_trainers_keep_their_own_steps(tmp_path: Path) -> None:
         (302, 1, True),
     ]
     assert [sum(1 for s in files.steps if s.rank == r) for r in (0, 1, 2)] == [10, 8, 4]
+    assert rank_view(files.steps, (), files.processes) is None  # no collectives to wait for
 
 
 def oversubscribed_run(tmp_path: Path, processes: int = 2, threads: int = 2) -> Run:
