@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwise.diagnose import fixes as fx
+from gpuwise.diagnose import job_rules as jr
 from gpuwise.diagnose import trace_capture as tc
 from gpuwise.diagnose import trace_host as th
 from gpuwise.diagnose import trace_rules as tr
@@ -91,6 +92,7 @@ def diagnose(run: Run) -> list[Finding]:
     kinds = {f.kind for f in found}
     found.extend(f for f in _distributed(run) if f.kind not in kinds)
     found = tr.fit_to_job(found, ctx)
+    found = jr.fit_to_anatomy(found, ctx)
     found.sort(key=_payoff_key)
     cpu_job = any(f.kind == "cpu_job" for f in found)  # the CPU is the device: it leads
     if not cpu_job and not any(f.severity in ("critical", "warning") for f in found):
@@ -353,6 +355,8 @@ def _healthy(ctx: Context) -> Finding:
         precision = None  # the trace's GEMM/conv kernels already run in low precision
     fixes = [f for f in (precision, *fixes) if f is not None]
     summary = "No stage dominates: the device is kept fed; speed now comes from the model"
+    if ctx.anatomy.too_small:
+        summary = f"Too small to judge per-step costs ({ctx.anatomy.too_small}); nothing to fix"
     return Finding("healthy", "info", summary, evidence, None, tuple(fixes))
 
 
@@ -371,4 +375,5 @@ RULES: tuple[Rule, ...] = (
     idle_reserved,
     thermal_throttle,
     memory_headroom,
+    jr.oversubscribed,
 )

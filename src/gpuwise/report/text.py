@@ -107,8 +107,12 @@ def _render_throughput(run: Run, console: Console) -> None:
     ranks = rank_count(run)
     steps_per_s = stats["steps_per_s"]
     samples_per_s = stats["samples_per_s"]
+    who = f"{ranks} rank{'s' * (ranks > 1)}"
+    trainers = run.anatomy.trainers() if run.anatomy is not None else []
+    if run.ranks is None and len(trainers) > 1:  # concurrent trainers, throughput summed
+        who = f"{len(trainers)} trainer processes"
     line = (
-        f"steps       {stats['count']:,} steps · {ranks} rank{'s' * (ranks > 1)}"
+        f"steps       {stats['count']:,} steps · {who}"
         f" · mean step {format_seconds(stats['mean_s'])}"
         f" · {NA if steps_per_s is None else f'{steps_per_s:.2f}'} steps/s"
         f" · {NA if samples_per_s is None else f'{samples_per_s:,.1f}'} samples/s"
@@ -228,6 +232,28 @@ def _render_devices(run: Run, console: Console) -> None:
         note = gap_note(device_id, summary)
         if note:
             console.print(Text(note, style="dim"))
+    own = job_resources_note(run)
+    if own:
+        console.print(Text(own, style="dim"))
+
+
+def job_resources_note(run: Run) -> str | None:
+    """``cpu is the machine's; the job's own processes: 98 % of a core, peak RSS 310 MiB``.
+
+    The CPU row is machine-wide (other processes included); the job's own process tree is
+    told beside it, from the anatomy's ``resources``.
+    """
+    res = run.anatomy.resources if run.anatomy is not None else {}
+    if "cpu" not in run.utilization or not res:
+        return None
+    parts = []
+    if res.get("job_cpu_percent") is not None:
+        parts.append(f"{res['job_cpu_percent']:.0f} % of one core")
+    if res.get("job_rss_peak_bytes") is not None:
+        parts.append(f"peak RSS {format_bytes(res['job_rss_peak_bytes'])}")
+    if not parts:
+        return None
+    return "cpu row: the whole machine; the job's own processes: " + ", ".join(parts)
 
 
 def _device_cells(summary: Mapping[str, Any]) -> list[str]:
