@@ -107,5 +107,5 @@ def test_estimate_json_carries_the_defaults_note(
 def test_zero_layers_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 0}))
-    with pytest.raises(UsageError, match="0 layers; a model needs at least one"):
+    with pytest.raises(UsageError, match="num_hidden_layers is 0; give a whole number from 1"):
         estimate(str(path), batch_size=1)

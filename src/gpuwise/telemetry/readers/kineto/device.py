@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 
 from gpuwise.records.trace import COLLECTIVES
-from gpuwise.telemetry.readers._kineto_collectives import (
+from gpuwise.telemetry.readers.kineto.collectives import (
     collective_kind,
     collective_tag,
     is_communication,
 )
-from gpuwise.telemetry.readers._kineto_host import HostCalls
+from gpuwise.telemetry.readers.kineto.host import HostCalls
 
 __all__ = ["DeviceColumns", "DeviceEvents", "collective_kind", "kernel_class"]
 

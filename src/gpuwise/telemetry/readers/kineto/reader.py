@@ -6,7 +6,7 @@ host-to-device copies, synchronisations) and dropped. Both generations of catego
 are read: the old ``Operator``/``Runtime``/``Kernel``/``Memcpy``/``Memset`` and the new
 ``cpu_op``/``cuda_runtime``/``kernel``/``gpu_memcpy``/``gpu_memset``/``cuda_sync``/
 ``user_annotation``, and MTIA's ``mtia_ccp_events``/``mtia_runtime``. Every device event is
-also kept by name, class and stream for the device facts (``_kineto_facts``); categories
+also kept by name, class and stream for the device facts (``facts``); categories
 the reader does not know are counted and named, never silently dropped. Timestamps are
 microseconds, as Chrome traces define them.
 
@@ -36,10 +36,10 @@ from gpuwise.telemetry.readers._json_stream import (
     JsonStreamError,
     TextSource,
 )
-from gpuwise.telemetry.readers._kineto_events import EventTally
-from gpuwise.telemetry.readers._kineto_facts import trace_facts
-from gpuwise.telemetry.readers._kineto_intervals import union_s
-from gpuwise.telemetry.readers._kineto_steps import step_records
+from gpuwise.telemetry.readers.kineto.events import EventTally
+from gpuwise.telemetry.readers.kineto.facts import trace_facts
+from gpuwise.telemetry.readers.kineto.intervals import union_s
+from gpuwise.telemetry.readers.kineto.steps import step_records
 
 US = 1e-6
 """Chrome trace timestamps and durations are microseconds."""

@@ -1,6 +1,6 @@
 """Static batches or continuous batching, and the batch over time, of a serving engine.
 
-The engine's forward steps come from ``_kineto_engine_steps.EngineSteps`` (its markers, or
+The engine's forward steps come from ``engine_steps.EngineSteps`` (its markers, or
 the ``ProfilerStep#`` spans of traces without them). ``batching`` tells, from the steps in
 order, whether batches are static (a prefill, a run of decode steps with a constant batch,
 the next prefill only after the run ends) or continuous (prefill and decode in one step,
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.telemetry.readers._kineto_device import DeviceColumns
-from gpuwise.telemetry.readers._kineto_engine_steps import (
+from gpuwise.telemetry.readers.kineto.device import DeviceColumns
+from gpuwise.telemetry.readers.kineto.engine_steps import (
     PHASE_DECODE,
     PHASE_MIXED,
     PHASE_PREFILL,
@@ -24,9 +24,9 @@ from gpuwise.telemetry.readers._kineto_engine_steps import (
     UNKNOWN,
     EngineSteps,
 )
-from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, median
-from gpuwise.telemetry.readers._kineto_job import DECODE, PREFILL, kernel_marks
-from gpuwise.telemetry.readers._kineto_quant import weight_kind
+from gpuwise.telemetry.readers.kineto.intervals import US, busy_before, median
+from gpuwise.telemetry.readers.kineto.job import DECODE, PREFILL, kernel_marks
+from gpuwise.telemetry.readers.kineto.weights import weight_kind
 
 MIN_STEPS = 4
 """Fewer forward steps than this tell nothing about how batches are formed."""

@@ -11,7 +11,7 @@ the tokens of the forward it belongs to. The markers, as the engines spell them:
 - TensorRT-LLM: ``_forward_step N: C ctx reqs, G gen reqs`` (context = prefill requests,
   generation = decode requests of the step).
 
-``_kineto_serving.batching`` reads how batches form from these steps.
+``serving.batching`` reads how batches form from these steps.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwise.telemetry.readers._kineto_job import (
+from gpuwise.telemetry.readers.kineto import read_trace
+from gpuwise.telemetry.readers.kineto.job import (
     BACKWARD,
     DECODE,
     EVAL,
@@ -16,7 +17,6 @@ from gpuwise.telemetry.readers._kineto_job import (
     job_kind,
     kernel_marks,
 )
-from gpuwise.telemetry.readers.kineto import read_trace
 from tests.conftest import realdata
 
 HTA = "hta_traces/"

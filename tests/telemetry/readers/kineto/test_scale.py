@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwise.telemetry.readers import _json_stream
-from gpuwise.telemetry.readers._kineto_intervals import union_s
 from gpuwise.telemetry.readers.kineto import read_trace
+from gpuwise.telemetry.readers.kineto.intervals import union_s
 from tests.trace_events import event, kernel, write_trace
 
 

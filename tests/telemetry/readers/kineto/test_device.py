@@ -2,7 +2,8 @@
 
 import pytest
 
-from gpuwise.telemetry.readers._kineto_device import (
+from gpuwise.telemetry.readers.kineto import read_trace
+from gpuwise.telemetry.readers.kineto.device import (
     COMMUNICATION,
     COMPUTE,
     MEMORY,
@@ -11,7 +12,6 @@ from gpuwise.telemetry.readers._kineto_device import (
     is_compiled_kernel,
     kernel_class,
 )
-from gpuwise.telemetry.readers.kineto import read_trace
 from tests.trace_events import event, write_trace
 
 

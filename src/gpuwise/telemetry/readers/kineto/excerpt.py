@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.telemetry.readers._kineto_intervals import busy_before
+from gpuwise.telemetry.readers.kineto.intervals import busy_before
 
 MIN_WAIT_US = 1000.0
 """A wait under 1 ms at the head of a trace is launch latency, not an excerpt's edge."""

@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.telemetry.readers._kineto_device import (
+from gpuwise.telemetry.readers.kineto.device import (
     DEVICE_CATEGORIES,
     HOST_CATEGORIES,
     DeviceEvents,
 )
-from gpuwise.telemetry.readers._kineto_engine_steps import EngineSteps
-from gpuwise.telemetry.readers._kineto_excerpt import outside_wait
-from gpuwise.telemetry.readers._kineto_host import HostCalls
-from gpuwise.telemetry.readers._kineto_intervals import US, Intervals, busy_before
-from gpuwise.telemetry.readers._kineto_job import COMPILED, CONV, LOADER, STEP, JobMarks
+from gpuwise.telemetry.readers.kineto.engine_steps import EngineSteps
+from gpuwise.telemetry.readers.kineto.excerpt import outside_wait
+from gpuwise.telemetry.readers.kineto.host import HostCalls
+from gpuwise.telemetry.readers.kineto.intervals import US, Intervals, busy_before
+from gpuwise.telemetry.readers.kineto.job import COMPILED, CONV, LOADER, STEP, JobMarks
 
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
@@ -269,7 +269,7 @@ class EventTally:
         """``(wait_from, cut)`` of a wait on work queued before the trace began (µs).
 
         Only for traces without profiler steps: the device work before ``cut`` belongs to
-        the excerpt's edge (``_kineto_excerpt.outside_wait``).
+        the excerpt's edge (``excerpt.outside_wait``).
         """
         if self.steps:
             return None

@@ -13,9 +13,9 @@ import numpy as np
 
 from gpuwise.records import Step
 from gpuwise.records.trace import StepFacts
-from gpuwise.telemetry.readers._kineto_device import COMMUNICATION, COMPUTE, OTHER, DeviceColumns
-from gpuwise.telemetry.readers._kineto_events import EventTally
-from gpuwise.telemetry.readers._kineto_intervals import US, busy_before
+from gpuwise.telemetry.readers.kineto.device import COMMUNICATION, COMPUTE, OTHER, DeviceColumns
+from gpuwise.telemetry.readers.kineto.events import EventTally
+from gpuwise.telemetry.readers.kineto.intervals import US, busy_before
 
 ATYPICAL_FACTOR = 2.0
 """A step twice as long as the median step is atypical..."""

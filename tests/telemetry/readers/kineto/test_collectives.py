@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpuwise.records.trace_section import TraceSection
-from gpuwise.telemetry.readers._kineto_device import collective_kind
 from gpuwise.telemetry.readers.kineto import read_trace
+from gpuwise.telemetry.readers.kineto.device import collective_kind
 from tests.trace_events import kernel, write_trace
 
 
@@ -109,7 +109,7 @@ def test_a_trace_without_communication_has_no_collectives(tmp_path: Path) -> Non
     ],
 )
 def test_collectives_by_what_they_do_across_libraries(name: str, kind: str) -> None:
-    from gpuwise.telemetry.readers._kineto_collectives import is_communication
+    from gpuwise.telemetry.readers.kineto.collectives import is_communication
 
     assert is_communication(name, {})
     assert collective_kind(name) == kind
@@ -125,7 +125,7 @@ def test_collectives_by_what_they_do_across_libraries(name: str, kind: str) -> N
     ],
 )
 def test_compute_kernels_are_not_communication(name: str) -> None:
-    from gpuwise.telemetry.readers._kineto_collectives import is_communication
+    from gpuwise.telemetry.readers.kineto.collectives import is_communication
 
     assert not is_communication(name, {})
 
@@ -165,7 +165,7 @@ def test_symmetric_memory_all_reduce_is_communication_in_the_figures(tmp_path: P
     ],
 )
 def test_parallelism_of_a_process_group(group: str, label: str) -> None:
-    from gpuwise.telemetry.readers._kineto_collectives import parallelism
+    from gpuwise.telemetry.readers.kineto.collectives import parallelism
 
     assert parallelism(group) == label
 

@@ -23,20 +23,20 @@ from gpuwise.records.trace import (
     TopKernel,
     TraceFacts,
 )
-from gpuwise.telemetry.readers._kineto_collectives import parallelism
-from gpuwise.telemetry.readers._kineto_device import (
+from gpuwise.telemetry.readers.kineto.collectives import parallelism
+from gpuwise.telemetry.readers.kineto.device import (
     COMMUNICATION,
     COMPUTE,
     DeviceColumns,
     gemm_precision,
     is_compiled_kernel,
 )
-from gpuwise.telemetry.readers._kineto_events import EventTally
-from gpuwise.telemetry.readers._kineto_intervals import US, busy_before, median, union_s
-from gpuwise.telemetry.readers._kineto_job import job_kind
-from gpuwise.telemetry.readers._kineto_quant import weights
-from gpuwise.telemetry.readers._kineto_serving import batching
-from gpuwise.telemetry.readers._kineto_steps import Pair, both, step_facts
+from gpuwise.telemetry.readers.kineto.events import EventTally
+from gpuwise.telemetry.readers.kineto.intervals import US, busy_before, median, union_s
+from gpuwise.telemetry.readers.kineto.job import job_kind
+from gpuwise.telemetry.readers.kineto.serving import batching
+from gpuwise.telemetry.readers.kineto.steps import Pair, both, step_facts
+from gpuwise.telemetry.readers.kineto.weights import weights
 
 KERNEL_WAIT_US = 30.0
 """Gaps under 30 µs with the next kernel already queued are launch latency (HTA's
@@ -158,7 +158,7 @@ def _excerpt(
     """What lies outside the device span: the host prologue/epilogue, outside waits.
 
     ``outside_wait_s`` is a blocking sync or synchronous copy at the head of the trace that
-    waited on work queued before the trace started (``_kineto_excerpt``): the window
+    waited on work queued before the trace started (``excerpt``): the window
     starts after it. ``window_edge_idle_s`` is the time inside profiler steps before the
     first device event and after the last: the device had nothing at all to run, so it
     waited for the host (preprocessing, Python), never for queued work.
