@@ -94,7 +94,8 @@ def defaults_used(config: Any) -> dict[str, Any]:
     """Size fields the config file left to its class's defaults, with the values used.
 
     A field counts as written when the file names it or the name transformers maps it to
-    (``attribute_map``: GPT-2's ``n_embd`` is its ``hidden_size``).
+    (``attribute_map``: GPT-2's ``n_embd`` is its ``hidden_size``); fields the class
+    derives from written ones (``head_dim``, ``num_key_value_heads``) are not defaults.
 
     Example:
         >>> from transformers import LlamaConfig
@@ -112,7 +113,19 @@ def defaults_used(config: Any) -> dict[str, Any]:
         named = {key, aliases.get(key, key), reverse.get(key, key)} & written
         if value is not None and not named and (key in config.to_dict() or key in aliases):
             used[key] = value
-    return used
+    return {k: v for k, v in used.items() if not _derived(config, k, v)}
+
+
+def _derived(config: Any, key: str, value: Any) -> bool:
+    """Whether the class computed ``key`` from written fields rather than a default.
+
+    A head's width as the width over the heads; as many KV heads as heads.
+    """
+    width = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if key == "head_dim" and isinstance(width, int) and isinstance(heads, int) and heads:
+        return bool(value == width // heads)
+    return key == "num_key_value_heads" and value == heads
 
 
 def defaults_note(config: Any) -> str | None:
