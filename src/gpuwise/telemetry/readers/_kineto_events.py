@@ -22,7 +22,17 @@ from gpuwise.telemetry.readers._kineto_engine_steps import EngineSteps
 from gpuwise.telemetry.readers._kineto_excerpt import outside_wait
 from gpuwise.telemetry.readers._kineto_host import HostCalls
 from gpuwise.telemetry.readers._kineto_intervals import US, Intervals, busy_before
-from gpuwise.telemetry.readers._kineto_job import COMPILED, CONV, LOADER, STEP, JobMarks
+from gpuwise.telemetry.readers._kineto_job import (
+    BACKWARD,
+    COMPILED,
+    CONV,
+    LOADER,
+    OPTIMIZER,
+    STEP,
+    JobMarks,
+)
+from gpuwise.telemetry.readers._kineto_phases import read_timeline
+from gpuwise.telemetry.readers._kineto_timeline import Timeline
 
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
@@ -104,6 +114,8 @@ class EventTally:
         self.image_inputs: bool | None = None
         self.distributed: dict[str, Any] = {}
         self._head_wait: tuple[tuple[float, float] | None] | None = None
+        self.timeline = Timeline()
+        self._phases: dict[str, Any] | None = None
 
     def add_member(self, key: str, value: Any) -> None:
         """Take a top-level member other than ``traceEvents``."""
@@ -213,6 +225,7 @@ class EventTally:
         if cat == "cpu_op" or cat == "Operator":
             self.host.cpu_op(name, ev.get("args"))
         self.engine_steps.host(name, start, end, ev)
+        self.timeline.host(name, start, end)
         mark = self.marks.host(name)
         if not mark:
             return
@@ -256,6 +269,9 @@ class EventTally:
         if self.steps:
             spans = self.steps.values()
             return (min(s for s, _ in spans), max(s + d for s, d in spans), "profiler_steps")
+        steady = self.phases()["steady_us"]
+        if steady is not None:
+            return steady[0], steady[1], "steady_state"
         starts, ends = self.gpu_all()
         if starts.size:
             wait = self.head_wait()
@@ -264,6 +280,20 @@ class EventTally:
         if self.span[0] <= self.span[1]:
             return self.span[0], self.span[1], "whole_trace"
         return 0.0, 0.0, "empty"
+
+    def phases(self) -> dict[str, Any]:
+        """The timeline's steps, phases and one-time costs (``_kineto_phases``), read once."""
+        if self._phases is None:
+            trained = self.marks.host_count(BACKWARD | OPTIMIZER) > 0
+            self._phases = read_timeline(
+                self.timeline,
+                sorted(self.steps.values()),
+                (self.span[0], self.span[1]) if self.span[0] <= self.span[1] else (0.0, 0.0),
+                self.host,
+                (self.device.names, lambda: self.device.columns(self.host)),
+                trained,
+            )
+        return self._phases
 
     def head_wait(self) -> tuple[float, float] | None:
         """``(wait_from, cut)`` of a wait on work queued before the trace began (µs).

@@ -52,9 +52,13 @@ def trace_facts(t: EventTally) -> TraceFacts:
     """Compute the device facts of everything ``t`` has read."""
     every = t.device.columns(t.host)
     cols = _steady(every, sorted(t.steps.values()))
-    wait = t.head_wait()
+    w0, w1, source = t.window()
+    wait = None if source == "steady_state" else t.head_wait()
     if wait is not None:
         cols = cols.subset(cols.starts >= wait[1])  # the excerpt's edge, not the job's
+    if source == "steady_state":  # start-up and teardown are judged apart (_kineto_phases)
+        when = np.where(np.isnan(cols.launches), cols.starts, cols.launches)
+        cols = cols.subset((when >= w0) & (when < w1))
     n = len(cols.starts)
     lo = float(cols.starts.min()) if n else 0.0
     hi = float(cols.ends.max()) if n else 0.0
@@ -80,7 +84,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
         communication=_communication(cols, comp, lo, hi, _by_parallelism(t, every, lo, hi)),
         idle_by_stream=idle,
         h2d=_h2d(cols, durations, idle),
-        launch=_launch(cols, len(t.steps)),
+        launch=_launch(cols, _steady_steps(t, source)),
         top_kernels=_top_kernels(cols, durations),
         steps=step_facts(every, sorted(t.steps.values())),
         gemm_precision_s=_precision(cols, durations),
@@ -95,7 +99,48 @@ def trace_facts(t: EventTally) -> TraceFacts:
         vendor=t.vendor(),
         graphs=_graphs(t, cols, durations),
         excerpt=_excerpt(t, every, hi, wait) if n else {},
+        timeline=_timeline(t),
     )
+
+
+def _steady_steps(t: EventTally, source: str) -> int:
+    """Steps the steady columns hold: all profiler steps but the cut last one, or the
+    steady state's steps.
+    """
+    if source == "steady_state":
+        return int(t.phases()["steady_steps"])
+    n = len(t.steps)
+    return n - 1 if n >= 2 else n
+
+
+def _timeline(t: EventTally) -> dict[str, Any]:
+    """The timeline's phases and one-time costs in seconds from the trace's start."""
+    p = t.phases()
+    steady = p["steady_us"]
+    step_us = p["step_us"]
+    return {
+        "step_unit": p["step_unit"],
+        "steps": p["steps"],
+        "steady_steps": p["steady_steps"],
+        "step_s": None if step_us is None else step_us * US,
+        "steady_s": None if steady is None else [steady[0] * US, steady[1] * US],
+        "phases": [
+            {
+                "name": ph["name"],
+                "start_s": ph["start_us"] * US,
+                "end_s": ph["end_us"] * US,
+                "steps": ph["steps"],
+            }
+            for ph in p["phases"]
+        ],
+        "evaluations_per_step": p["evaluations_per_step"],
+        "closure_evaluations": p["closure_evaluations"],
+        "kernels_per_step": p["kernels_per_step"],
+        "optimizer": p["optimizer"],
+        "optimizer_impl": p["optimizer_impl"],
+        "one_time": p["one_time"],
+        "embedding_calls": len(t.engine_steps.embed_at),
+    }
 
 
 def _name_totals(cols: DeviceColumns) -> dict[int, float]:
