@@ -150,8 +150,10 @@ def fp32_gemms(ctx: Context) -> Finding | None:
 
 
 def _tensor_cores(ctx: Context, vendor: str | None) -> tuple[str, int | None] | None:
-    """The card's name and NVIDIA major compute capability (None on AMD) when it has
-    tensor (matrix) cores: NVIDIA 7.0 and later, AMD Instinct MI100 and later.
+    """The card's name and major compute capability (None on AMD), if it has tensor cores.
+
+    Tensor (matrix) cores: NVIDIA compute capability 7.0 and later, AMD Instinct MI100
+    and later.
     """
     for d in ctx.run.devices:
         if not str(d.get("id", "")).startswith("gpu"):

@@ -104,9 +104,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
 
 
 def _steady_steps(t: EventTally, source: str) -> int:
-    """Steps the steady columns hold: all profiler steps but the cut last one, or the
-    steady state's steps.
-    """
+    """Steps the steady columns hold: profiler steps but the cut last one, or steady steps."""
     if source == "steady_state":
         return int(t.phases()["steady_steps"])
     n = len(t.steps)
