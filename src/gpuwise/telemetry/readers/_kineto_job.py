@@ -48,6 +48,17 @@ COMPILED_OPS = ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFx
 CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::cudnn_convolution"})
 """The first convolution's input shape tells whether the inputs are image batches."""
 
+_WORD = r"(?:^|[^a-z0-9_])(?:{})(?:[^a-z0-9_]|$)"
+"""An engine's name as a whole word (its package, ``vllm::`` op namespace, annotation):
+a fork's package (``vllm_fork``, ``my-sglang``) is not the engine it was forked from."""
+
+_FRAME = re.compile(r"^(.*)\.py\(\d+\): ")
+"""A Python frame span: ``path/to/module.py(LINE): function``."""
+
+ENGINE_PACKAGES = {"vllm": VLLM, "sglang": SGLANG, "tensorrt_llm": TRTLLM}
+"""Engines told from a Python frame by their package root: a folder of the frame's path
+named exactly so."""
+
 _HOST_MARKS = (
     (BACKWARD, re.compile(r"autograd::engine::evaluate_function|Backward\d*$|AccumulateGrad")),
     (
@@ -60,10 +71,15 @@ _HOST_MARKS = (
             r"validation_step|test_step|predict_step|eval_step|(^|[^a-z_])evaluate([^a-z_]|$)"
         ),
     ),
-    (VLLM, re.compile(r"vllm|^gpu_model_runner: |^core step: ", re.IGNORECASE)),
-    (SGLANG, re.compile(r"sglang|sgl_kernel", re.IGNORECASE)),
-    (TRTLLM, re.compile(r"tensorrt_llm|trtllm|^\[Executor\] _forward_step", re.IGNORECASE)),
-    (TRITON_SERVER, re.compile(r"tritonserver|triton_server", re.IGNORECASE)),
+    (VLLM, re.compile(rf"{_WORD.format('vllm')}|^gpu_model_runner: |^core step: ", re.I)),
+    (SGLANG, re.compile(_WORD.format("sglang|sgl_kernel"), re.IGNORECASE)),
+    (
+        TRTLLM,
+        re.compile(
+            rf"{_WORD.format('tensorrt_llm|trtllm')}|^\[Executor\] _forward_step", re.IGNORECASE
+        ),
+    ),
+    (TRITON_SERVER, re.compile(_WORD.format("tritonserver|triton_server"), re.IGNORECASE)),
     (PREFILL, re.compile(r"prefill|context_attention|extend_attention", re.IGNORECASE)),
     (DECODE, re.compile(r"decode|paged_attention|splitkv", re.IGNORECASE)),
 )
@@ -100,9 +116,17 @@ def host_marks(name: str) -> int:
         mark |= COMPILED
     elif name in CONV_OPS:
         mark |= CONV
+    frame = _FRAME.match(name)
     for bit, pattern in _HOST_MARKS:
+        if bit in ENGINE_PACKAGES.values() and frame is not None:
+            continue  # a frame names its engine by its package root, below
         if pattern.search(name):
             mark |= bit
+    if frame is not None:
+        folders = re.split(r"[/\\]", frame.group(1))[:-1]
+        for package, bit in ENGINE_PACKAGES.items():
+            if package in folders:
+                mark |= bit
     return mark
 
 
