@@ -88,7 +88,8 @@ def test_the_anatomy_names_phases_step_unit_and_optimizer(tmp_path: Path) -> Non
     assert a.evaluations_per_step == 1
     assert (a.applied["optimizer"], a.applied["optimizer_impl"]) == ("SGD", "foreach")
     steady = a.phase("steady")
-    assert steady is not None and steady.steps == 19
+    assert steady is not None
+    assert steady.steps == 19
     assert a.step_s == pytest.approx(steady.duration_s / 19, rel=0.05)
 
 
@@ -102,14 +103,18 @@ def test_syncs_inside_every_steady_step_are_still_judged(tmp_path: Path) -> None
 def test_closure_evaluations_are_parts_of_one_step(tmp_path: Path) -> None:
     shape = Shape(steps=6, optimizer="LBFGS", impl="for-loop", evaluations=20, closure=True)
     run = _run(tmp_path, shape)
-    assert run.trace is not None and run.trace.facts is not None
+    assert run.trace is not None
+    assert run.trace.facts is not None
     tl = run.trace.facts.timeline
     assert (tl["step_unit"], tl["steps"]) == ("optimizer_step", 5)
     assert tl["closure_evaluations"] == 20
-    assert run.anatomy is not None and run.anatomy.evaluations_per_step == 20
+    assert run.anatomy is not None
+    assert run.anatomy.evaluations_per_step == 20
     text = _fix_text(run).lower()
-    assert "accumulation" not in text and "batch size" not in text  # a full-batch method
-    assert "foreach=true" not in text and "fused=true" not in text  # L-BFGS has neither
+    assert "accumulation" not in text
+    assert "batch size" not in text
+    assert "foreach=true" not in text
+    assert "fused=true" not in text
 
 
 @pytest.mark.parametrize(
@@ -140,16 +145,20 @@ def test_fp32_gemms_on_tensor_cores_get_tf32_and_bf16_with_a_bound(tmp_path: Pat
     run = _run(tmp_path, Shape(steps=10, gemm_us=2000.0))
     f = next(f for f in run.findings if f.kind == "fp32_gemms")
     share = f.evidence["fp32_gemm_window_fraction"]
-    assert isinstance(share, float) and 0.5 < share <= 1.0
+    assert isinstance(share, float)
+    assert 0.5 < share <= 1.0
     assert f.max_speedup == pytest.approx(1 / ((1 - share) + share / 8), rel=1e-3)
-    assert "allow_tf32" in _fix_text(run) and "bfloat16" in _fix_text(run)
-    assert run.anatomy is not None and run.anatomy.applied["amp_dtype"] == "none"
+    assert "allow_tf32" in _fix_text(run)
+    assert "bfloat16" in _fix_text(run)
+    assert run.anatomy is not None
+    assert run.anatomy.applied["amp_dtype"] == "none"
 
 
 def test_half_gemms_are_applied_amp_and_get_no_precision_fix(tmp_path: Path) -> None:
     run = _run(tmp_path, Shape(steps=10, gemm=HGEMM, gemm_us=2000.0))
     assert "fp32_gemms" not in _kinds(run)
-    assert run.anatomy is not None and run.anatomy.applied["amp_dtype"] == "half"
+    assert run.anatomy is not None
+    assert run.anatomy.applied["amp_dtype"] == "half"
     assert "torch.autocast(" not in _fix_text(run)
 
 
@@ -169,4 +178,5 @@ def test_an_evaluation_pass_between_steps_is_its_own_phase(tmp_path: Path) -> No
     assert "evaluation" in names
     assert names.index("evaluation") > names.index("steady")
     steady = run.anatomy.phase("steady")
-    assert steady is not None and steady.steps == 12  # the longest steady run is judged
+    assert steady is not None
+    assert steady.steps == 12
