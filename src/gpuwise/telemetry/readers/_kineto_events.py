@@ -30,6 +30,7 @@ from gpuwise.telemetry.readers._kineto_job import (
     OPTIMIZER,
     STEP,
     JobMarks,
+    kernel_marks,
 )
 from gpuwise.telemetry.readers._kineto_phases import read_timeline
 from gpuwise.telemetry.readers._kineto_timeline import Timeline
@@ -284,7 +285,9 @@ class EventTally:
     def phases(self) -> dict[str, Any]:
         """The timeline's steps, phases and one-time costs (``_kineto_phases``), read once."""
         if self._phases is None:
-            trained = self.marks.host_count(BACKWARD | OPTIMIZER) > 0
+            trained = self.marks.host_count(BACKWARD | OPTIMIZER) > 0 or (
+                not self.marks.spans and any(kernel_marks(n) & BACKWARD for n in self.device.names)
+            )
             self._phases = read_timeline(
                 self.timeline,
                 sorted(self.steps.values()),

@@ -40,7 +40,10 @@ ENGINES = {
 }
 """Engine marks, most specific first (``llm_serving``: serving kernels, engine unnamed)."""
 ENGINE_BITS = sum(ENGINES)
-COUNTED = JOB_BITS | ENGINE_BITS
+FORK = 16384
+"""A Python frame in a package whose name holds an engine's but is not it (``my_vllm_fork``):
+a fork, told apart from the engine, whose kernels (``vllm::``) may still be the engine's."""
+COUNTED = JOB_BITS | ENGINE_BITS | FORK
 
 COMPILED_OPS = ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFxGraph")
 """Host spans that torch.compile leaves around compiled regions."""
@@ -127,6 +130,8 @@ def host_marks(name: str) -> int:
         for package, bit in ENGINE_PACKAGES.items():
             if package in folders:
                 mark |= bit
+            elif any(package in folder for folder in folders):
+                mark |= FORK
     return mark
 
 
@@ -231,6 +236,10 @@ def _engine(marks: JobMarks, k_time: dict[int, float], evidence: dict[str, Any])
     named = {k: v for k, v in host.items() if k != "llm_serving"} or host
     if named:
         return max(named, key=lambda k: named[k])
+    forks = marks.host_count(FORK)
+    if forks:  # a fork runs the engine's kernels under its own frames: an unnamed engine
+        evidence["fork_marks"] = forks
+        return "llm_serving" if any(k_time.get(bit) for bit in ENGINES) else None
     by_time = {name: k_time.get(bit, 0.0) for bit, name in ENGINES.items() if k_time.get(bit)}
     named_t = {k: v for k, v in by_time.items() if k != "llm_serving"} or by_time
     return max(named_t, key=lambda k: named_t[k]) if named_t else None
