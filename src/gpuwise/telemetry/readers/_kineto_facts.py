@@ -379,6 +379,8 @@ def _top_kernels(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> list[T
     grand = float(totals.sum()) or 1.0
     out = []
     for i in np.argsort(-totals, kind="stable")[:TOP_KERNELS]:
+        if not counts[i]:
+            break  # names seen only outside the steady columns
         out.append(
             TopKernel(
                 name=cols.names[i],
