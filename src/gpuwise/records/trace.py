@@ -222,7 +222,7 @@ class TraceFacts:
             and ``epilogue_s`` after the last, and ``outside_wait_s``: a blocking sync or
             synchronous copy at the head of the trace that waited, the recorded device
             idle, on work queued before the trace started (the window starts after it).
-        timeline: The timeline's phases (``telemetry.readers._kineto_phases``):
+        timeline: The timeline's phases (``telemetry.readers.kineto.phases``):
             ``step_unit``, ``steps``, ``steady_steps``, ``step_s``, ``steady_s`` (the
             steady window, seconds from the trace's start), ``phases``, backward passes
             per step (``evaluations_per_step``; ``closure_evaluations`` inside each

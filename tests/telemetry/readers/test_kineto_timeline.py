@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuwise.diagnose.analyze import analyze
-from gpuwise.telemetry.readers._kineto_collectives import collective_kind, is_communication
-from gpuwise.telemetry.readers._kineto_job import SGLANG, VLLM, host_marks
 from gpuwise.telemetry.readers.kineto import read_trace
+from gpuwise.telemetry.readers.kineto.collectives import collective_kind, is_communication
+from gpuwise.telemetry.readers.kineto.job import SGLANG, VLLM, host_marks
 from tests.trace_events import event, kernel, write_trace
 
 GEMM = "ampere_sgemm_128x64_nn"
