@@ -150,13 +150,24 @@ def _data_kind(anatomy: JobAnatomy, facts: TraceFacts) -> None:
 
 
 def _processes(anatomy: JobAnatomy, run: Run, facts: TraceFacts) -> None:
-    if anatomy.processes:
-        return
+    """One process per rank trace read: a rank of a distributed job, else a trainer.
+
+    ``distributedInfo.world_size`` above 1 makes each a rank (whatever the steps said);
+    an inference trace's process is a serving worker (an engine) or other.
+    """
     trace = run.trace
-    rank = trace.rank if trace is not None else None
     world = (trace.job if trace is not None else {}).get("world_size")
     role = "rank" if isinstance(world, int) and world > 1 else "trainer"
     if facts.job_kind == "inference":
         role = "serving_worker" if facts.job.get("engine") else "other"
     steps = int((facts.timeline or {}).get("steps") or 0)
-    anatomy.processes = [Process(role=role, rank=rank, steps=steps)]
+    if anatomy.processes:
+        anatomy.processes = [
+            Process(pid=p.pid, role=role, rank=p.rank, threads=p.threads, steps=p.steps or steps)
+            for p in anatomy.processes
+        ]
+    else:
+        rank = trace.rank if trace is not None else None
+        anatomy.processes = [Process(role=role, rank=rank, steps=steps)]
+    if isinstance(world, int):
+        anatomy.evidence["processes"] = f"trace: distributedInfo world size {world}"

@@ -116,17 +116,18 @@ def _timeline(t: EventTally) -> dict[str, Any]:
     p = t.phases()
     steady = p["steady_us"]
     step_us = p["step_us"]
+    t0 = t.span[0] if t.span[0] <= t.span[1] else 0.0  # the recording's first event
     return {
         "step_unit": p["step_unit"],
         "steps": p["steps"],
         "steady_steps": p["steady_steps"],
         "step_s": None if step_us is None else step_us * US,
-        "steady_s": None if steady is None else [steady[0] * US, steady[1] * US],
+        "steady_s": None if steady is None else [(steady[0] - t0) * US, (steady[1] - t0) * US],
         "phases": [
             {
                 "name": ph["name"],
-                "start_s": ph["start_us"] * US,
-                "end_s": ph["end_us"] * US,
+                "start_s": (ph["start_us"] - t0) * US,
+                "end_s": (ph["end_us"] - t0) * US,
                 "steps": ph["steps"],
             }
             for ph in p["phases"]
