@@ -98,7 +98,7 @@ def _span_label(t: TraceSection) -> str:
         return "the steady state's device span"
     if t.window_source == "profiler_steps" and t.profiler_steps >= 2:
         n = t.profiler_steps
-        return f"the device span of the work launched in steps 1-{n - 1} of {n} (the last is cut)"
+        return f"the device span of steps 1-{n - 1} of {n} (the last is cut)"
     return "the device span"
 
 
