@@ -63,6 +63,7 @@ def test_start_up_is_told_apart_and_rules_judge_the_steady_state(tmp_path: Path)
     kinds = _kinds(run)
     # the start-up's syncs and frees are one-time costs, not per-step ones
     assert "host_sync" not in kinds
+    assert t.sync["events"] == 0  # the profiler's 359 sync events are all start-up's
     assert "allocator_calls" not in kinds
     assert kinds["startup_costs"] == "info"
     # the steady input wait is a third of each steady step

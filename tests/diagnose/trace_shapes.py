@@ -97,8 +97,9 @@ def _startup(b: _Builder, s: Shape, t: float) -> float:
     for _ in range(s.startup_frees):
         b.host("cuda_runtime", "cudaFree", t, 30)
         t += 35
-    for _ in range(s.startup_syncs):
+    for _ in range(s.startup_syncs):  # each a runtime call and the profiler's sync event
         b.host("cuda_runtime", "cudaStreamSynchronize", t, 15)
+        b.host("cuda_sync", "Stream Sync", t + 1, 13)
         t += 20
     return max(t, s.startup_us)
 

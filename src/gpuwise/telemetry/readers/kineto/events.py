@@ -98,6 +98,7 @@ class EventTally:
         self.h2d: list[tuple[float, float, int, bool, int]] = []
         self.copies: dict[tuple[str, str], list[float]] = {}
         self.sync_by_name: Counter[str] = Counter()
+        self.sync_at: list[tuple[float, str]] = []  # (start, name) of each cuda_sync event
         self.categories: set[str] = set()
         self.gpu_ids: set[int] = set()
         self.device_props: list[dict[str, Any]] = []
@@ -178,7 +179,9 @@ class EventTally:
             elif kind == "kernel" or kind == "memcpy" or kind == "memset":
                 self._device_event(ev, kind, start, end)
             elif kind == "sync":
-                self.sync_by_name[str(ev.get("name", ""))] += 1
+                sync_name = str(ev.get("name", ""))
+                self.sync_by_name[sync_name] += 1
+                self.sync_at.append((start, sync_name))
             elif kind == "range":
                 self.profiler_ranges += 1
             elif kind is None:
@@ -355,15 +358,22 @@ class EventTally:
     def sync_stats(self, lo: float, hi: float) -> dict[str, Any]:
         """Return ``cuda_sync`` event counts and the host calls that blocked in the window.
 
-        ``runtime_calls``/``runtime_s`` count the synchronize calls (CUDA and HIP);
+        ``events``/``by_name`` count the profiler's ``cuda_sync`` events: the whole
+        trace's, or the window's where the window is the steady state (start-up's are
+        one-time costs); ``runtime_calls``/``runtime_s`` count the synchronize calls (CUDA
+        and HIP);
         ``blocking`` lists every blocking call by name: synchronisations, allocator calls
         and synchronous copies, with their host time and call site.
         """
         blocking = self.host.blocking(lo, hi, busy_before(*self.gpu_all()))
         syncs = [b for b in blocking if b["kind"] == "sync"]
+        by_name = self.sync_by_name
+        if not self.steps and self.phases()["steady_us"] is not None:
+            # the steady state is judged: start-up's sync events are one-time costs
+            by_name = Counter(n for at, n in self.sync_at if lo <= at < hi)
         return {
-            "events": int(sum(self.sync_by_name.values())),
-            "by_name": dict(self.sync_by_name),
+            "events": int(sum(by_name.values())),
+            "by_name": dict(by_name),
             "runtime_calls": sum(int(b["calls"]) for b in syncs),
             "runtime_s": sum(float(b["time_s"]) for b in syncs),
             "blocking": blocking,
