@@ -152,3 +152,24 @@ def test_expert_dispatch_and_combine_under_any_namespace_are_communication(name:
 )
 def test_attention_combine_and_expert_gemms_are_compute(name: str) -> None:
     assert not is_communication(name, {})
+
+
+def test_warm_up_profiler_steps_are_left_out_of_the_step_figures(tmp_path: Path) -> None:
+    # two 3 ms warm-up steps (first compile), then six 1 ms steps
+    events, t, corr = [], 0.0, 0
+    for step, dur in enumerate([3000.0, 3000.0] + [1000.0] * 6):
+        events.append(event("user_annotation", f"ProfilerStep#{step}", t, dur))
+        corr += 1
+        events.append(event("cuda_runtime", "cudaLaunchKernel", t + 10, 5, correlation=corr))
+        events.append(kernel(GEMM, t + 20, dur / 2, 7, corr=corr))
+        t += dur
+    run = analyze([write_trace(tmp_path, events)])
+    assert run.trace is not None
+    assert run.trace.facts is not None
+    names = [(p["name"], p["steps"]) for p in run.trace.facts.timeline["phases"]]
+    assert ("warmup", 2) in names
+    assert ("steady", 6) in names
+    assert run.meta["warmup_steps"] == 2
+    stats = run.step_stats()
+    assert stats["warmup_excluded"] == 2
+    assert stats["mean_s"] == pytest.approx(1e-3)
