@@ -156,10 +156,10 @@ def test_attention_combine_and_expert_gemms_are_compute(name: str) -> None:
 
 def test_warm_up_profiler_steps_are_left_out_of_the_step_figures(tmp_path: Path) -> None:
     # two 3 ms warm-up steps (first compile), then six 1 ms steps
-    events, t, corr = [], 0.0, 0
+    events, t = [], 0.0
     for step, dur in enumerate([3000.0, 3000.0] + [1000.0] * 6):
         events.append(event("user_annotation", f"ProfilerStep#{step}", t, dur))
-        corr += 1
+        corr = step + 1
         events.append(event("cuda_runtime", "cudaLaunchKernel", t + 10, 5, correlation=corr))
         events.append(kernel(GEMM, t + 20, dur / 2, 7, corr=corr))
         t += dur
