@@ -181,3 +181,8 @@ def test_an_evaluation_pass_between_steps_is_its_own_phase(tmp_path: Path) -> No
     steady = run.anatomy.phase("steady")
     assert steady is not None
     assert steady.steps == 12
+    # the judged window is the longest steady run, and its steps are the steady steps
+    assert run.trace is not None
+    assert run.trace.facts is not None
+    assert run.trace.facts.timeline["steady_steps"] == 12
+    assert run.trace.window_s == pytest.approx(steady.duration_s, rel=1e-6)

@@ -86,7 +86,7 @@ def read_timeline(
         "phases": phases,
         "steady_us": steady,
         "steps": max(0, int(bounds.size) - 1),
-        "steady_steps": sum(p["steps"] for p in phases if p["name"] == "steady"),
+        "steady_steps": _steady_count(bounds, steady),
         "step_us": _median_step(bounds, steady),
         "kernels_per_step": period or None,
         **_evaluations(bounds, steady, passes, (opt_s, opt_e)),
@@ -95,6 +95,14 @@ def read_timeline(
         "one_time": one_time_costs(host, span[0], steady[0] if steady else None),
     }
     return out
+
+
+def _steady_count(bounds: np.ndarray[Any, Any], steady: tuple[float, float] | None) -> int:
+    """Steps in the judged steady window (the longest steady run)."""
+    if steady is None:
+        return 0
+    mids = bounds[:-1]
+    return int(((mids >= steady[0]) & (mids < steady[1])).sum())
 
 
 def _median_step(bounds: np.ndarray[Any, Any], steady: tuple[float, float] | None) -> float | None:

@@ -180,11 +180,8 @@ def phases_of(
     """
     labels = iteration_labels(bounds, backward, evals)
     out: list[dict[str, Any]] = []
-    first_label = "startup"
     if bounds.size and bounds[0] > span[0]:
-        out.append(
-            {"name": first_label, "start_us": span[0], "end_us": float(bounds[0]), "steps": 0}
-        )
+        out.append({"name": "startup", "start_us": span[0], "end_us": float(bounds[0]), "steps": 0})
     for k, label in enumerate(labels):
         a, b = float(bounds[k]), float(bounds[k + 1])
         if out and out[-1]["name"] == label:
