@@ -34,7 +34,7 @@ FOREACH = frozenset(
 """torch.optim classes with a foreach (multi-tensor) update."""
 
 
-def fit_to_anatomy(found: list[Finding], ctx: Context) -> list[Finding]:
+def fit_to_trace_anatomy(found: list[Finding], ctx: Context) -> list[Finding]:
     """Drop or rewrite the fixes that the traced job's anatomy shows do not apply."""
     facts = ctx.trace.facts if ctx.trace is not None else None
     if facts is None or ctx.run.extra.get("setup"):

@@ -78,6 +78,11 @@ def _timeline(anatomy: JobAnatomy, facts: TraceFacts) -> None:
         anatomy.evidence["evaluations_per_step"] = (
             f"trace: {closure:g} backward passes inside each Optimizer.step (closure evaluations)"
         )
+    if closure >= 2:  # L-BFGS-like: each step evaluates the whole data set
+        anatomy.evidence["full_batch"] = (
+            f"trace: {tl.get('optimizer') or 'the optimizer'} evaluates a closure "
+            f"{closure:g} times a step"
+        )
     elif isinstance(per_step, (int, float)):
         anatomy.evaluations_per_step = float(per_step)
         anatomy.evidence["evaluations_per_step"] = "trace: backward passes per steady step"
