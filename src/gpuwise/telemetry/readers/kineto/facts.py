@@ -34,6 +34,7 @@ from gpuwise.telemetry.readers.kineto.device import (
 from gpuwise.telemetry.readers.kineto.events import EventTally
 from gpuwise.telemetry.readers.kineto.intervals import US, busy_before, median, union_s
 from gpuwise.telemetry.readers.kineto.job import job_kind
+from gpuwise.telemetry.readers.kineto.phases import timeline_doc
 from gpuwise.telemetry.readers.kineto.serving import batching
 from gpuwise.telemetry.readers.kineto.steps import Pair, both, step_facts
 from gpuwise.telemetry.readers.kineto.weights import weights
@@ -112,34 +113,9 @@ def _steady_steps(t: EventTally, source: str) -> int:
 
 
 def _timeline(t: EventTally) -> dict[str, Any]:
-    """The timeline's phases and one-time costs in seconds from the trace's start."""
-    p = t.phases()
-    steady = p["steady_us"]
-    step_us = p["step_us"]
+    """The timeline's phases and one-time costs in seconds from the recording's start."""
     t0 = t.span[0] if t.span[0] <= t.span[1] else 0.0  # the recording's first event
-    return {
-        "step_unit": p["step_unit"],
-        "steps": p["steps"],
-        "steady_steps": p["steady_steps"],
-        "step_s": None if step_us is None else step_us * US,
-        "steady_s": None if steady is None else [(steady[0] - t0) * US, (steady[1] - t0) * US],
-        "phases": [
-            {
-                "name": ph["name"],
-                "start_s": (ph["start_us"] - t0) * US,
-                "end_s": (ph["end_us"] - t0) * US,
-                "steps": ph["steps"],
-            }
-            for ph in p["phases"]
-        ],
-        "evaluations_per_step": p["evaluations_per_step"],
-        "closure_evaluations": p["closure_evaluations"],
-        "kernels_per_step": p["kernels_per_step"],
-        "optimizer": p["optimizer"],
-        "optimizer_impl": p["optimizer_impl"],
-        "one_time": p["one_time"],
-        "embedding_calls": len(t.engine_steps.embed_at),
-    }
+    return timeline_doc(t.phases(), t0, len(t.engine_steps.embed_at))
 
 
 def _name_totals(cols: DeviceColumns) -> dict[int, float]:

@@ -175,3 +175,38 @@ def one_time_costs(host: HostCalls, t0: float, steady_from: float | None) -> dic
         "creations": tally(np.ones(c_s.shape, dtype=bool), c_s, c_e),
         "slow_launches": tally(np.ones(l_s.shape, dtype=bool), l_s, l_e),
     }
+
+
+def timeline_doc(p: dict[str, Any], t0: float, embedding_calls: int) -> dict[str, Any]:
+    """``read_timeline``'s result as ``TraceFacts.timeline``: seconds from ``t0`` (µs).
+
+    Args:
+        p: What ``read_timeline`` returned.
+        t0: The recording's first event (µs, the reader's clock).
+        embedding_calls: ``aten::embedding`` calls with recorded shapes (token ids).
+    """
+    steady = p["steady_us"]
+    step_us = p["step_us"]
+    return {
+        "step_unit": p["step_unit"],
+        "steps": p["steps"],
+        "steady_steps": p["steady_steps"],
+        "step_s": None if step_us is None else step_us * US,
+        "steady_s": None if steady is None else [(steady[0] - t0) * US, (steady[1] - t0) * US],
+        "phases": [
+            {
+                "name": ph["name"],
+                "start_s": (ph["start_us"] - t0) * US,
+                "end_s": (ph["end_us"] - t0) * US,
+                "steps": ph["steps"],
+            }
+            for ph in p["phases"]
+        ],
+        "evaluations_per_step": p["evaluations_per_step"],
+        "closure_evaluations": p["closure_evaluations"],
+        "kernels_per_step": p["kernels_per_step"],
+        "optimizer": p["optimizer"],
+        "optimizer_impl": p["optimizer_impl"],
+        "one_time": p["one_time"],
+        "embedding_calls": embedding_calls,
+    }
