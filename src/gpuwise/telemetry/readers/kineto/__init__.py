@@ -19,10 +19,13 @@ No module imports ``reader`` or this package back:
    batching and the batch over time; ``weights``: GEMMs by their weight format.
 8. ``job``: what kind of job the trace recorded; ``facts``: the device columns turned into
    the job's ``TraceFacts``.
-9. ``rank``: one rank's trace of a many-rank job, read by ``reader`` with a tally that also
-   keeps every collective call, reduced to the ``RankSummary`` a worker process hands
-   back (``gpuwise analyze rank*.json.gz``). It sits on top of ``reader``; nothing here
-   imports it.
+9. ``timeline``: the host spans that tell steps apart (optimizer steps, backward passes,
+   evaluation); ``phases``: the steps, the phases of the timeline (start-up, warm-up,
+   steady state, evaluation, teardown) and the one-time costs, read once the stream ends.
+10. ``rank``: one rank's trace of a many-rank job, read by ``reader`` with a tally that
+    also keeps every collective call, reduced to the ``RankSummary`` a worker process hands
+    back (``gpuwise analyze rank*.json.gz``). It sits on top of ``reader``; nothing here
+    imports it.
 
 Example:
     >>> from gpuwise.telemetry.readers.kineto import read_trace

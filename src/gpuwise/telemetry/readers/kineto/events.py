@@ -22,7 +22,18 @@ from gpuwise.telemetry.readers.kineto.engine_steps import EngineSteps
 from gpuwise.telemetry.readers.kineto.excerpt import outside_wait
 from gpuwise.telemetry.readers.kineto.host import HostCalls
 from gpuwise.telemetry.readers.kineto.intervals import US, Intervals, busy_before
-from gpuwise.telemetry.readers.kineto.job import COMPILED, CONV, LOADER, STEP, JobMarks
+from gpuwise.telemetry.readers.kineto.job import (
+    BACKWARD,
+    COMPILED,
+    CONV,
+    LOADER,
+    OPTIMIZER,
+    STEP,
+    JobMarks,
+    kernel_marks,
+)
+from gpuwise.telemetry.readers.kineto.phases import read_timeline
+from gpuwise.telemetry.readers.kineto.timeline import Timeline
 
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
@@ -87,6 +98,7 @@ class EventTally:
         self.h2d: list[tuple[float, float, int, bool, int]] = []
         self.copies: dict[tuple[str, str], list[float]] = {}
         self.sync_by_name: Counter[str] = Counter()
+        self.sync_at: list[tuple[float, str]] = []  # (start, name) of each cuda_sync event
         self.categories: set[str] = set()
         self.gpu_ids: set[int] = set()
         self.device_props: list[dict[str, Any]] = []
@@ -104,6 +116,8 @@ class EventTally:
         self.image_inputs: bool | None = None
         self.distributed: dict[str, Any] = {}
         self._head_wait: tuple[tuple[float, float] | None] | None = None
+        self.timeline = Timeline()
+        self._phases: dict[str, Any] | None = None
 
     def add_member(self, key: str, value: Any) -> None:
         """Take a top-level member other than ``traceEvents``."""
@@ -165,7 +179,9 @@ class EventTally:
             elif kind == "kernel" or kind == "memcpy" or kind == "memset":
                 self._device_event(ev, kind, start, end)
             elif kind == "sync":
-                self.sync_by_name[str(ev.get("name", ""))] += 1
+                sync_name = str(ev.get("name", ""))
+                self.sync_by_name[sync_name] += 1
+                self.sync_at.append((start, sync_name))
             elif kind == "range":
                 self.profiler_ranges += 1
             elif kind is None:
@@ -213,6 +229,7 @@ class EventTally:
         if cat == "cpu_op" or cat == "Operator":
             self.host.cpu_op(name, ev.get("args"))
         self.engine_steps.host(name, start, end, ev)
+        self.timeline.host(name, start, end)
         mark = self.marks.host(name)
         if not mark:
             return
@@ -256,6 +273,9 @@ class EventTally:
         if self.steps:
             spans = self.steps.values()
             return (min(s for s, _ in spans), max(s + d for s, d in spans), "profiler_steps")
+        steady = self.phases()["steady_us"]
+        if steady is not None:
+            return steady[0], steady[1], "steady_state"
         starts, ends = self.gpu_all()
         if starts.size:
             wait = self.head_wait()
@@ -264,6 +284,22 @@ class EventTally:
         if self.span[0] <= self.span[1]:
             return self.span[0], self.span[1], "whole_trace"
         return 0.0, 0.0, "empty"
+
+    def phases(self) -> dict[str, Any]:
+        """The timeline's steps, phases and one-time costs (``phases``), read once."""
+        if self._phases is None:
+            trained = self.marks.host_count(BACKWARD | OPTIMIZER) > 0 or (
+                not self.marks.spans and any(kernel_marks(n) & BACKWARD for n in self.device.names)
+            )
+            self._phases = read_timeline(
+                self.timeline,
+                sorted(self.steps.values()),
+                (self.span[0], self.span[1]) if self.span[0] <= self.span[1] else (0.0, 0.0),
+                self.host,
+                (self.device.names, lambda: self.device.columns(self.host)),
+                trained,
+            )
+        return self._phases
 
     def head_wait(self) -> tuple[float, float] | None:
         """``(wait_from, cut)`` of a wait on work queued before the trace began (µs).
@@ -322,15 +358,22 @@ class EventTally:
     def sync_stats(self, lo: float, hi: float) -> dict[str, Any]:
         """Return ``cuda_sync`` event counts and the host calls that blocked in the window.
 
-        ``runtime_calls``/``runtime_s`` count the synchronize calls (CUDA and HIP);
+        ``events``/``by_name`` count the profiler's ``cuda_sync`` events: the whole
+        trace's, or the window's where the window is the steady state (start-up's are
+        one-time costs); ``runtime_calls``/``runtime_s`` count the synchronize calls (CUDA
+        and HIP);
         ``blocking`` lists every blocking call by name: synchronisations, allocator calls
         and synchronous copies, with their host time and call site.
         """
         blocking = self.host.blocking(lo, hi, busy_before(*self.gpu_all()))
         syncs = [b for b in blocking if b["kind"] == "sync"]
+        by_name = self.sync_by_name
+        if not self.steps and self.phases()["steady_us"] is not None:
+            # the steady state is judged: start-up's sync events are one-time costs
+            by_name = Counter(n for at, n in self.sync_at if lo <= at < hi)
         return {
-            "events": int(sum(self.sync_by_name.values())),
-            "by_name": dict(self.sync_by_name),
+            "events": int(sum(by_name.values())),
+            "by_name": dict(by_name),
             "runtime_calls": sum(int(b["calls"]) for b in syncs),
             "runtime_s": sum(float(b["time_s"]) for b in syncs),
             "blocking": blocking,
