@@ -32,6 +32,13 @@ from gpuwise.telemetry.readers.kineto.job import (
     JobMarks,
     kernel_marks,
 )
+from gpuwise.telemetry.readers.kineto.members import (
+    EVENT_KINDS,
+    copy_kind,
+    device_dict,
+    distributed_info,
+    image_like,
+)
 from gpuwise.telemetry.readers.kineto.phases import read_timeline
 from gpuwise.telemetry.readers.kineto.timeline import Timeline
 
@@ -40,48 +47,6 @@ OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"}
 NEW_CATEGORIES = frozenset(
     {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"}
 )
-_KINDS = {
-    "kernel": "kernel",
-    "memcpy": "memcpy",
-    "gpu_memcpy": "memcpy",
-    "memset": "memset",
-    "gpu_memset": "memset",
-    "operator": "cpu",
-    "cpu_op": "cpu",
-    "user_annotation": "cpu",
-    "python_function": "cpu",
-    "runtime": "runtime",
-    "cuda_runtime": "runtime",
-    "cuda_driver": "runtime",
-    "cuda_sync": "sync",
-    "trace": "trace",
-    "cuda_profiler_range": "range",
-    "mtia_ccp_events": "kernel",
-    "mtia_runtime": "runtime",
-    "privateuse1_runtime": "runtime",
-}
-_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
-
-
-def _image_like(args: Any) -> bool:
-    """True when a convolution's first input is 4-D with 1 or 3 channels (N, C, H, W)."""
-    dims = args.get("Input Dims") if isinstance(args, dict) else None
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
-        return False
-    first = dims[0]
-    return len(first) == 4 and first[1] in (1, 3)
-
-
-def _copy_kind(name: str) -> tuple[str, str]:
-    """``"Memcpy HtoD (Pageable -> Device)"`` -> ``("h2d", "pageable")``."""
-    parts = name.split()
-    direction = _DIRECTIONS.get(parts[1], "other") if len(parts) > 1 else "other"
-    if "(" not in name or "->" not in name:
-        return direction, "unknown"
-    inner = name[name.index("(") + 1 : name.rindex(")")]
-    src, _, dst = inner.partition("->")
-    side = dst if direction == "d2h" else src
-    return direction, side.strip().lower() or "unknown"
 
 
 class EventTally:
@@ -126,7 +91,7 @@ class EventTally:
         elif key == "distributedInfo" and isinstance(value, dict):
             rank = value.get("rank")
             self.rank = rank if isinstance(rank, int) else None
-            self.distributed = _distributed_info(value)
+            self.distributed = distributed_info(value)
         elif key == "baseTimeNanoseconds" and isinstance(value, int):
             self.distributed["base_time_ns"] = value
 
@@ -191,7 +156,7 @@ class EventTally:
     def _kind(self, cat: Any) -> str | None:
         kind = self._kind_of.get(cat, "?")
         if kind == "?":
-            kind = _KINDS.get(cat.lower()) if isinstance(cat, str) else None
+            kind = EVENT_KINDS.get(cat.lower()) if isinstance(cat, str) else None
             self._kind_of[cat] = kind
             if isinstance(cat, str):
                 self.categories.add(cat)
@@ -241,12 +206,12 @@ class EventTally:
             self.compiled_regions += 1
             self.compiled.add(start, end)
         elif mark & CONV and self.image_inputs is not True:
-            self.image_inputs = _image_like(ev.get("args"))
+            self.image_inputs = image_like(ev.get("args"))
 
     def _memcpy(self, name: str, args: dict[str, Any], start: float, end: float) -> None:
         kind = self._copy_of.get(name)
         if kind is None:
-            kind = self._copy_of[name] = _copy_kind(name)
+            kind = self._copy_of[name] = copy_kind(name)
         nbytes = args.get("bytes")
         nbytes = nbytes if isinstance(nbytes, int) and nbytes >= 0 else 0
         stats = self.copies.setdefault(kind, [0, 0, 0.0, float("inf"), 0.0])
@@ -382,38 +347,4 @@ class EventTally:
     def device_dicts(self) -> list[dict[str, Any]]:
         """Return the GPUs that ran work (all listed ones when none did) as device dicts."""
         props = [p for p in self.device_props if p.get("id") in self.gpu_ids]
-        return [_device(p) for p in (props or self.device_props)]
-
-
-def _distributed_info(value: dict[str, Any]) -> dict[str, Any]:
-    """Return ``backend``/``rank``/``world_size`` of a trace's ``distributedInfo``.
-
-    The default process group's size and backend (``pg_config``) stand in for fields the
-    profiler left out.
-    """
-    out = {k: value.get(k) for k in ("backend", "rank", "world_size") if value.get(k) is not None}
-    groups = value.get("pg_config")
-    default = groups[0] if isinstance(groups, list) and groups else None
-    if isinstance(default, dict):
-        size, config = default.get("pg_size"), default.get("backend_config")
-        if "world_size" not in out and isinstance(size, int):
-            out["world_size"] = size
-        if "backend" not in out and isinstance(config, str) and config:
-            out["backend"] = config
-    return out
-
-
-def _device(p: dict[str, Any]) -> dict[str, Any]:
-    index = p.get("id")
-    major, minor = p.get("computeMajor"), p.get("computeMinor")
-    return {
-        "id": f"gpu{index}",
-        "index": index,
-        "name": p.get("name"),
-        "uuid": None,
-        "memory_total_bytes": p.get("totalGlobalMem"),
-        "compute_capability": f"{major}.{minor}" if major is not None else None,
-        "driver_version": None,
-        "cuda_driver_version": None,
-        "sm_count": p.get("numSms"),
-    }
+        return [device_dict(p) for p in (props or self.device_props)]
