@@ -115,11 +115,11 @@ def reproduce(m: Measurement) -> Row | None:
     if rate is None:
         return None
     if m.metric in THROUGHPUT:
-        group = "calibration" if m.metric == "train_throughput" else "held out"
+        group = "training" if m.metric == "train_throughput" else "other"
         return Row(m, rate, group, gpu.name)
     epochs = 90 if m.metric == "time_to_train_90_epochs" else 1
     seconds = IMAGENET_SAMPLES * epochs / rate
-    return Row(m, seconds / 3600 if m.unit.startswith("hours") else seconds, "held out", gpu.name)
+    return Row(m, seconds / 3600 if m.unit.startswith("hours") else seconds, "other", gpu.name)
 
 
 def _memory_leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
@@ -173,11 +173,11 @@ def _print_rows(rows: list[Row]) -> None:
 
 
 def _summary(rows: list[Row]) -> None:
-    cal = [r for r in rows if r.group == "calibration"]
+    cal = [r for r in rows if r.group == "training"]
     groups = {
         "training throughput rows": [(r.predicted, r.m.value) for r in cal],
-        "throughput and times, held-out rows": [
-            (r.predicted, r.m.value) for r in rows if r.group == "held out"
+        "inference, time to train, epoch times": [
+            (r.predicted, r.m.value) for r in rows if r.group == "other"
         ],
         "memory, nvidia-smi peaks (in sample)": [
             (r.predicted, r.m.value) for r in rows if r.group == "memory"
