@@ -18,6 +18,8 @@ LAYERS: dict[str, int] = {
     "records": 0,
     "_lazy": 0,
     "_version": 0,
+    # the one rule for stop signals (SIGINT, SIGTERM, SIGHUP) every long command follows
+    "interrupts": 0,
     # files and child processes written and run safely
     "atomic": 1,
     "childproc": 1,
@@ -35,6 +37,8 @@ LAYERS: dict[str, int] = {
     # libraries users call: the data layer registers its loaders with the step hooks
     "data": 4,
     "diagnose": 4,
+    # what a profiled run achieved (MFU, energy), read against sizing's GPU catalog
+    "efficiency": 4,
     "report": 5,
     # serving builds on the data layer's JPEG and buffer parts
     "pipeline": 5,

@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 
 from gpuwise.diagnose.rules import diagnose
+from gpuwise.efficiency.model_mfu import counted_mfu_section
 from gpuwise.profiling.runner import ProfileConfig, profile_command
 from gpuwise.records import Run
-from gpuwise.sizing.model_mfu import counted_mfu_section
 from gpuwise.telemetry.host import HostBackend
 from gpuwise.trials.change import patch_for
 from gpuwise.trials.plan import plan_trials

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from gpuwise.diagnose.anatomy.common import too_small
+from gpuwise.efficiency.model_mfu import counted_mfu_section
 from gpuwise.records import Run
-from gpuwise.sizing.model_mfu import counted_mfu_section
 from gpuwise.trials.change import patch_for
 from gpuwise.trials.plan import plan_trials
 from tests.scenarios.harness import Profiled

@@ -111,11 +111,19 @@ def _payoff_key(f: Finding) -> tuple[bool, int, float]:
 
 
 def _distributed(run: Run) -> list[Finding]:
+    alignment = run.trace.alignment if run.trace is not None else None
+    out: list[Finding] = []
+    if alignment is not None:  # matched collectives name the rank the others waited for
+        from gpuwise.diagnose.straggler_trace import aligned_straggler
+
+        found = aligned_straggler(alignment)
+        out += [found] if found is not None else []
     if run.ranks is None:
-        return []
+        return out
     from gpuwise.diagnose.distributed import findings
 
-    return list(findings(run))
+    aligned = alignment is not None
+    return out + [f for f in findings(run) if not (aligned and f.kind == "straggler")]
 
 
 def _stage(

@@ -130,7 +130,7 @@ def _key_values(path: Path) -> dict[str, str]:
 
 
 def cpu_device() -> dict[str, Any]:
-    """The CPU as a device: ``{"id": "cpu", "name", "cores", "memory_total_bytes"}``."""
+    """The CPU as a device: ``{"id": "cpu", "name", "cores", "memory_total_bytes", "flags"}``."""
     from gpuwise.telemetry.host import HostBackend
 
     backend = HostBackend()
@@ -138,58 +138,3 @@ def cpu_device() -> dict[str, Any]:
         return backend.devices()[0]
     finally:
         backend.close()
-
-
-def select_gpus(spec: str, devices: list[dict[str, Any]], *, strict: bool = False) -> list[int]:
-    """Which NVML GPU indices a ``CUDA_VISIBLE_DEVICES``-style list names, in its order.
-
-    Entries are NVML indices (``"0,2"``) or GPU UUIDs, whole or a unique prefix
-    (``"GPU-8f1c"``). Like CUDA, an entry that names no GPU ends the list (so
-    ``"-1"`` or ``""`` hides every GPU); with ``strict`` it is an error instead.
-    (CUDA numbers GPUs fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; NVML and
-    this function use the bus order, as ``nvidia-smi`` does.)
-
-    Args:
-        spec: The list, comma-separated.
-        devices: NVML device dicts (``index`` and ``uuid``).
-        strict: Raise for an entry that names no GPU, or names one twice.
-
-    Returns:
-        The selected indices, without repeats.
-
-    Raises:
-        UsageError: With ``strict``, an entry that names no GPU or one twice.
-
-    Example:
-        >>> gpus = [{"index": 0, "uuid": "GPU-aa11"}, {"index": 1, "uuid": "GPU-bb22"}]
-        >>> select_gpus("1,GPU-aa", gpus)
-        [1, 0]
-        >>> select_gpus("1,-1,0", gpus)
-        [1]
-    """
-    from gpuwise.errors import UsageError
-
-    chosen: list[int] = []
-    for entry in (e.strip() for e in spec.split(",")):
-        index = _named_gpu(entry, devices)
-        if index is None or index in chosen:
-            if not strict:
-                break
-            known = ", ".join(f"{d['index']} ({d.get('uuid') or 'no UUID'})" for d in devices)
-            what = "names a GPU twice" if index in chosen else "names no GPU"
-            raise UsageError(
-                f"device {entry!r} {what}; this machine has {known or 'none'}; "
-                "give indices or UUIDs as nvidia-smi -L lists them"
-            )
-        chosen.append(index)
-    return chosen
-
-
-def _named_gpu(entry: str, devices: list[dict[str, Any]]) -> int | None:
-    if entry.isdigit():
-        hits = [d for d in devices if d.get("index") == int(entry)]
-    elif entry.upper().startswith("GPU-"):
-        hits = [d for d in devices if str(d.get("uuid") or "").lower().startswith(entry.lower())]
-    else:
-        hits = []
-    return int(hits[0]["index"]) if len(hits) == 1 else None

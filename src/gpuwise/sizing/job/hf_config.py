@@ -1,0 +1,172 @@
+"""Models from a Hugging Face ``config.json`` on disk, built with no weights and no download.
+
+``gpuwise estimate --hf-config path/config.json`` reads the file with
+``transformers.AutoConfig`` and builds ``AutoModelForCausalLM.from_config`` (or
+``AutoModel`` for architectures without a causal-LM head) inside the trace's fake-tensor
+mode: parameters have shapes and dtypes but no storage, so a 70B model builds in seconds
+in a few hundred MB.
+
+Deep models are traced with two and three decoder layers (``model_source.shallow``) and
+extrapolated to the configured depth (``layer_scaling``): a stack of identical layers adds
+the same bytes, FLOPs and operators per layer, so the two traces fix the line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from gpuwise.errors import UsageError
+from gpuwise.sizing.job.models import InputSpec
+
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+"""Config keys that hold the number of decoder layers."""
+
+SIZE_FIELDS: dict[str, int] = {
+    **dict.fromkeys(LAYER_KEYS, 4096),
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model"), 1 << 20),
+    **dict.fromkeys(("intermediate_size", "n_inner", "ffn_dim"), 1 << 22),
+    **dict.fromkeys(("num_attention_heads", "n_head", "num_key_value_heads"), 1 << 14),
+    "head_dim": 1 << 14,
+    **dict.fromkeys(("vocab_size", "max_position_embeddings", "n_positions"), 1 << 25),
+}
+"""The config's size fields and the largest value taken for each: well above every
+published model (Llama 3.1 405B: 126 layers, width 16,384, vocabulary 128,256), far below
+what would exhaust memory while the model is built and traced."""
+
+
+def read_config(path: str | Path) -> Any:
+    """The ``PretrainedConfig`` of ``path`` (a ``config.json`` or its folder), offline.
+
+    Raises:
+        UsageError: No such file, not JSON, or a model type transformers does not know.
+    """
+    try:
+        from transformers import AutoConfig
+    except ImportError as err:
+        raise UsageError("--hf-config needs transformers: pip install 'gpuwise[hf]'") from err
+    file = Path(path)
+    file = file / "config.json" if file.is_dir() else file
+    try:
+        if not file.is_file():  # a FIFO would block the read
+            raise OSError(f"{file} is not a regular file")
+        check_fields(path, json.loads(file.read_text(encoding="utf-8")))
+        return AutoConfig.from_pretrained(str(file), local_files_only=True)
+    except (OSError, json.JSONDecodeError, ValueError, KeyError, RecursionError) as err:
+        raise UsageError(
+            f"--hf-config {path}: cannot read a Hugging Face config ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}); pass the config.json of a model "
+            "(as downloaded with the model, or written from its published values)"
+        ) from err
+
+
+def check_fields(path: str | Path, doc: Any) -> None:
+    """Refuse a config whose sizes are mistyped, out of range or inconsistent.
+
+    Raises:
+        UsageError: The document is not an object; a size field (``SIZE_FIELDS``) is not
+            a whole number from 1 to its bound (``"4096"``, ``4096.5``, ``-4096``,
+            ``1e6``); or the heads do not divide the width.
+    """
+    if not isinstance(doc, dict):
+        raise UsageError(f"--hf-config {path}: the file holds a JSON {type(doc).__name__}, "
+                         "not an object of config fields; pass a model's config.json")  # fmt: skip
+    for key, most in SIZE_FIELDS.items():
+        if key not in doc or doc[key] is None:
+            continue
+        value = doc[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise UsageError(
+                f"--hf-config {path}: {key} is {json.dumps(value)}; give a whole number "
+                f"from 1 to {most:,} (as in the model's published config.json)"
+            )
+    _check_heads(path, doc)
+
+
+def _check_heads(path: str | Path, doc: dict[str, Any]) -> None:
+    """The attention heads divide the width (unless ``head_dim`` is given), KV heads the heads."""
+    width, heads = doc.get("hidden_size"), doc.get("num_attention_heads")
+    if (
+        isinstance(width, int)
+        and isinstance(heads, int)
+        and not doc.get("head_dim")
+        and (width % heads)
+    ):
+        raise UsageError(
+            f"--hf-config {path}: num_attention_heads {heads} does not divide hidden_size "
+            f"{width}; give heads that divide the width, or head_dim"
+        )
+    kv = doc.get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv, int) and heads % kv:
+        raise UsageError(
+            f"--hf-config {path}: num_key_value_heads {kv} does not divide num_attention_heads "
+            f"{heads}; give a divisor (grouped-query attention shares each KV head)"
+        )
+
+
+def layer_count(config: Any) -> int | None:
+    """The config's number of decoder layers, or None when it names none."""
+    for key in LAYER_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def with_layers(config: Any, layers: int) -> Any:
+    """A copy of ``config`` with ``layers`` decoder layers."""
+    copy = config.__class__.from_dict(config.to_dict())
+    for key in LAYER_KEYS:
+        if isinstance(getattr(copy, key, None), int):
+            setattr(copy, key, layers)
+    if hasattr(copy, "layer_types") and isinstance(copy.layer_types, list):
+        copy.layer_types = copy.layer_types[:layers]
+    return copy
+
+
+def builder(config: Any) -> Callable[[], nn.Module]:
+    """A zero-argument factory building ``config``'s model (call it inside a fake mode)."""
+
+    def build() -> nn.Module:
+        from transformers import AutoModel, AutoModelForCausalLM
+
+        try:
+            model: nn.Module = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+        except ValueError:
+            model = AutoModel.from_config(config)  # type: ignore[no-untyped-call]
+        return model
+
+    return build
+
+
+def input_of(config: Any) -> InputSpec:
+    """Token ids of the config's vocabulary, at its context length (``--seq`` overrides)."""
+    context = getattr(config, "max_position_embeddings", None) or 2048
+    return InputSpec("tokens", (int(context),), int(config.vocab_size), None)
+
+
+@contextmanager
+def real_tensor_paths() -> Iterator[None]:
+    """Make transformers take the code path it takes on real tensors while tracing.
+
+    transformers treats a fake tensor as a sign of graph tracing and then builds an
+    explicit causal mask (and other export-safe paths) that an eager GPU run never
+    builds; the trace would count them. ``ShadowValues`` answers the value checks the
+    eager path makes on position ids. A no-op when transformers is not imported.
+    """
+    utils = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(utils, "is_fake_tensor", None)
+    if utils is None or original is None:
+        yield
+        return
+    setattr(utils, "is_fake_tensor", lambda tensor: False)  # noqa: B010 (a module's function)
+    try:
+        yield
+    finally:
+        setattr(utils, "is_fake_tensor", original)  # noqa: B010
