@@ -213,3 +213,14 @@ def test_help_and_pause_are_drawn() -> None:
     assert "gpu0  NVIDIA" not in out  # the help takes the devices' place
     frame.show_help, frame.editing, frame.filter = False, True, "py"
     assert "filter: py" in text_of(frame)
+
+
+def test_short_command_names_the_program_and_keeps_one_line() -> None:
+    from gpuwise.telemetry.proc_stats import short_command
+
+    argv = ["/opt/conda/bin/python3.11", "/home/amy/job/train.py", "--lr", "3e-4"]
+    assert short_command(argv, home="/home/amy") == "python3.11 ~/job/train.py --lr 3e-4"
+    assert short_command(["python", "-c", "import x\nx.run()"], home="/h") == (
+        "python -c import x x.run()"
+    )
+    assert short_command([], home="/h") == ""

@@ -49,7 +49,7 @@ def short_command(argv: Sequence[str], home: str | None = None) -> str:
         if home and home != os.sep and word.startswith(home + os.sep):
             word = "~" + word[len(home) :]
         words.append(word)
-    return " ".join(words)
+    return " ".join(" ".join(words).split())  # one line: a `python -c` program has newlines
 
 
 class ProcessStats:
