@@ -2,7 +2,7 @@
 
 Each row of the shipped ``measured_transformers.csv`` (Lambda's runs of NVIDIA
 DeepLearningExamples' ``run_squad.py``, sequence 384) is predicted with the BERT-base or
-BERT-large SQuAD model of ``gpuwise.sizing.models`` as that script trains it:
+BERT-large SQuAD model of ``gpuwise.sizing.job.models`` as that script trains it:
 
 - fp16 rows: apex O2 (Lambda's runs use the ``lambda/benchmark`` branch of
   LambdaLabsML/DeepLearningExamples, cloned by ``pytorch/README.md`` @aa5addb; its
@@ -34,12 +34,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from gpuwise.sizing import calibration
-from gpuwise.sizing.calibration import Measurement, same_card
-from gpuwise.sizing.catalog import GpuSpec, load_catalog
-from gpuwise.sizing.memory import MemoryEstimate, estimate
-from gpuwise.sizing.models import bert_base_squad, bert_large_squad, squad_loss
-from gpuwise.sizing.roofline import gpu_step_time
+from gpuwise.sizing.hardware import calibration
+from gpuwise.sizing.hardware.calibration import Measurement, same_card
+from gpuwise.sizing.hardware.catalog import GpuSpec, load_catalog
+from gpuwise.sizing.job.models import bert_base_squad, bert_large_squad, squad_loss
+from gpuwise.sizing.memory.estimate import MemoryEstimate, estimate
+from gpuwise.sizing.speed.roofline import gpu_step_time
 
 SEQUENCE = 384
 TRACE_BATCH = 8

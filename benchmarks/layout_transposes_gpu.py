@@ -1,6 +1,6 @@
 """cuDNN's NCHW transposes on a real GPU, against what the roofline charges (needs CUDA).
 
-Trains the built-in ResNet-50 (``gpuwise.sizing.models.resnet50``) with SGD and momentum
+Trains the built-in ResNet-50 (``gpuwise.sizing.job.models.resnet50``) with SGD and momentum
 for a few steps at fp32 (PyTorch's defaults: TF32 convolutions on Ampere and newer) and at
 fp16 (autocast), in NCHW and in channels-last, and prints per configuration:
 
@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from gpuwise.sizing.models import resnet50
+from gpuwise.sizing.job.models import resnet50
 
 CONFIGS = (("fp32", False), ("fp32", True), ("fp16", False), ("fp16", True))
 
@@ -128,9 +128,14 @@ def measure(batch: int, steps: int) -> dict[str, dict[str, float]]:
 
 def predict(batch: int, gpu_name: str) -> dict[str, dict[str, float]]:
     """The roofline's step times and transpose share for the same configurations."""
-    from gpuwise.sizing.catalog import find_gpus
-    from gpuwise.sizing.memory import estimate
-    from gpuwise.sizing.roofline import gpu_rates, gpu_step_time, layout_transpose_s, transposed
+    from gpuwise.sizing.hardware.catalog import find_gpus
+    from gpuwise.sizing.memory.estimate import estimate
+    from gpuwise.sizing.speed.roofline import (
+        gpu_rates,
+        gpu_step_time,
+        layout_transpose_s,
+        transposed,
+    )
 
     gpu = find_gpus([gpu_name])[0]
     results = {}

@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuwise.sizing.measured import measure_training_peak
-from gpuwise.sizing.memory import estimate
-from gpuwise.sizing.models import BUILTIN_MODELS, InputSpec
+from gpuwise.sizing.job.models import BUILTIN_MODELS, InputSpec
+from gpuwise.sizing.memory.estimate import estimate
+from gpuwise.sizing.memory.measured import measure_training_peak
 
 STATE_PER_PARAM = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}
 

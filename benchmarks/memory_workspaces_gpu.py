@@ -18,9 +18,9 @@ import json
 import torch
 from torch import nn
 
-from gpuwise.sizing.calibration import cublas_workspace_bytes
-from gpuwise.sizing.memory import estimate, make_optimizer
-from gpuwise.sizing.models import resnet18
+from gpuwise.sizing.hardware.calibration import cublas_workspace_bytes
+from gpuwise.sizing.job.models import resnet18
+from gpuwise.sizing.memory.estimate import estimate, make_optimizer
 
 SIDE = 64
 

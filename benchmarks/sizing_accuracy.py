@@ -30,11 +30,12 @@ from dataclasses import dataclass
 
 import _transformer_rows
 
-from gpuwise.sizing import calibration, gemm_share
-from gpuwise.sizing.calibration import Measurement, generation, memory_format, same_card
-from gpuwise.sizing.catalog import GpuSpec, load_catalog
-from gpuwise.sizing.memory import MemoryEstimate, estimate
-from gpuwise.sizing.roofline import gpu_step_time
+from gpuwise.sizing.hardware import calibration
+from gpuwise.sizing.hardware.calibration import Measurement, generation, memory_format, same_card
+from gpuwise.sizing.hardware.catalog import GpuSpec, load_catalog
+from gpuwise.sizing.memory.estimate import MemoryEstimate, estimate
+from gpuwise.sizing.speed import gemm_share
+from gpuwise.sizing.speed.roofline import gpu_step_time
 
 IMAGENET_SAMPLES = 1_281_167
 THROUGHPUT = ("train_throughput", "train_samples_per_second", "infer_throughput")

@@ -1,6 +1,6 @@
 """Published LLM fine-tuning measurements against gpuwise's sizing, through the CLI.
 
-Each row of ``src/gpuwise/sizing/published_finetune.csv`` (one source per row) is sized
+Each row of ``src/gpuwise/sizing/hardware/published_finetune.csv`` (one source per row) is sized
 as a user types it: ``gpuwise advise --hf-config <the model's config.json> --seq S
 --batch B <the row's flags> --gpu <its card> --json``. The memory rows compare the traced
 peak plus the card's cuBLAS workspaces (what ``torch.cuda.max_memory_allocated`` reports)
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CSV = ROOT / "src" / "gpuwise" / "sizing" / "published_finetune.csv"
+CSV = ROOT / "src" / "gpuwise" / "sizing" / "hardware" / "published_finetune.csv"
 DATA = ROOT / "tests" / "sizing" / "data"
 CONFIGS = {
     "Llama 3.1 8B": DATA / "llama31_8b_config.json",
@@ -84,7 +84,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the first memory row of each model")
     args = parser.parse_args()
-    from gpuwise.sizing.calibration import cublas_workspace_bytes
+    from gpuwise.sizing.hardware.calibration import cublas_workspace_bytes
 
     rows = list(csv.DictReader(CSV.open(encoding="utf-8")))
     errors: dict[str, list[float]] = {"peak_memory": [], "train_tokens_per_s": []}

@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
-from gpuwise.sizing.calibration import cublas_workspace_bytes
-from gpuwise.sizing.catalog import find_gpus
-from gpuwise.sizing.inputs import input_spec
-from gpuwise.sizing.memory import estimate, make_optimizer
-from gpuwise.sizing.model_source import make_batch, make_loss, resolve_model
-from gpuwise.sizing.roofline import gpu_step_time
+from gpuwise.sizing.hardware.calibration import cublas_workspace_bytes
+from gpuwise.sizing.hardware.catalog import find_gpus
+from gpuwise.sizing.job.inputs import input_spec
+from gpuwise.sizing.job.model_source import make_batch, make_loss, resolve_model
+from gpuwise.sizing.memory.estimate import estimate, make_optimizer
+from gpuwise.sizing.speed.roofline import gpu_step_time
 
 
 @dataclass(frozen=True)

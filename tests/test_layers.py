@@ -35,6 +35,8 @@ LAYERS: dict[str, int] = {
     # libraries users call: the data layer registers its loaders with the step hooks
     "data": 4,
     "diagnose": 4,
+    # what a profiled run achieved (MFU, energy), read against sizing's GPU catalog
+    "efficiency": 4,
     "report": 5,
     # serving builds on the data layer's JPEG and buffer parts
     "pipeline": 5,

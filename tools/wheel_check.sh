@@ -37,8 +37,8 @@ ls -l "$WORK"/dist
 "$PYTHON" - "$WHEEL" <<'EOF' || fail "package data missing from the wheel"
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-need = ["gpuwise/py.typed", "gpuwise/sizing/gpus.csv", "gpuwise/sizing/measured_calibration.csv",
-        "gpuwise/sizing/measured_transformers.csv", "gpuwise/profiling/_site/sitecustomize.py",
+need = ["gpuwise/py.typed", "gpuwise/sizing/hardware/gpus.csv", "gpuwise/sizing/hardware/measured_calibration.csv",
+        "gpuwise/sizing/hardware/measured_transformers.csv", "gpuwise/profiling/_site/sitecustomize.py",
         "gpuwise/report/report.css", "gpuwise/profiling/example_data/naive_cpu.pt.trace.json.gz"]
 missing = [n for n in need if n not in names]
 print("package data:", "all present" if not missing else f"missing {missing}")

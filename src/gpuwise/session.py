@@ -28,7 +28,7 @@ def _diagnosed(run: Run) -> None:
     from gpuwise.diagnose.rules import diagnose
 
     if "mfu" not in run.extra and run.extra.get("model_flops"):
-        from gpuwise.sizing.model_mfu import counted_mfu_section
+        from gpuwise.efficiency.model_mfu import counted_mfu_section
 
         section = counted_mfu_section(run)  # from the FLOPs counted on the first iteration
         if section is not None:

@@ -134,7 +134,7 @@ def test_checkpoint_is_suggested_only_where_it_makes_the_job_fit(
     code = main([*argv, "--gpu", "l40s", "--json"])
     assert code == 0
     rows = {r["device"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
-    from gpuwise.sizing.memory import estimate
+    from gpuwise.sizing.memory.estimate import estimate
 
     checkpointed = estimate("gpt2_small", seq_len=1024, batch_size=48, checkpoint=True)
     # 65 GiB without checkpointing: fits neither; checkpointed it fits the 48 GB L40S only

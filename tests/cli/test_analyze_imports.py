@@ -52,5 +52,5 @@ def test_analyze_json_leaves_unused_modules_unimported(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["schema"] == "gpuwise.run/1"
     loaded = set(doc["modules"])
     assert "gpuwise.telemetry.readers.kineto" in loaded  # it did read the trace
-    assert "gpuwise.telemetry.readers._kineto_serving" in loaded
+    assert "gpuwise.telemetry.readers.kineto.serving" in loaded
     assert [m for m in NOT_NEEDED if m in loaded] == []

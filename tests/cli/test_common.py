@@ -63,7 +63,7 @@ def test_guard_names_an_unexpected_error_and_keeps_it_with_verbose() -> None:
 
 
 def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
-    from gpuwise.sizing import memory
+    from gpuwise.sizing.memory import estimate as memory
 
     def interrupted(*args: object, **kw: object) -> None:
         raise KeyboardInterrupt

@@ -8,7 +8,7 @@ import pytest
 
 from gpuwise.cli.main import main
 from gpuwise.doctor import environment
-from gpuwise.doctor.environment import TorchFacts
+from gpuwise.doctor.facts import TorchFacts
 from gpuwise.telemetry.devices import scan_gpus
 
 

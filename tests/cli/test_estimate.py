@@ -132,7 +132,7 @@ def test_hf_config_lora_checkpoint_as_a_user_types_it(
 
 
 def test_checkpoint_with_dropout_is_traced(capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuwise.sizing.memory import estimate
+    from gpuwise.sizing.memory.estimate import estimate
 
     model = "tests.sizing.factories:dropout_mlp"
     data = _estimate_json(capsys, model, "--input", "32", "--batch", "8", "--checkpoint")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.sizing.model_mfu import counted_mfu_section
+from gpuwise.efficiency.model_mfu import counted_mfu_section
 from tests.distributed.test_torchrun import _one_thread_per_rank, profile_job  # noqa: F401
 
 pytestmark = pytest.mark.dist

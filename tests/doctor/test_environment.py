@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpuwise.doctor import environment
-from gpuwise.doctor.environment import EnvFacts, TorchFacts, check, doctor_report, gather
+from gpuwise.doctor.environment import check, doctor_report, gather
+from gpuwise.doctor.facts import EnvFacts, TorchFacts
 from gpuwise.records import Fix
 from gpuwise.telemetry.fake import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml
 

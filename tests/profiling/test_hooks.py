@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from gpuwise.profiling import hooks
+from gpuwise.profiling import bootstrap, hooks
 from gpuwise.profiling.patches import _to_target, batch_size_of
 from gpuwise.session import profile
 from tests.scenarios.harness import LoadProbe
@@ -168,9 +168,9 @@ def test_child_env_prepends_site_and_keeps_user_path() -> None:
 
 def test_bootstrap_is_off_without_flag_and_in_workers() -> None:
     meta_path = list(sys.meta_path)
-    assert hooks.bootstrap({}) is False
+    assert bootstrap.bootstrap({}) is False
     worker = {hooks.ENV_FLAG: "1", hooks.ENV_DIR: "d", hooks.ENV_WORKER: "1"}
-    assert hooks.bootstrap(worker) is False
+    assert bootstrap.bootstrap(worker) is False
     assert sys.meta_path == meta_path
 
 

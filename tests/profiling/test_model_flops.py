@@ -165,7 +165,7 @@ def test_transformer_counts_projections_and_attention_exactly() -> None:
 def test_llm_terms_match_nanogpts_estimate_mfu_formula() -> None:
     """nanoGPT's estimate_mfu: N = parameters less the position table (the token table is
     the tied head); flops_per_token = 6N + 12·L·H·Q·T; MFU = that * tokens/s / peak."""
-    from gpuwise.sizing.model_mfu import counted_mfu_section
+    from gpuwise.efficiency.model_mfu import counted_mfu_section
 
     model, run = _gpt_run()
     n = sum(p.numel() for p in model.parameters()) - model.wpe.weight.numel()
@@ -300,7 +300,7 @@ def test_gradient_accumulation_counts_one_micro_step_and_then_stops_counting() -
     assert modes[0] is not None  # the first micro-step ran under the count
     assert all(mode is None for mode in modes[1:])  # and nothing after it
     assert [s.batch_size for s in prof.run.steps] == [12] * 4  # 3 micro-batches of 4
-    from gpuwise.sizing.model_mfu import counted_mfu_section
+    from gpuwise.efficiency.model_mfu import counted_mfu_section
 
     section = counted_mfu_section(prof.run, peak_flops_s=1e12, peak_source="test")
     assert section is not None

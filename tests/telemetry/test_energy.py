@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuwise.efficiency.sections import HostEnergy, add_efficiency
 from gpuwise.records import Run, Sample, Step
-from gpuwise.sizing.efficiency import HostEnergy, add_efficiency
 from gpuwise.telemetry.energy import attribute_steps, energy_section, energy_series
 from gpuwise.telemetry.fake import FakeGpu, FakeNvml
 from gpuwise.telemetry.nvml import NvmlBackend

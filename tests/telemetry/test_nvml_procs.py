@@ -7,10 +7,10 @@ import os
 import pytest
 
 from gpuwise.errors import UsageError
-from gpuwise.telemetry.devices import select_gpus
 from gpuwise.telemetry.fake import FakeGpu, FakeNvml, GiB
 from gpuwise.telemetry.nvml import NvmlBackend
 from gpuwise.telemetry.nvml_procs import ProcessNames
+from gpuwise.telemetry.visible import select_gpus
 
 
 def test_processes_carry_memory_and_sm_share() -> None:

@@ -82,7 +82,7 @@ class Finish:
 
     def __call__(self, run: Run) -> Run:
         """Add the energy and MFU sections; set the step gauges from the whole Run."""
-        from gpuwise.sizing.efficiency import add_efficiency
+        from gpuwise.efficiency.sections import add_efficiency
 
         self.host.stop()
         args = self.args
@@ -118,7 +118,7 @@ def efficiency_around(args: argparse.Namespace) -> Iterator[Finish]:
     job as it writes its steps (``integrations.live_steps``); the job's profile must then
     write them into the finisher's ``steps_dir``.
     """
-    from gpuwise.sizing.efficiency import HostEnergy
+    from gpuwise.efficiency.sections import HostEnergy
 
     host = HostEnergy()
     exporter = None

@@ -1,6 +1,6 @@
 """The model flags that ``estimate``, ``tune`` and ``advise`` share, and the job they describe.
 
-The flags become one ``sizing.job.SizingJob`` (``job_from_args``), passed whole to
+The flags become one ``sizing.job.job.SizingJob`` (``job_from_args``), passed whole to
 ``estimate_job``, ``advise`` and ``tune``.
 """
 
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from gpuwise.cli._args import choice, option, positive_int
 
 if TYPE_CHECKING:
-    from gpuwise.sizing.job import SizingJob
-    from gpuwise.sizing.memory import MemoryEstimate
-    from gpuwise.sizing.peft import LoraSpec
+    from gpuwise.sizing.job.job import SizingJob
+    from gpuwise.sizing.memory.estimate import MemoryEstimate
+    from gpuwise.sizing.step.peft import LoraSpec
 
 PRECISION_ROUTES = ("fp32", "tf32", "bf16", "fp16", "fp16-o2", "bf16-pure")
 OPTIMIZERS = (
@@ -33,7 +33,7 @@ OPTIMIZERS = (
 
 def _lora(text: str) -> LoraSpec:
     from gpuwise.errors import UsageError
-    from gpuwise.sizing.peft import LoraSpec
+    from gpuwise.sizing.step.peft import LoraSpec
 
     try:
         return LoraSpec.parse(text)
@@ -47,7 +47,7 @@ _lora.__name__ = "LoRA spec"
 def _loss(text: str) -> str:
     """A ``--loss`` value, checked and with its chunk count spelled out (``chunked:8``)."""
     from gpuwise.errors import UsageError
-    from gpuwise.sizing.losses import parse_loss
+    from gpuwise.sizing.step.losses import parse_loss
 
     try:
         route, chunks = parse_loss(text)
@@ -229,7 +229,7 @@ def job_from_args(
     args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
 ) -> SizingJob:
     """The sizing job the shared model flags describe."""
-    from gpuwise.sizing.job import SizingJob
+    from gpuwise.sizing.job.job import SizingJob
 
     return SizingJob(
         model_of(args),
@@ -259,6 +259,6 @@ def estimate_from_args(
     args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
 ) -> MemoryEstimate:
     """Trace the job the shared model flags describe."""
-    from gpuwise.sizing.memory import estimate_job
+    from gpuwise.sizing.memory.estimate import estimate_job
 
     return estimate_job(job_from_args(args, batch, device))

@@ -10,8 +10,8 @@ from gpuwise.cli._common import NA, guard, make_console, na, print_json, usage_e
 from gpuwise.cli._model_args import add_channels_last, add_model_arguments
 
 if TYPE_CHECKING:
-    from gpuwise.sizing.job import SizingJob
-    from gpuwise.sizing.memory import MemoryEstimate
+    from gpuwise.sizing.job.job import SizingJob
+    from gpuwise.sizing.memory.estimate import MemoryEstimate
 
 HELP = "rank GPUs (and this CPU) for training or serving a model: fit, speed, time, cost"
 EXAMPLES = """\
@@ -132,7 +132,7 @@ def _table(data: dict[str, Any]) -> Any:
 
 
 def _notes(data: dict[str, Any]) -> list[str]:
-    from gpuwise.sizing.advisor import WORTH_IT_SPEEDUP
+    from gpuwise.sizing.advice.advisor import WORTH_IT_SPEEDUP
 
     a = data["assumptions"]
     lines = [
@@ -183,7 +183,7 @@ def _alternatives(job: SizingJob) -> dict[str, MemoryEstimate]:
     from dataclasses import replace
 
     from gpuwise.errors import UsageError
-    from gpuwise.sizing.memory import estimate_job
+    from gpuwise.sizing.memory.estimate import estimate_job
 
     if not job.training or job.checkpoint:
         return {}
@@ -197,9 +197,9 @@ def _alternatives(job: SizingJob) -> dict[str, MemoryEstimate]:
 def run(args: argparse.Namespace) -> int:
     """Estimate the model, rank the devices, print the table (or the JSON object)."""
     from gpuwise.cli._model_args import job_from_args
-    from gpuwise.sizing.advisor import AdviceRow, Assumptions, advice_to_dict, advise
-    from gpuwise.sizing.catalog import find_gpus
-    from gpuwise.sizing.memory import estimate_job
+    from gpuwise.sizing.advice.advisor import AdviceRow, Assumptions, advice_to_dict, advise
+    from gpuwise.sizing.hardware.catalog import find_gpus
+    from gpuwise.sizing.memory.estimate import estimate_job
 
     gpus = find_gpus(args.gpu) if args.gpu else None
     if (args.dataset_size is None) != (args.epochs is None):

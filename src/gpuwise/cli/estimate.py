@@ -13,7 +13,7 @@ from gpuwise.cli._common import guard, print_json
 from gpuwise.cli._model_args import add_channels_last, add_model_arguments, estimate_from_args
 
 if TYPE_CHECKING:
-    from gpuwise.sizing.memory import MemoryEstimate
+    from gpuwise.sizing.memory.estimate import MemoryEstimate
 
 HELP = "estimate peak memory and FLOPs of a model's training step, without a GPU"
 EXAMPLES = """\
@@ -88,7 +88,7 @@ def _lines(est: MemoryEstimate) -> list[str]:
             + (f"; {unprobed} convolutions too large to probe, not counted" if unprobed else "")
         )
     if est.device == "cuda":
-        from gpuwise.sizing.calibration import CUBLAS_WORKSPACE_BYTES
+        from gpuwise.sizing.hardware.calibration import CUBLAS_WORKSPACE_BYTES
 
         lines.append(
             f"  plus cuBLAS workspaces {format_bytes(CUBLAS_WORKSPACE_BYTES['volta'])} (before"
@@ -134,9 +134,9 @@ def _trainable(est: MemoryEstimate) -> str:
 
 def _setup(est: MemoryEstimate) -> list[str]:
     """How the job trains: precision route, LoRA, frozen parameters, checkpointing."""
-    from gpuwise.sizing.losses import loss_name
-    from gpuwise.sizing.quantize import QUANT_NAMES
-    from gpuwise.sizing.routes import ROUTE_NAMES
+    from gpuwise.sizing.step.losses import loss_name
+    from gpuwise.sizing.step.quantize import QUANT_NAMES
+    from gpuwise.sizing.step.routes import ROUTE_NAMES
 
     job = est.job
     parts = [f"precision route: {ROUTE_NAMES.get(est.precision, est.precision)}"]

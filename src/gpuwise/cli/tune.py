@@ -127,7 +127,7 @@ def _status() -> Iterator[Callable[[str], None]]:
 def run(args: argparse.Namespace) -> int:
     """Tune, check bf16, print the result (or the JSON object)."""
     from gpuwise.cli._model_args import job_from_args, model_of
-    from gpuwise.sizing.tune_model import TuneRequest, resolve_device, tune_model
+    from gpuwise.sizing.advice.tune_model import TuneRequest, resolve_device, tune_model
 
     device = resolve_device(args.device)
     request = TuneRequest(

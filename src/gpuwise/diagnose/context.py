@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.diagnose import fixes as fx
+from gpuwise.diagnose.anatomy import read_anatomy
 from gpuwise.records import Fix, Run, Step
+from gpuwise.records.anatomy import JobAnatomy
 from gpuwise.records.trace_section import TraceSection
 
 MEMORY_USABLE = 0.9
@@ -38,6 +40,7 @@ class Context:
         cores: CPU cores of the job's machine (the Run's CPU device; this machine's for a
             job run here; None for a trace that does not record them).
         local_ranks: Processes per machine sharing those cores.
+        anatomy: What the job is (``run.anatomy``, read here when the Run has none).
     """
 
     run: Run
@@ -45,6 +48,7 @@ class Context:
     trace: TraceSection | None
     cores: int | None
     local_ranks: int
+    anatomy: JobAnatomy
 
     @classmethod
     def of(cls, run: Run) -> Context:
@@ -55,6 +59,7 @@ class Context:
             trace=run.trace,
             cores=_cores(run),
             local_ranks=_local_ranks(run),
+            anatomy=run.anatomy or read_anatomy(run),
         )
 
     @property

@@ -1,6 +1,6 @@
 """Static batches or continuous batching, and the idle between batches it leaves.
 
-The reader's ``job["batching"]`` (``telemetry.readers._kineto_serving``) lists the forward
+The reader's ``job["batching"]`` (``telemetry.readers.kineto.serving``) lists the forward
 steps of an inference trace in order, their phase and tokens. A serving loop that runs
 static batches (a prefill, decode steps at a constant batch until the whole batch ends,
 then the next prefill) leaves the device idle between batches while requests wait; a

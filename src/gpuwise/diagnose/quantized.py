@@ -5,7 +5,7 @@ A decode step multiplies a few tokens by every weight matrix: each weight is rea
 so the GEMM's time is the weights' bytes over memory bandwidth. Weights in 8 bits halve
 those bytes, in 4 bits quarter them: the bound is that share of the dense GEMM time
 removed. Never offered when the trace's GEMMs already run quantized kernels
-(``telemetry.readers._kineto_quant``), nor to training jobs.
+(``telemetry.readers.kineto.weights``), nor to training jobs.
 """
 
 from __future__ import annotations

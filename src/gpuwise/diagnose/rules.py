@@ -21,6 +21,7 @@ from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose import trace_capture as tc
 from gpuwise.diagnose import trace_host as th
 from gpuwise.diagnose import trace_rules as tr
+from gpuwise.diagnose.anatomy import read_anatomy
 from gpuwise.diagnose.context import Context
 from gpuwise.diagnose.fix_terms import in_user_terms
 from gpuwise.diagnose.inference_batching import idle_between_batches
@@ -65,7 +66,8 @@ def diagnose(run: Run) -> list[Finding]:
 
     Args:
         run: A Run with steps, samples/utilization and ``extra`` sections, as built by
-            ``gpuwise profile``, the explicit API or ``analyze``. It is not modified.
+            ``gpuwise profile``, the explicit API or ``analyze``. Only its ``anatomy`` is
+            filled in, when missing: the rules read what the job is before judging it.
 
     Returns:
         Findings, most severe first and then by ``max_speedup``; the first is the main
@@ -76,6 +78,8 @@ def diagnose(run: Run) -> list[Finding]:
         >>> diagnose(Run("analyze"))[0].kind
         'no_measurements'
     """
+    if run.anatomy is None:
+        run.anatomy = read_anatomy(run)
     if not (run.steps or run.utilization or run.trace is not None):
         return [_nothing_measured(0, run.meta)]
     ctx = Context.of(run)

@@ -16,56 +16,16 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from gpuwise.doctor import rules as rules
+from gpuwise.doctor.facts import EnvFacts, TorchFacts
 from gpuwise.records import SEVERITIES, Finding
-from gpuwise.telemetry.devices import PROC_NVIDIA, GpuScan, cpu_device, scan_gpus
+from gpuwise.telemetry.devices import PROC_NVIDIA, cpu_device, scan_gpus
 
 DOCTOR_SCHEMA = "gpuwise.doctor/1"
-
-
-@dataclass(frozen=True)
-class TorchFacts:
-    """What the installed PyTorch is and sees.
-
-    Attributes:
-        version: ``torch.__version__`` (``None`` when torch cannot be imported).
-        cuda: CUDA runtime the build targets (``torch.version.cuda``); ``None``: CPU-only.
-        cudnn: cuDNN version (``"9.1.0"``), when the build has it.
-        nccl: NCCL version (``"2.21.5"``), when the build has it.
-        arch_list: GPU architectures compiled in (``"sm_90"``, ``"compute_90"``).
-        cuda_available: ``torch.cuda.is_available()``.
-        device_count: GPUs torch can use.
-        error: Why torch could not be imported, or the warning CUDA initialization gave.
-    """
-
-    version: str | None
-    cuda: str | None = None
-    cudnn: str | None = None
-    nccl: str | None = None
-    arch_list: tuple[str, ...] = ()
-    cuda_available: bool = False
-    device_count: int = 0
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class EnvFacts:
-    """Everything ``check`` looks at.
-
-    Attributes:
-        gpus: The NVIDIA GPUs found and the driver facts.
-        cpu: The CPU device dict (``{"id": "cpu", "name", "cores", "memory_total_bytes"}``).
-        torch: The PyTorch build.
-    """
-
-    gpus: GpuScan
-    cpu: Mapping[str, Any]
-    torch: TorchFacts = field(default_factory=lambda: TorchFacts(version=None))
 
 
 def torch_facts() -> TorchFacts:

@@ -1,7 +1,7 @@
 """The findings of ``gpuwise doctor``, one small function per finding kind.
 
 Each takes the gathered ``EnvFacts`` and returns a ``Finding`` (or ``None`` when it does
-not apply); ``environment.check`` decides which to ask.
+not apply); ``environment.check`` decides which to ask (the facts: ``facts.EnvFacts``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from gpuwise.doctor import cuda_compat as cc
 from gpuwise.records import Finding, Fix
 
 if TYPE_CHECKING:
-    from gpuwise.doctor.environment import EnvFacts
+    from gpuwise.doctor.facts import EnvFacts
 
 GIB = 1 << 30
 

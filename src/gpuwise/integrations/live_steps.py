@@ -82,7 +82,7 @@ class LiveSteps:
             counts[step.rank] = counts.get(step.rank, 0) + 1
         run.meta["warmup_steps"] = int(min(counts.values()) >= WARMUP_MIN_STEPS)
         if files.flops and any(str(d.get("id", "")).startswith("gpu") for d in self.devices):
-            from gpuwise.sizing.model_mfu import counted_mfu_section
+            from gpuwise.efficiency.model_mfu import counted_mfu_section
 
             run.extra["model_flops"] = {"counted": list(files.flops)}
             run.extra["mfu"] = counted_mfu_section(run) or {}

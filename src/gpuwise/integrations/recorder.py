@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.atomic import write_atomic
+from gpuwise.efficiency.sections import HostEnergy, add_efficiency
 from gpuwise.errors import GpuwiseError
 from gpuwise.profiling.recording import build_run, run_meta
 from gpuwise.profiling.step_files import StepFiles
 from gpuwise.records import Run, Step
-from gpuwise.sizing.efficiency import HostEnergy, add_efficiency
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ Note [pipeline threads]
     host buffer, copies it to the device, runs ``transform`` and the model under
     ``torch.inference_mode()``, and copies the outputs back once per batch; while it
     does, the pre threads prepare the next batch and the post threads finish the last.
-    ``post_workers`` threads run ``post`` on each request's row and resolve its future.
+    ``post_workers`` threads run ``post`` on each request's row and resolve its future
+    (the pre and post loops: ``cpu_stages.CpuStages``; the model's: ``DeviceStage``).
     Every wait is a queue ``get``/``put`` with a timeout of ``poll_s`` that then checks
     the stop event; ``close()`` waits for in-flight requests, sets the event and joins
     every thread. A request's future is resolved before the in-flight count drops, so a
@@ -33,14 +34,15 @@ from typing import Any
 import torch
 
 from gpuwise.pipeline.batcher import Batcher
-from gpuwise.pipeline.checks import check_settings, deadline_error, stage_error, torch_device
+from gpuwise.pipeline.checks import check_settings, torch_device
+from gpuwise.pipeline.cpu_stages import CpuStages
 from gpuwise.pipeline.deadlines import DeadlineTimer, deadline_t
 from gpuwise.pipeline.device_stage import DeviceStage
 from gpuwise.pipeline.errors import Overloaded, PipelineClosed
 from gpuwise.pipeline.ledger import KEEP_RECORDS, Ledger
 from gpuwise.pipeline.procs import ProcessPre
 from gpuwise.pipeline.request import Request
-from gpuwise.pipeline.staging import Stager, Transform, as_tensor
+from gpuwise.pipeline.staging import Stager, Transform
 from gpuwise.pipeline.threads import ThreadPlan, plan_threads
 from gpuwise.records.serving import BatchRecord, RequestTiming, ServingResult, ServingSettings
 
@@ -141,6 +143,8 @@ class Pipeline:
         self.origin_t = time.perf_counter()
         self._ledger = Ledger(self.origin_t, keep_records)
         self._finish = self._ledger.end  # every end goes through Note [one end per request]
+        queues = (self._pre_q, self._batch_q, self._post_q)
+        self._cpu = CpuStages(pre, post, filter, queues, self._stop, self._ledger, poll_s)
         rows = max(self.settings.buckets or (max_batch,))
         self._device = DeviceStage(
             Batcher(self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s),
@@ -152,21 +156,24 @@ class Pipeline:
             self._ledger,
         )
         self._procs: ProcessPre | None = None
+        cpu = self._cpu
         if pre_processes:  # before torch's threads change: a failed start leaves them alone
             slots = depth + pre_processes
-            self._procs = ProcessPre(pre, pre_processes, slots, self._pre_done, self._pre_failed)
+            self._procs = ProcessPre(pre, pre_processes, slots, cpu.pre_done, cpu.pre_failed)
+            cpu.procs = self._procs
         self._torch_threads = torch.get_num_threads()
         if self.plan.model_threads is not None:
             torch.set_num_threads(self.plan.model_threads)
-        self._timer = DeadlineTimer(self._expire, self._stop, poll_s)
+        self._timer = DeadlineTimer(self._cpu.expire, self._stop, poll_s)
         self._threads = self._start_threads()
 
     def _start_threads(self) -> list[threading.Thread]:
-        targets = [(f"gpuwise-pre-{i}", self._pre_loop) for i in range(self.plan.pre_workers)]
+        cpu = self._cpu
+        targets = [(f"gpuwise-pre-{i}", cpu.pre_loop) for i in range(self.plan.pre_workers)]
         if self._procs is not None:
-            targets = [("gpuwise-pre-dispatch", self._dispatch_loop)]
+            targets = [("gpuwise-pre-dispatch", cpu.dispatch_loop)]
         targets.append(("gpuwise-model", self._model_loop))
-        targets += [(f"gpuwise-post-{i}", self._post_loop) for i in range(self.plan.post_workers)]
+        targets += [(f"gpuwise-post-{i}", cpu.post_loop) for i in range(self.plan.post_workers)]
         threads = [threading.Thread(target=fn, name=name, daemon=True) for name, fn in targets]
         for t in threads:
             t.start()
@@ -280,7 +287,7 @@ class Pipeline:
         if self._procs is not None:
             for req in self._procs.close():
                 self._finish(req, "error", time.perf_counter(), PipelineClosed("closed"))
-        self._fail_queued()
+        self._cpu.fail_queued()
         self._ledger.end_all(
             lambda: PipelineClosed(
                 f"the pipeline closed {timeout_s:g} s after close() with this request "
@@ -323,102 +330,6 @@ class Pipeline:
             self.settings, duration_s, requests, batches, load or {}, None, self.plan.to_dict()
         )
 
-    # -- workers (Note [pipeline threads]) ----------------------------------------------
-
-    def _get(self, q: queue.Queue[Request]) -> Request | None:
-        try:
-            return q.get(timeout=self.poll_s)
-        except queue.Empty:
-            return None
-
-    def _pre_loop(self) -> None:
-        while not self._stop.is_set():
-            req = self._get(self._pre_q)
-            if req is not None:
-                self._pre_one(req)
-
-    def _pre_one(self, req: Request) -> None:
-        if not self._pre_admit(req):
-            return
-        try:
-            sample = as_tensor(self.pre(req.payload))
-        except BaseException as err:  # SystemExit too: the request fails, not the worker
-            self._pre_failed(req, stage_error("pre", err))
-            return
-        self._pre_done(req, sample)
-
-    def _dispatch_loop(self) -> None:
-        """Process pre: admit each request here, run ``pre`` in a worker process."""
-        assert self._procs is not None
-        while not self._stop.is_set():
-            req = self._get(self._pre_q)
-            if req is not None and self._pre_admit(req) and not self._procs.send(req):
-                self._finish(req, "error", time.perf_counter(), PipelineClosed("closed"))
-
-    def _pre_admit(self, req: Request) -> bool:
-        """Stamp the start of pre; drop a cancelled, expired or filtered request (``False``)."""
-        req.pre_start_t = now = time.perf_counter()
-        if not self._ledger.is_live(req):  # its deadline passed while it queued
-            return False
-        if not req.future.set_running_or_notify_cancel():  # cancelled: never run
-            self._finish(req, "cancelled", now)
-            return False
-        if req.expired(now):
-            self._finish(req, "deadline", now, deadline_error(req, now, "a pre worker"))
-            return False
-        try:
-            keep = self.filter is None or self.filter(req.payload)
-        except BaseException as err:
-            self._pre_failed(req, stage_error("filter", err))
-            return False
-        if not keep:
-            self._finish(req, "filtered", time.perf_counter())
-        return bool(keep)
-
-    def _pre_failed(self, req: Request, err: BaseException) -> None:
-        self._finish(req, "error", time.perf_counter(), err)
-
-    def _pre_done(self, req: Request, sample: torch.Tensor) -> None:
-        """Hand a preprocessed sample to the batcher (waits while the batch queue is full)."""
-        if not self._ledger.is_live(req):
-            return  # ended meanwhile (deadline): drop the sample
-        req.sample, req.pre_end_t = sample, time.perf_counter()
-        while not self._stop.is_set():
-            try:
-                self._batch_q.put(req, timeout=self.poll_s)
-                return
-            except queue.Full:
-                continue
-        self._finish(req, "error", time.perf_counter(), PipelineClosed("the pipeline stopped"))
-
     def _model_loop(self) -> None:
         while not self._stop.is_set():
             self._device.step(self.origin_t)
-
-    def _post_loop(self) -> None:
-        while not self._stop.is_set():
-            req = self._get(self._post_q)
-            if req is None or not self._ledger.is_live(req):
-                continue
-            req.post_start_t = time.perf_counter()
-            try:
-                result = self.post(req.output)
-            except BaseException as err:
-                self._finish(req, "error", time.perf_counter(), stage_error("post", err))
-                continue
-            req.output = None
-            self._finish(req, "ok", time.perf_counter(), result=result)
-
-    def _expire(self, req: Request, now: float) -> None:
-        """The deadline timer's end of a request (a no-op when it already ended)."""
-        self._finish(req, "deadline", now, deadline_error(req, now, "its result"))
-
-    def _fail_queued(self) -> None:
-        for q in (self._pre_q, self._batch_q, self._post_q):
-            while True:
-                try:
-                    req = q.get_nowait()
-                except queue.Empty:
-                    break
-                closed = PipelineClosed("the pipeline closed before this request ran")
-                self._finish(req, "error", time.perf_counter(), closed)

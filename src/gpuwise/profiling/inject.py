@@ -2,7 +2,7 @@
 
 Note: the trial protocol.
 
-- ``hooks.py`` reads the handshake (``GPUWISE_TRIAL``, a JSON object) and calls ``arm`` once
+- ``bootstrap.py`` reads the handshake (``GPUWISE_TRIAL``, a JSON object) and calls ``arm`` once
   torch is imported, after the step hooks are installed. Without a trial, ``arm`` only
   records what the job builds (``setup_capture.JobSetup``).
 - The overrides apply where the object is built, so the user's script stays unmodified:

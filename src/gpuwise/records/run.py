@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.records.anatomy import JobAnatomy
 from gpuwise.records.checks import parse_each
 from gpuwise.records.core import RUN_SCHEMA, Finding, Sample, Step, step_stats
 from gpuwise.records.ranks import RankView
@@ -42,6 +43,8 @@ class Run:
             ``serving`` section.
         trace: What an analyzed trace showed (the lowest rank's, with the cross-rank
             table for several), or ``None``; the document's ``trace`` section.
+        anatomy: What the job is (phases, step identity, processes, data kind, what is
+            applied), read before the rules judge it; the document's ``anatomy`` section.
     """
 
     source: str
@@ -57,6 +60,7 @@ class Run:
     ranks: RankView | None = None
     serving: ServingResult | None = None
     trace: TraceSection | None = None
+    anatomy: JobAnatomy | None = None
 
     def step_stats(self) -> dict[str, Any]:
         """Return the ``steps`` summary of the Run contract (see ``step_stats``).
@@ -92,6 +96,8 @@ class Run:
             "findings": [f.to_dict() for f in self.findings],
             "meta": self.meta,
         }
+        if self.anatomy is not None:
+            doc["anatomy"] = self.anatomy.to_dict()
         if self.trace is not None:
             doc["trace"] = self.trace.to_dict()
         doc.update(self.extra)
@@ -120,8 +126,10 @@ class Run:
         serving = _serving_of(d.get("serving"))
         section = d.get("trace")
         trace = TraceSection.from_dict(section) if isinstance(section, Mapping) else None
+        body = d.get("anatomy")
+        anatomy = JobAnatomy.from_dict(body) if isinstance(body, Mapping) else None
         # sections that did not parse stay extra
-        typed = {"ranks": ranks, "serving": serving, "trace": trace}
+        typed = {"ranks": ranks, "serving": serving, "trace": trace, "anatomy": anatomy}
         return cls(
             source=d.get("source", "analyze"),
             command=d.get("command"),
@@ -136,6 +144,7 @@ class Run:
             ranks=ranks,
             serving=serving,
             trace=trace,
+            anatomy=anatomy,
         )
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from gpuwise.records import Sample
 from gpuwise.telemetry import nvml_procs
 from gpuwise.telemetry.nvml_procs import DeviceProcess, MigInstance
+from gpuwise.telemetry.visible import select_gpus
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +188,6 @@ class NvmlBackend:
             self._keep_visible(self._visible)
 
     def _keep_visible(self, spec: str) -> None:
-        from gpuwise.telemetry.devices import select_gpus
-
         try:
             keep = select_gpus(spec, [g.info for g in self._gpus], strict=self._strict)
         except Exception:

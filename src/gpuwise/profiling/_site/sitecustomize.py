@@ -3,7 +3,7 @@
 ``gpuwise profile`` puts this directory first on ``PYTHONPATH`` of the command it runs, so
 every Python process of the job (torchrun's launcher and ranks included) runs this file at
 start-up. It stays cheap: it adds an import hook and imports nothing heavy; the step hooks
-are installed only when the script imports torch (``gpuwise.profiling.hooks.bootstrap``).
+are installed only when the script imports torch (``gpuwise.profiling.bootstrap``).
 
 An interpreter from another environment (gpuwise installed with pipx, or in a tools venv)
 may not find gpuwise. The hooks need only the standard library and the script's own torch,
@@ -56,11 +56,11 @@ def _arm() -> None:
     if os.environ.get("GPUWISE_PROFILE") != "1":
         return
     try:
-        from gpuwise.profiling.hooks import bootstrap
+        from gpuwise.profiling.bootstrap import bootstrap
     except ImportError as own_err:
         try:
             _borrow()
-            from gpuwise.profiling.hooks import bootstrap
+            from gpuwise.profiling.bootstrap import bootstrap
         except Exception as err:
             message = f"gpuwise: this Python cannot import gpuwise ({err}); no steps recorded\n"
             sys.stderr.write(message)

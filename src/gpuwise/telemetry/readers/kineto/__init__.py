@@ -1,0 +1,38 @@
+"""The Kineto (PyTorch profiler) trace reader: ``read_trace`` and the modules behind it.
+
+The modules in the order of the read. ``reader`` drives the rest: while the events
+stream by, ``events`` hands each to the collectors of items 5 to 8 (device, host, engine
+steps, job spans); once the stream ends, ``steps`` and ``facts`` compute the figures.
+No module imports ``reader`` or this package back:
+
+1. ``reader``: opens the file (``.json`` or ``.json.gz``) and streams its events through
+   the steps below; ``read_trace`` and ``TraceRead``, re-exported here.
+2. ``intervals``: time intervals in flat columns and the union arithmetic.
+3. ``events``: each event, one at a time, reduced to intervals and counts (``EventTally``);
+   ``excerpt``: where the job's device work begins when the trace is an excerpt.
+4. ``steps``: the profiler steps and the measured window, each step's device split and
+   phases.
+5. ``device``: device events by name, class and stream; ``host``: launches, graph
+   launches and the calls that block the host.
+6. ``collectives``: communication kernels by what they do, and the parallelism they show.
+7. ``engine_steps``: a serving engine's forward steps; ``serving``: static or continuous
+   batching and the batch over time; ``weights``: GEMMs by their weight format.
+8. ``job``: what kind of job the trace recorded; ``facts``: the device columns turned into
+   the job's ``TraceFacts``.
+
+Example:
+    >>> from gpuwise.telemetry.readers.kineto import read_trace
+    >>> tr = read_trace("worker0.pt.trace.json.gz")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from gpuwise.telemetry.readers.kineto.reader import (
+    US,
+    SkippedEvent,
+    TraceRead,
+    UnusableEventError,
+    read_trace,
+)
+
+__all__ = ["US", "SkippedEvent", "TraceRead", "UnusableEventError", "read_trace"]

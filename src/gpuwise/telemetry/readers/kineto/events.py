@@ -1,0 +1,376 @@
+"""Reduce Kineto trace events, one at a time, to the intervals and counts the diagnosis uses.
+
+Times are kept in microseconds relative to the first event's timestamp (doubles stay exact
+to well under a microsecond that way) in flat ``array('d')`` columns, so a trace with
+millions of kernels costs 16 bytes per kernel, not a dict each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from gpuwise.telemetry.readers.kineto.device import (
+    DEVICE_CATEGORIES,
+    HOST_CATEGORIES,
+    DeviceEvents,
+)
+from gpuwise.telemetry.readers.kineto.engine_steps import EngineSteps
+from gpuwise.telemetry.readers.kineto.excerpt import outside_wait
+from gpuwise.telemetry.readers.kineto.host import HostCalls
+from gpuwise.telemetry.readers.kineto.intervals import US, Intervals, busy_before
+from gpuwise.telemetry.readers.kineto.job import COMPILED, CONV, LOADER, STEP, JobMarks
+
+INF = math.inf
+OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
+NEW_CATEGORIES = frozenset(
+    {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"}
+)
+_KINDS = {
+    "kernel": "kernel",
+    "memcpy": "memcpy",
+    "gpu_memcpy": "memcpy",
+    "memset": "memset",
+    "gpu_memset": "memset",
+    "operator": "cpu",
+    "cpu_op": "cpu",
+    "user_annotation": "cpu",
+    "python_function": "cpu",
+    "runtime": "runtime",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "cuda_sync": "sync",
+    "trace": "trace",
+    "cuda_profiler_range": "range",
+    "mtia_ccp_events": "kernel",
+    "mtia_runtime": "runtime",
+    "privateuse1_runtime": "runtime",
+}
+_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
+
+
+def _image_like(args: Any) -> bool:
+    """True when a convolution's first input is 4-D with 1 or 3 channels (N, C, H, W)."""
+    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+        return False
+    first = dims[0]
+    return len(first) == 4 and first[1] in (1, 3)
+
+
+def _copy_kind(name: str) -> tuple[str, str]:
+    """``"Memcpy HtoD (Pageable -> Device)"`` -> ``("h2d", "pageable")``."""
+    parts = name.split()
+    direction = _DIRECTIONS.get(parts[1], "other") if len(parts) > 1 else "other"
+    if "(" not in name or "->" not in name:
+        return direction, "unknown"
+    inner = name[name.index("(") + 1 : name.rindex(")")]
+    src, _, dst = inner.partition("->")
+    side = dst if direction == "d2h" else src
+    return direction, side.strip().lower() or "unknown"
+
+
+class EventTally:
+    """Accumulates what ``read_trace`` reports, one event at a time."""
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.saw_events = False
+        self.invalid: list[tuple[int, str]] = []
+        self.base_us: float | None = None
+        self.span = [float("inf"), float("-inf")]
+        self.loader, self.compiled = Intervals(), Intervals()
+        self.steps: dict[str, tuple[float, float]] = {}
+        self.h2d: list[tuple[float, float, int, bool, int]] = []
+        self.copies: dict[tuple[str, str], list[float]] = {}
+        self.sync_by_name: Counter[str] = Counter()
+        self.categories: set[str] = set()
+        self.gpu_ids: set[int] = set()
+        self.device_props: list[dict[str, Any]] = []
+        self.rank: int | None = None
+        self._kind_of: dict[Any, str | None] = {}
+        self._copy_of: dict[str, tuple[str, str]] = {}
+        self.device = DeviceEvents()
+        self.host = HostCalls()
+        self.marks = JobMarks()
+        self.engine_steps = EngineSteps()
+        self.unplaced: Counter[str] = Counter()
+        self.profiler_ranges = 0
+        self.nonfinite = 0
+        self.compiled_regions = 0
+        self.image_inputs: bool | None = None
+        self.distributed: dict[str, Any] = {}
+        self._head_wait: tuple[tuple[float, float] | None] | None = None
+
+    def add_member(self, key: str, value: Any) -> None:
+        """Take a top-level member other than ``traceEvents``."""
+        if key == "deviceProperties" and isinstance(value, list):
+            self.device_props = [d for d in value if isinstance(d, dict)]
+        elif key == "distributedInfo" and isinstance(value, dict):
+            rank = value.get("rank")
+            self.rank = rank if isinstance(rank, int) else None
+            self.distributed = _distributed_info(value)
+        elif key == "baseTimeNanoseconds" and isinstance(value, int):
+            self.distributed["base_time_ns"] = value
+
+    def add(self, ev: Any) -> None:
+        """Take one trace event."""
+        self.add_batch([ev])
+
+    def add_batch(self, events: list[Any]) -> None:
+        """Take trace events, in file order (the hot loop: a few dict reads per event)."""
+        self.saw_events = True
+        kind_of, span, host = self._kind_of, self.span, self.host
+        index = self.events - 1
+        for ev in events:
+            index += 1
+            if type(ev) is not dict:
+                self.invalid.append((index, "event is not a JSON object"))
+                continue
+            if ev.get("ph") != "X":
+                continue
+            ts: Any = ev.get("ts")
+            dur: Any = ev.get("dur", 0)
+            tt, td = type(ts), type(dur)
+            if (tt is not float and tt is not int) or (td is not float and td is not int):
+                self.invalid.append(
+                    (index, f"complete event without numeric ts/dur: {ts!r}/{dur!r}")
+                )
+                continue
+            if not (0 <= ts < INF and 0 <= dur < INF):
+                self.nonfinite += 1
+                self.invalid.append((index, f"non-finite or negative ts/dur: {ts!r}/{dur!r}"))
+                continue
+            if self.base_us is None:
+                self.base_us = float(ts)
+            start = ts - self.base_us
+            end = start + dur
+            cat = ev.get("cat")
+            kind = kind_of.get(cat, "?") if type(cat) is str else None
+            if kind == "?":
+                kind = self._kind(cat)
+            if kind == "trace":
+                continue
+            if start < span[0]:
+                span[0] = start
+            if end > span[1]:
+                span[1] = end
+            if kind == "cpu":
+                self._cpu(ev.get("name", ""), cat, start, end, ev)
+            elif kind == "runtime":
+                host.runtime(ev.get("name"), start, end, ev.get("args"))
+            elif kind == "kernel" or kind == "memcpy" or kind == "memset":
+                self._device_event(ev, kind, start, end)
+            elif kind == "sync":
+                self.sync_by_name[str(ev.get("name", ""))] += 1
+            elif kind == "range":
+                self.profiler_ranges += 1
+            elif kind is None:
+                self._unplaced(ev, cat, start, end)
+        self.events = index + 1
+
+    def _kind(self, cat: Any) -> str | None:
+        kind = self._kind_of.get(cat, "?")
+        if kind == "?":
+            kind = _KINDS.get(cat.lower()) if isinstance(cat, str) else None
+            self._kind_of[cat] = kind
+            if isinstance(cat, str):
+                self.categories.add(cat)
+        return kind
+
+    def _device_event(self, ev: dict[str, Any], kind: str, start: float, end: float) -> None:
+        args = ev.get("args")
+        if type(args) is not dict:
+            args = {}
+        device = args.get("device")
+        if type(device) is not int:
+            device = ev.get("pid")
+        if type(device) is int and device not in self.gpu_ids:
+            self.gpu_ids.add(device)
+        name = ev.get("name", "")
+        if type(name) is not str:
+            name = str(name)
+        if kind == "memcpy":
+            self._memcpy(name, args, start, end)
+        self.device.add(name, kind, start, end, args)
+
+    def _unplaced(self, ev: dict[str, Any], cat: Any, start: float, end: float) -> None:
+        """An event of a category this reader does not know: counted, named, never dropped."""
+        name = str(cat) if cat is not None else "(no category)"
+        if name.lower() in HOST_CATEGORIES or name.lower() in DEVICE_CATEGORIES:
+            return
+        self.unplaced[name] += 1
+        args = ev.get("args")
+        if isinstance(args, dict) and ("stream" in args or "device" in args):
+            self.device.add(str(ev.get("name", "")), "other", start, end, args)
+
+    def _cpu(self, name: Any, cat: Any, start: float, end: float, ev: dict[str, Any]) -> None:
+        if type(name) is not str:
+            name = str(name)
+        if cat == "cpu_op" or cat == "Operator":
+            self.host.cpu_op(name, ev.get("args"))
+        self.engine_steps.host(name, start, end, ev)
+        mark = self.marks.host(name)
+        if not mark:
+            return
+        if mark & STEP and name.startswith("ProfilerStep#"):
+            self.steps.setdefault(name, (start, end - start))
+        elif mark & LOADER:
+            self.loader.add(start, end)
+        elif mark & COMPILED:
+            self.compiled_regions += 1
+            self.compiled.add(start, end)
+        elif mark & CONV and self.image_inputs is not True:
+            self.image_inputs = _image_like(ev.get("args"))
+
+    def _memcpy(self, name: str, args: dict[str, Any], start: float, end: float) -> None:
+        kind = self._copy_of.get(name)
+        if kind is None:
+            kind = self._copy_of[name] = _copy_kind(name)
+        nbytes = args.get("bytes")
+        nbytes = nbytes if isinstance(nbytes, int) and nbytes >= 0 else 0
+        stats = self.copies.setdefault(kind, [0, 0, 0.0, float("inf"), 0.0])
+        stats[0] += 1
+        stats[1] += nbytes
+        stats[2] += (end - start) * US
+        bw = args.get("memory bandwidth (GB/s)")
+        if isinstance(bw, (int, float)):
+            stats[3] = min(stats[3], float(bw))
+            stats[4] = max(stats[4], float(bw))
+        if kind[0] == "h2d":
+            stream = args.get("stream")
+            stream = stream if type(stream) is int else -1
+            self.h2d.append((start, end, nbytes, kind[1] == "pageable", stream))
+
+    def window(self) -> tuple[float, float, str]:
+        """Return ``(start_us, end_us, source)`` of the analysis window.
+
+        Profiler steps when there are any; else the span of the device work
+        (``device_span``): a trace is often an excerpt, and the host's prologue before the
+        first kernel and epilogue after the last are not the job's idle time; else, for a
+        trace without device work, the span of every timed event.
+        """
+        if self.steps:
+            spans = self.steps.values()
+            return (min(s for s, _ in spans), max(s + d for s, d in spans), "profiler_steps")
+        starts, ends = self.gpu_all()
+        if starts.size:
+            wait = self.head_wait()
+            lo = float(starts.min()) if wait is None else wait[1]
+            return lo, float(ends.max()), "device_span"
+        if self.span[0] <= self.span[1]:
+            return self.span[0], self.span[1], "whole_trace"
+        return 0.0, 0.0, "empty"
+
+    def head_wait(self) -> tuple[float, float] | None:
+        """``(wait_from, cut)`` of a wait on work queued before the trace began (µs).
+
+        Only for traces without profiler steps: the device work before ``cut`` belongs to
+        the excerpt's edge (``excerpt.outside_wait``).
+        """
+        if self.steps:
+            return None
+        if self._head_wait is None:
+            self._head_wait = (outside_wait(*self.gpu_all(), *self.host.waits()),)
+        return self._head_wait[0]
+
+    def vendor(self) -> str | None:
+        """The device vendor: from ``deviceProperties`` names, else from the runtime calls."""
+        for p in self.device_props:
+            name = str(p.get("name") or "").lower()
+            if "amd" in name or "instinct" in name or "radeon" in name or "gcnArchName" in p:
+                return "amd"
+            if any(k in name for k in ("nvidia", "tesla", "geforce", "quadro", "rtx")):
+                return "nvidia"
+        return self.host.vendor()
+
+    def naming(self) -> str:
+        """Return which generation of category names the trace uses."""
+        old, new = bool(self.categories & OLD_CATEGORIES), bool(self.categories & NEW_CATEGORIES)
+        return "mixed" if old and new else "old" if old else "new" if new else "unknown"
+
+    def gpu_all(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the kernel, memcpy and memset intervals together."""
+        return self.device.of_kind("kernel", "memcpy", "memset")
+
+    def gpu_span_us(self) -> float | None:
+        """Return first GPU event start to last GPU event end, or None without GPU events."""
+        starts, ends = self.gpu_all()
+        return float(ends.max() - starts.min()) if starts.size else None
+
+    def kernel_sum_in(self, lo: float, hi: float) -> float:
+        """Return the summed kernel time (microseconds) of kernels clipped to the window."""
+        starts, ends = self.device.of_kind("kernel")
+        return float(np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None).sum())
+
+    def copy_stats(self) -> dict[str, dict[str, dict[str, float | int | None]]]:
+        """Return memcpy count/bytes/time/bandwidth by direction and memory kind."""
+        out: dict[str, dict[str, dict[str, float | int | None]]] = {}
+        for (direction, memory), (n, nbytes, time_s, bw_lo, bw_hi) in sorted(self.copies.items()):
+            out.setdefault(direction, {})[memory] = {
+                "count": int(n),
+                "bytes": int(nbytes),
+                "time_s": time_s,
+                "min_bandwidth_gb_s": bw_lo if bw_hi > 0 else None,
+                "max_bandwidth_gb_s": bw_hi if bw_hi > 0 else None,
+            }
+        return out
+
+    def sync_stats(self, lo: float, hi: float) -> dict[str, Any]:
+        """Return ``cuda_sync`` event counts and the host calls that blocked in the window.
+
+        ``runtime_calls``/``runtime_s`` count the synchronize calls (CUDA and HIP);
+        ``blocking`` lists every blocking call by name: synchronisations, allocator calls
+        and synchronous copies, with their host time and call site.
+        """
+        blocking = self.host.blocking(lo, hi, busy_before(*self.gpu_all()))
+        syncs = [b for b in blocking if b["kind"] == "sync"]
+        return {
+            "events": int(sum(self.sync_by_name.values())),
+            "by_name": dict(self.sync_by_name),
+            "runtime_calls": sum(int(b["calls"]) for b in syncs),
+            "runtime_s": sum(float(b["time_s"]) for b in syncs),
+            "blocking": blocking,
+        }
+
+    def device_dicts(self) -> list[dict[str, Any]]:
+        """Return the GPUs that ran work (all listed ones when none did) as device dicts."""
+        props = [p for p in self.device_props if p.get("id") in self.gpu_ids]
+        return [_device(p) for p in (props or self.device_props)]
+
+
+def _distributed_info(value: dict[str, Any]) -> dict[str, Any]:
+    """Return ``backend``/``rank``/``world_size`` of a trace's ``distributedInfo``.
+
+    The default process group's size and backend (``pg_config``) stand in for fields the
+    profiler left out.
+    """
+    out = {k: value.get(k) for k in ("backend", "rank", "world_size") if value.get(k) is not None}
+    groups = value.get("pg_config")
+    default = groups[0] if isinstance(groups, list) and groups else None
+    if isinstance(default, dict):
+        size, config = default.get("pg_size"), default.get("backend_config")
+        if "world_size" not in out and isinstance(size, int):
+            out["world_size"] = size
+        if "backend" not in out and isinstance(config, str) and config:
+            out["backend"] = config
+    return out
+
+
+def _device(p: dict[str, Any]) -> dict[str, Any]:
+    index = p.get("id")
+    major, minor = p.get("computeMajor"), p.get("computeMinor")
+    return {
+        "id": f"gpu{index}",
+        "index": index,
+        "name": p.get("name"),
+        "uuid": None,
+        "memory_total_bytes": p.get("totalGlobalMem"),
+        "compute_capability": f"{major}.{minor}" if major is not None else None,
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "sm_count": p.get("numSms"),
+    }
