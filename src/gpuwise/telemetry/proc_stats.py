@@ -28,7 +28,7 @@ from gpuwise.telemetry.nvml_procs import DeviceProcess
 INTERPRETERS = ("python", "pypy")
 """Executables whose full path says nothing a reader needs: shown by their name only."""
 
-_ATTRS = ("username", "cmdline", "name", "create_time", "ppid", "memory_info")
+_ATTRS = ["username", "cmdline", "name", "create_time", "ppid"]
 
 
 def short_command(argv: Sequence[str], home: str | None = None) -> str:
@@ -53,20 +53,24 @@ def short_command(argv: Sequence[str], home: str | None = None) -> str:
 
 
 class ProcessStats:
-    """CPU %, RSS, start time, parent and short command of listed processes, per frame."""
+    """CPU %, RSS, start time, parent and short command of listed processes, per frame.
+
+    What does not change in a process's life (user, command, start, parent) is read once
+    per pid; its CPU time and resident memory are read each frame.
+    """
 
     def __init__(self) -> None:
         self._procs: dict[int, psutil.Process] = {}
+        self._static: dict[int, dict[str, object]] = {}
 
     def describe(self, procs: Sequence[DeviceProcess]) -> list[DeviceProcess]:
         """The processes with their host facts filled in where visible from here."""
-        alive = {p.pid for p in procs}
-        self._procs = {pid: p for pid, p in self._procs.items() if pid in alive}
+        self._forget({p.pid for p in procs})
         facts: dict[int, DeviceProcess] = {}  # a process on two GPUs is read once
         out = []
         for p in procs:
             if p.pid not in facts:
-                facts[p.pid] = self._fill(p)
+                facts[p.pid] = self._fill(p, self._cpu(p.pid))
             f = facts[p.pid]
             out.append(replace(f, device=p.device, memory_bytes=p.memory_bytes, sm_pct=p.sm_pct))
         return out
@@ -78,37 +82,66 @@ class ProcessStats:
             kids = (proc or psutil.Process(pid)).children(recursive=True)
         except (psutil.Error, OSError):
             return []
-        return [self._fill(DeviceProcess("host", kid.pid)) for kid in kids]
+        return [self._fill(DeviceProcess("host", kid.pid), self._cpu(kid.pid)) for kid in kids]
 
     def busiest(self, limit: int = 40) -> list[DeviceProcess]:
         """The host's processes with the most CPU since the last call (for a CPU device).
 
-        The first call primes the rates: every process is listed with ``cpu_pct=None``,
-        ordered by resident memory instead.
+        Every process's CPU time is read (one small read each); only the ``limit`` busiest
+        are described, so a frame costs little on a machine with hundreds of processes.
+        The first call primes the rates: its processes have ``cpu_pct=None``.
         """
-        seen = [DeviceProcess("cpu", pid) for pid in psutil.pids()]
-        listed = [p for p in self.describe(seen) if p.rss_bytes]
-        listed.sort(key=lambda p: (-(p.cpu_pct or 0.0), -(p.rss_bytes or 0), p.pid))
-        return listed[:limit]
+        pids = psutil.pids()
+        self._forget(set(pids))
+        rates = {pid: self._cpu(pid) for pid in pids}
+        ranked = sorted(rates, key=lambda pid: (-(rates[pid] or 0.0), -pid))  # newest first
+        listed: list[DeviceProcess] = []
+        for pid in ranked:
+            proc = self._fill(DeviceProcess("cpu", pid), rates[pid])
+            if proc.rss_bytes:  # a kernel thread holds no memory of its own: not listed
+                listed.append(proc)
+            if len(listed) == limit:
+                break
+        return listed
 
-    def _fill(self, dp: DeviceProcess) -> DeviceProcess:
-        first = dp.pid not in self._procs
+    def _forget(self, alive: set[int]) -> None:
+        self._procs = {pid: p for pid, p in self._procs.items() if pid in alive}
+        self._static = {pid: v for pid, v in self._static.items() if pid in alive}
+
+    def _cpu(self, pid: int) -> float | None:
+        """The CPU share since this pid's previous reading (``None`` the first time)."""
+        first = pid not in self._procs
         try:
-            proc = self._procs.get(dp.pid) or psutil.Process(dp.pid)
-            self._procs[dp.pid] = proc
-            with proc.oneshot():
-                info = proc.as_dict(_ATTRS)
-                cpu = proc.cpu_percent(None)
+            proc = self._procs.get(pid) or psutil.Process(pid)
+            self._procs[pid] = proc
+            cpu = proc.cpu_percent(None)
         except (psutil.Error, OSError):
-            return dp  # another namespace, or gone since it was listed
+            return None  # another namespace, or gone since it was listed
+        return None if first else float(cpu)
+
+    def _fill(self, dp: DeviceProcess, cpu: float | None) -> DeviceProcess:
+        proc = self._procs.get(dp.pid)
+        if proc is None:
+            return dp
+        try:
+            if dp.pid not in self._static:
+                self._static[dp.pid] = proc.as_dict(_ATTRS)
+            memory = proc.memory_info()
+        except (psutil.Error, OSError):
+            return dp
+        info = self._static[dp.pid]
         argv = info.get("cmdline") or []
-        memory = info.get("memory_info")
+        name = info.get("name")
         return replace(
             dp,
-            user=dp.user or info.get("username"),
-            command=dp.command or short_command(argv) or info.get("name"),
-            cpu_pct=None if first else float(cpu),
-            rss_bytes=None if memory is None else int(memory.rss),
-            started_epoch_s=info.get("create_time"),
-            ppid=info.get("ppid"),
+            user=dp.user or _text(info.get("username")),
+            command=dp.command or short_command(argv) or _text(name),  # type: ignore[arg-type]
+            cpu_pct=cpu,
+            rss_bytes=int(memory.rss),
+            started_epoch_s=info.get("create_time"),  # type: ignore[arg-type]
+            ppid=info.get("ppid"),  # type: ignore[arg-type]
         )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
