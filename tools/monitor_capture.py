@@ -36,7 +36,8 @@ HOME, ALT_OFF = "\x1b[H", "\x1b[?1049l"
 def run_on_pty(argv: list[str], rows: int, cols: int, keys: str = "", seconds: float = 6.0) -> str:
     """Everything ``gpuwise ARGV`` wrote on a ``rows`` by ``cols`` pty.
 
-    ``keys`` are typed one by one after ``seconds / 2``, then ``q`` after ``seconds``.
+    ``keys`` are typed one by one ``seconds / 2`` after the view first drew (a key typed
+    before the view reads the terminal would be lost), then ``q`` after ``seconds``.
     """
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -48,12 +49,14 @@ def run_on_pty(argv: list[str], rows: int, cols: int, keys: str = "", seconds: f
     )  # fmt: skip
     os.close(follower)
     chunks: list[bytes] = []
-    started = time.monotonic()
+    launched, drawn = time.monotonic(), None
     pending = [*keys, "q"]
     try:
-        while time.monotonic() - started < seconds + 60:
-            elapsed = time.monotonic() - started
-            if pending and elapsed > (seconds if pending == ["q"] else seconds / 2):
+        while time.monotonic() - launched < seconds + 120:
+            if drawn is None and b"q quit" in b"".join(chunks):
+                drawn = time.monotonic()  # the view is up and reads keys
+            elapsed = 0.0 if drawn is None else time.monotonic() - drawn
+            if drawn and pending and elapsed > (seconds if pending == ["q"] else seconds / 2):
                 os.write(leader, pending.pop(0).encode())
             ready, _, _ = select.select([leader], [], [], 0.2)
             if ready:

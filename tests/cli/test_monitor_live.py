@@ -153,3 +153,24 @@ def test_a_tiny_terminal_crops_the_view_and_quits(env: dict[str, str]) -> None:
     assert "gpuwise monitor" in view
     lines = [line for line in view.replace("\r", "\n").split("\n") if line.strip()]
     assert max(len(line) for line in lines) <= 20  # cropped to the width, never wrapped
+
+
+def test_the_docs_picture_script_captures_a_real_frame(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "monitor_capture.py"
+    spec = importlib.util.spec_from_file_location("monitor_capture", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "monitor.svg"
+    text = module.capture(["--fake", "2", "--interval", "0.1", "--refresh", "0.5"], out,
+                          rows=30, cols=100, keys="h", seconds=3.0)  # fmt: skip
+    assert text.splitlines()[0].startswith("gpuwise monitor · host · sampled every 0.1 s")
+    assert "pause the drawing" in text  # the keys typed reached the view: its help
+    assert max(len(line) for line in text.splitlines()) <= 100
+    svg = out.read_text(encoding="utf-8")
+    assert svg.startswith("<svg")
+    assert svg.count("<text") > 10  # the frame's lines, as text
