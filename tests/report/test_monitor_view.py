@@ -224,3 +224,15 @@ def test_short_command_names_the_program_and_keeps_one_line() -> None:
         "python -c import x x.run()"
     )
     assert short_command([], home="/h") == ""
+
+
+def test_the_process_table_lists_what_fits_the_terminal() -> None:
+    frame = frame_from_fake([FakeGpu()])
+    frame.processes = [DeviceProcess("gpu0", pid, pid << 20) for pid in range(1, 31)]
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(render(frame, width=120, height=20))
+    lines = console.export_text().rstrip("\n").split("\n")
+    assert len(lines) <= 20  # header, the device, the table and the footer fit
+    assert re.search(r"… and \d+ more \(a taller terminal\)", lines[-2])
+    rows = [line for line in lines if line.startswith("gpu0 ") and line.split()[1].isdigit()]
+    assert [int(r.split()[1]) for r in rows] == list(range(30, 30 - len(rows), -1))  # by memory

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from gpuwise.telemetry.sampler import Sampler
 
 
+HOST_ROWS = 15
+"""Host processes listed at most on a machine without a GPU (the busiest by CPU)."""
+
+
 class LiveView:
     """Gathers frames for ``report.monitor_view`` from a running sampler.
 
@@ -62,6 +66,7 @@ class LiveView:
         self._t0 = time.monotonic()
         self._stats = ProcessStats()
         self._last: MonitorFrame | None = None
+        self.rows = 48  # the terminal's height once drawing: host processes that fit
         self.notes = [
             f"{n}: {why}; the CPU is the device" for n, why in sampler.unavailable.items()
         ]
@@ -89,7 +94,8 @@ class LiveView:
             procs = self._stats.describe(self.nvml.processes())
             migs = self.nvml.mig_instances()
         else:
-            procs = self._stats.busiest()
+            # the busiest that fit, at most HOST_ROWS: a frame stays cheap (monitor_view.py)
+            procs = self._stats.busiest(limit=min(max(self.rows - 8, 5), HOST_ROWS))
         children = {}
         if self.state.tree:
             children = {p.pid: self._stats.children(p.pid) for p in procs}
@@ -139,8 +145,10 @@ class LiveView:
 
         from gpuwise.report.monitor_view import render
 
+        self.rows = console.size.height
+
         def draw() -> Any:
-            return render(self.current(), width=console.size.width)
+            return render(self.current(), width=console.size.width, height=console.size.height)
 
         with (
             cbreak(sys.stdin) as keys,

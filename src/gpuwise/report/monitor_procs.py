@@ -142,20 +142,23 @@ def table_rows(table: ProcessTable) -> list[tuple[list[str], bool]]:
     return rows
 
 
-def process_lines(table: ProcessTable, width: int = 120) -> list[Text]:
-    """The process table: a header and one line per row, the command cut to ``width``."""
+def process_lines(table: ProcessTable, width: int = 120, rows: int | None = None) -> list[Text]:
+    """The process table: a header and a line per row (``rows`` at most), cut to ``width``."""
     if not table.processes:
         what = "no compute processes on these GPUs" if table.gpu else "no process visible from here"
         return [Text(what, "dim")]
-    rows = table_rows(table)
+    shown = table_rows(table)
     head = _head(table)
-    if not rows:
+    if rows is not None and len(shown) > rows:
+        more = [*[""] * (len(head) - 1), f"… and {len(shown) - rows + 1} more (a taller terminal)"]
+        shown = [*shown[: rows - 1], (more, True)]
+    if not shown:
         return [
             Text.assemble((" ".join(head), "bold")),
             Text(f"no process matches '{table.filter}'", "dim"),
         ]
     widths = [
-        max(len(r[i]) for r in [head, *(cells for cells, _ in rows)]) for i in range(len(head) - 1)
+        max(len(r[i]) for r in [head, *(cells for cells, _ in shown)]) for i in range(len(head) - 1)
     ]
     room = max(width - sum(widths) - len(widths), 10)
     left = {0, 2, len(head) - 1}
@@ -168,4 +171,4 @@ def process_lines(table: ProcessTable, width: int = 120) -> list[Text]:
         ]
         return Text(" ".join([*parts, command]), style)
 
-    return [line(head, "bold"), *(line(cells, "dim" if child else "") for cells, child in rows)]
+    return [line(head, "bold"), *(line(cells, "dim" if child else "") for cells, child in shown)]

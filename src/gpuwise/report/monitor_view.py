@@ -124,7 +124,7 @@ def bar(share_pct: float | None, style: str, width: int = BAR_WIDTH) -> Text:
     return Text.assemble(("█" * filled, style), ("░" * (width - filled), "dim"))
 
 
-def render(frame: MonitorFrame, width: int = 120) -> Text:
+def render(frame: MonitorFrame, width: int = 120, height: int | None = None) -> Text:
     """The whole view as one ``Text``: header, a block per device, processes, host.
 
     Drawn as plain lines with styled spans rather than nested tables: a redraw of eight
@@ -134,6 +134,8 @@ def render(frame: MonitorFrame, width: int = 120) -> Text:
     Args:
         frame: What to show.
         width: Terminal columns; long commands are cut to fit.
+        height: Terminal rows: the process table lists only the rows that fit (at least
+            three), so a long list costs no drawing it would not show.
     """
     lines: list[Text] = [Text(frame.title, style="bold")]
     if frame.paused:
@@ -146,7 +148,8 @@ def render(frame: MonitorFrame, width: int = 120) -> Text:
             lines += _device_block(frame, device, width)
         if frame.host is not None:
             lines.append(_host_line(frame.host))
-        lines += process_lines(frame.table(), width)
+        rows = None if height is None else max(height - len(lines) - 2, 3)
+        lines += process_lines(frame.table(), width, rows)
     lines.append(footer(frame))
     out = Text("\n").join(lines)
     out.no_wrap = True
@@ -188,18 +191,18 @@ def gauge_widths(width: int) -> tuple[int, int]:
 
 def value_bar(share_pct: float | None, style: str, text: str, width: int) -> Text:
     """A gauge ``width`` cells wide with ``text`` written over its left end (nvitop-like)."""
-    gauge = bar(share_pct, style, width)
     label = f" {text} "[:width]
-    filled = 0 if share_pct is None else round(min(max(share_pct, 0.0), 100.0) / 100.0 * width)
-    cells = gauge.plain
+    if share_pct is None:
+        return Text.assemble((label, "bold"), ("·" * (width - len(label)), "dim"))
+    filled = round(min(max(share_pct, 0.0), 100.0) / 100.0 * width)
     on_fill = min(filled, len(label))
-    out = Text.assemble((label[:on_fill], f"bold black on {style}"), (label[on_fill:], "bold"))
-    out.append_text(Text(cells[len(label) :]))
-    for span in gauge.spans:  # the gauge's colours on the cells past the text
-        start, end = max(span.start, len(label)), span.end
-        if start < end:
-            out.stylize(span.style, start, end)
-    return out
+    rest = max(filled - len(label), 0)  # filled cells past the text
+    return Text.assemble(
+        (label[:on_fill], f"bold black on {style}"),
+        (label[on_fill:], "bold"),
+        ("█" * rest, style),
+        ("░" * (width - len(label) - rest), "dim"),
+    )
 
 
 def _device_block(frame: MonitorFrame, device: dict[str, Any], width: int = 120) -> list[Text]:

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -62,6 +63,7 @@ class ProcessStats:
     def __init__(self) -> None:
         self._procs: dict[int, psutil.Process] = {}
         self._static: dict[int, dict[str, object]] = {}
+        self._ticks: dict[int, tuple[float, int]] = {}
 
     def describe(self, procs: Sequence[DeviceProcess]) -> list[DeviceProcess]:
         """The processes with their host facts filled in where visible from here."""
@@ -105,11 +107,19 @@ class ProcessStats:
         return listed
 
     def _forget(self, alive: set[int]) -> None:
+        self._ticks = {pid: v for pid, v in self._ticks.items() if pid in alive}
         self._procs = {pid: p for pid, p in self._procs.items() if pid in alive}
         self._static = {pid: v for pid, v in self._static.items() if pid in alive}
 
     def _cpu(self, pid: int) -> float | None:
         """The CPU share since this pid's previous reading (``None`` the first time)."""
+        ticks = _proc_ticks(pid)
+        if ticks is not None:  # Linux: one small read, no process object per pid
+            now, seen = time.monotonic(), self._ticks.get(pid)
+            self._ticks[pid] = (now, ticks)
+            if seen is None or now <= seen[0]:
+                return None
+            return float(100.0 * (ticks - seen[1]) / _CLOCK_TICKS / (now - seen[0]))
         first = pid not in self._procs
         try:
             proc = self._procs.get(pid) or psutil.Process(pid)
@@ -120,9 +130,11 @@ class ProcessStats:
         return None if first else float(cpu)
 
     def _fill(self, dp: DeviceProcess, cpu: float | None) -> DeviceProcess:
-        proc = self._procs.get(dp.pid)
-        if proc is None:
+        try:
+            proc = self._procs.get(dp.pid) or psutil.Process(dp.pid)
+        except (psutil.Error, OSError):
             return dp
+        self._procs[dp.pid] = proc
         try:
             if dp.pid not in self._static:
                 self._static[dp.pid] = proc.as_dict(_ATTRS)
@@ -141,6 +153,28 @@ class ProcessStats:
             started_epoch_s=info.get("create_time"),  # type: ignore[arg-type]
             ppid=info.get("ppid"),  # type: ignore[arg-type]
         )
+
+
+_CLOCK_TICKS = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+
+def _proc_ticks(pid: int) -> int | None:
+    """User + system CPU time of ``pid`` in clock ticks, from ``/proc`` (``None``: no /proc).
+
+    ``/proc/PID/stat``'s fields 14 and 15 (utime, stime) follow the command name, which is
+    in parentheses and may itself hold spaces and parentheses: the fields are counted from
+    the last ``)``.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[11]) + int(fields[12])
+    except (IndexError, ValueError):
+        return None
 
 
 def _text(value: object) -> str | None:
