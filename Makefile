@@ -53,12 +53,16 @@ test: lint
 	$(MAKE) test-variants
 
 # The tests that compare with this machine (sizing, profiling, distributed) again on other
-# CPU kernels: 1 and 3 threads, and AVX2 kernels (as on a CPU without AVX-512).
+# CPU kernels: 1 and 3 threads, and AVX2 kernels (as on a CPU without AVX-512). Then the
+# timing and share tests beside 4 busy processes (tools/under_load.py): a test that cannot
+# hold under load is marked `quiet("why")` and skips with that reason there.
 VARIANT_TESTS := tests/sizing tests/profiling tests/distributed
+LOAD_TESTS := tests/efficiency tests/sizing/speed tests/sizing/hardware tests/profiling
 test-variants: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(VARIANT_TESTS)
 	OMP_NUM_THREADS=3 $(BIN)/pytest -q $(VARIANT_TESTS)
 	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/pytest -q $(VARIANT_TESTS)
+	$(BIN)/python tools/under_load.py --hogs 4 -- $(BIN)/pytest -q $(LOAD_TESTS)
 
 bench: $(STAMP)  # quick pass over every budget; run a script without --quick for README figures
 	for b in benchmarks/[a-z]*.py; do $(BIN)/python $$b --quick || exit 1; done

@@ -23,6 +23,29 @@ def realdata(name: str) -> Path:
     return path
 
 
+def pytest_report_header() -> list[str]:
+    """The CPU the suite ran on: its kernels decide what the sizing tests measure."""
+    import torch
+
+    from gpuwise.telemetry.host import cpu_flags, cpu_model
+
+    flags = " ".join(cpu_flags()) or "unknown"
+    load = os.environ.get("GPUWISE_TEST_LOAD")
+    lines = [f"cpu: {cpu_model()}; torch kernels {torch.backends.cpu.get_cpu_capability()}"]
+    lines.append(f"cpu flags: {flags}")
+    if load:
+        lines.append(f"load variant: {load} busy processes beside the tests")
+    return lines
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under the load variant, a test marked ``quiet`` skips with the reason it gives."""
+    marker = item.get_closest_marker("quiet")
+    if marker is not None and os.environ.get("GPUWISE_TEST_LOAD"):
+        reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+        pytest.skip(f"needs a quiet machine: {reason}")
+
+
 @pytest.fixture(autouse=True)
 def _no_leaks() -> Iterator[None]:
     before_threads = set(threading.enumerate())

@@ -18,6 +18,8 @@ LAYERS: dict[str, int] = {
     "records": 0,
     "_lazy": 0,
     "_version": 0,
+    # the one rule for stop signals (SIGINT, SIGTERM, SIGHUP) every long command follows
+    "interrupts": 0,
     # files and child processes written and run safely
     "atomic": 1,
     "childproc": 1,

@@ -11,7 +11,10 @@ Note [output kinds]
     link. A character or block device, a FIFO or a socket is written as a stream, opened
     for writing as it is (``--out /dev/stdout``, ``--out /dev/null`` or a named pipe a
     reader waits on); renaming over it would replace the device node itself. A folder is
-    refused.
+    refused. ``/dev/stdout``, ``/dev/stderr`` and ``/dev/fd/N`` are written to the open
+    descriptor itself, after what the command already printed there: reopening them by
+    name fails for a pipe (``/proc/self/fd/1 -> pipe:[...]``) and, for a redirected file,
+    would replace or truncate the very file the text report goes to.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -37,6 +40,36 @@ class WriteError(GpuwiseError):
 def tmp_name(path: Path) -> Path:
     """The temporary sibling of ``path`` for this process (``NAME.tmp-<pid>``)."""
     return path.with_name(f"{path.name}{TMP_MARK}{os.getpid()}")
+
+
+STD_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2, "/dev/stdin": 0}
+_FD_FOLDERS = ("/dev/fd/", "/proc/self/fd/")
+
+
+def open_fd_of(path: str | Path) -> int | None:
+    """The descriptor ``path`` names (``/dev/stdout`` -> 1, ``/dev/fd/3`` -> 3), or ``None``."""
+    name = os.path.normpath(str(path))
+    if name in STD_STREAMS:
+        return STD_STREAMS[name]
+    for folder in _FD_FOLDERS:
+        if name.startswith(folder) and name[len(folder) :].isdigit():
+            return int(name[len(folder) :])
+    return None
+
+
+@contextlib.contextmanager
+def _write_fd(fd: int, what: str, path: str | Path) -> Iterator[BinaryIO]:
+    """Write to an open descriptor after flushing Python's own buffers of it."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    try:
+        with os.fdopen(os.dup(fd), "wb") as fh:  # closing the copy leaves ``fd`` open
+            yield fh
+    except OSError as err:
+        raise _write_error(what, path, err) from err
 
 
 def output_target(path: str | Path) -> tuple[Path, bool]:
@@ -100,6 +133,11 @@ def open_output(path: str | Path, *, what: str = "file") -> Iterator[BinaryIO]:
         >>> with open_output("out.json", what="trace") as fh:  # doctest: +SKIP
         ...     fh.write(b"{}")
     """
+    fd = open_fd_of(path)
+    if fd is not None:
+        with _write_fd(fd, what, path) as fh:
+            yield fh
+        return
     try:
         target, stream = output_target(path)
     except WriteError as err:
@@ -139,6 +177,13 @@ def check_output(path: str | Path, what: str) -> str | None:
 
     Checked before long work, so that a run does not end in a failed write.
     """
+    fd = open_fd_of(path)
+    if fd is not None:
+        try:
+            os.fstat(fd)
+        except OSError:
+            return f"descriptor {fd} is not open"
+        return None
     try:
         target, stream = output_target(path)
     except WriteError as err:
@@ -199,3 +244,66 @@ def remove_stale(path: Path) -> list[Path]:
                 remove_quietly(entry)
                 removed.append(entry)
     return removed
+
+
+class SameFileError(GpuwiseError):
+    """An output path names an input of the same command, or another output (exit 2)."""
+
+    exit_status = 2
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """True when ``a`` and ``b`` name one file: by name (links resolved) or by inode.
+
+    A hard link or a bind mount has another name but the same device and inode.
+    """
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _stream(path: str | Path) -> bool:
+    """True for a device, FIFO, socket or open descriptor: written in place, never replaced."""
+    if open_fd_of(path) is not None:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def check_outputs(
+    outputs: Sequence[tuple[str | Path | None, str]], inputs: Sequence[tuple[str | Path, str]]
+) -> None:
+    """Refuse, before any work, an output that would replace an input or another output.
+
+    Note [outputs never replace inputs]: every command that writes files passes its
+    output paths (``--out``, ``--html``, ``--trace``, ``--patch``, ...) and its inputs (the
+    files it reads, the command's own script) here first. A device or FIFO output
+    (``/dev/stdout``, ``/dev/null``) is written in place and replaces nothing.
+
+    Args:
+        outputs: ``(path, what)`` of each output asked for (``None``: not asked).
+        inputs: ``(path, what)`` of each input.
+
+    Raises:
+        SameFileError: An output is an input, or two outputs are one file.
+
+    Example:
+        >>> check_outputs([("r.json", "run")], [("trace.json", "trace")])
+    """
+    named = [(p, what) for p, what in outputs if p]
+    for i, (path, what) in enumerate(named):
+        if _stream(path):
+            continue
+        for other, kind in [*inputs, *named[:i]]:
+            if same_file(path, other):
+                raise SameFileError(
+                    f"the {what} '{path}' is the {kind} '{other}' of this command: writing it "
+                    "would replace it; choose another path"
+                )

@@ -11,7 +11,9 @@ Note: the child-process protocol.
   its workers.
 - **Signals**: while the child runs, SIGTERM and SIGHUP sent to gpuwise are forwarded to
   it, and so is SIGINT when it did not already come from the terminal; gpuwise itself
-  keeps going, so that it can still write its report once the child has ended.
+  keeps going, so that it can still write its report once the child has ended. Each is
+  noted in ``gpuwise.interrupts`` (Note [the stop rule]): a command that would run more
+  children runs none.
 - **Stop**: ``stop()`` sends SIGTERM, waits ``grace_s``, then SIGKILL.
 - **Exit code**: shell style, 128 + N for a child ended by signal N.
 - **Output**: the child writes to gpuwise's standard output, or to its standard error
@@ -32,9 +34,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from gpuwise import interrupts
 from gpuwise.errors import UsageError
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED = interrupts.STOP_SIGNALS
 """Signals gpuwise passes on to the child instead of dying of them."""
 
 STOP_GRACE_S = 10.0
@@ -155,6 +158,7 @@ def forward_signals(child: subprocess.Popen[bytes]) -> Iterator[list[str]]:
 
     def forward(signum: int, frame: Any) -> None:
         received.append(signal.Signals(signum).name)
+        interrupts.note(signum)  # the command runs nothing more after this child
         if signum != signal.SIGINT or not _child_saw_terminal_interrupt():
             with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signum)

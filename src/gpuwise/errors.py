@@ -58,3 +58,9 @@ class StoreHeaderError(StoreFormatError):
 
 class OutOfMemoryProbe(GpuwiseError):
     """A sizing probe ran out of memory (the tuner recovers from it)."""
+
+
+class FlagValueError(UsageError):
+    """A flag's value names nothing that exists (``--devices 99``): exit 2, as argparse's."""
+
+    exit_status = 2

@@ -12,13 +12,14 @@ import gzip
 import json
 import os
 import stat
+import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from tests.faults.helpers import run
+from tests.faults.helpers import GPUWISE, WAIT_S, env_for, run
 
 
 @pytest.fixture
@@ -107,3 +108,33 @@ def test_the_annotated_trace_is_written_through_a_symlink(tmp_path: Path) -> Non
         original = json.load(fh)["traceEvents"]
     assert len(events) > len(original)  # every original event kept, gpuwise's tracks added
     assert sorted(p.name for p in elsewhere.iterdir()) == ["t.json.gz"]
+
+
+def _saved_run(tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text("print('job')\n")
+    done = run(["profile", "--out", "r.json", "--", sys.executable, "job.py"], tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_out_to_dev_stdout_into_a_pipe_keeps_both_outputs(tmp_path: Path) -> None:
+    _saved_run(tmp_path)
+    done = run(["analyze", "r.json", "--out", "/dev/stdout"], tmp_path)  # stdout: a pipe
+    assert done.returncode == 0, done.stderr
+    doc, end = json.JSONDecoder().raw_decode(done.stdout)
+    assert doc["schema"].startswith("gpuwise.run")
+    assert "gpuwise report" in done.stdout[end:]  # the text report follows the run
+
+
+def test_out_to_dev_stdout_redirected_to_a_file_keeps_the_text_report(tmp_path: Path) -> None:
+    _saved_run(tmp_path)
+    with (tmp_path / "both.txt").open("wb") as fh:
+        done = subprocess.run(
+            [*GPUWISE, "analyze", "r.json", "--out", "/dev/stdout"],
+            cwd=tmp_path, env=env_for(tmp_path), stdout=fh, stderr=subprocess.PIPE,
+            text=True, timeout=WAIT_S, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "both.txt").read_text()
+    doc, end = json.JSONDecoder().raw_decode(text)
+    assert doc["schema"].startswith("gpuwise.run")
+    assert "gpuwise report" in text[end:]

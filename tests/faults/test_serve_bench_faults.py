@@ -65,7 +65,8 @@ def test_all_requests_failing_exits_1_with_the_error(tmp_path: Path) -> None:
     assert "ValueError: bad input" in done.stderr
 
 
-def test_ctrl_c_in_a_sweep_keeps_what_was_measured(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_in_a_sweep_keeps_what_was_measured(tmp_path: Path, signum: signal.Signals) -> None:
     args = ["-v", "serve-bench", "tests.faults.serve_apps:fine", "--slo-p99-ms", "1000"]
     args += ["--batches", "1,2,4,8", "--delays", "1", "--duration", "1.5", "--warmup", "0.1"]
     proc = start([*args, "--out", "sweep.json"], tmp_path)
@@ -74,8 +75,8 @@ def test_ctrl_c_in_a_sweep_keeps_what_was_measured(tmp_path: Path) -> None:
         assert proc.poll() is None, output(tmp_path)
         assert time.monotonic() < deadline, "no setting was measured"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=WAIT_S) == 130, output(tmp_path)[1]
+    proc.send_signal(signum)  # SIGTERM stops it as Ctrl-C does (Note [the stop rule])
+    assert proc.wait(timeout=WAIT_S) == 128 + signum, output(tmp_path)[1]
     assert "interrupted after" in output(tmp_path)[1]
     doc = json.loads((tmp_path / "sweep.json").read_text())
     points = doc["serving"]["sweep"]

@@ -77,3 +77,42 @@ def test_truncated_between_epochs_fails_at_the_next_epoch(store: Path) -> None:
     os.truncate(shard, 8)
     with pytest.raises(StoreFormatError, match=r"label\.bin now has 8 bytes"):
         iter(loader)
+
+
+AHEAD = """
+import os, sys
+from pathlib import Path
+from gpuwise.data import loader as loader_mod
+from gpuwise.data.loader import Loader
+from gpuwise.errors import GpuwiseError
+store = Path(sys.argv[1])
+fill = loader_mod._Epoch._fill
+calls = []
+
+def truncating_fill(self, idx, slot, lo, hi):
+    calls.append(lo)
+    if len(calls) == 3:  # a batch submitted (and checked) before, filled after the cut
+        shard = store / "image.bin"
+        os.truncate(shard, shard.stat().st_size // 3)
+    return fill(self, idx, slot, lo, hi)
+
+loader_mod._Epoch._fill = truncating_fill
+try:
+    for images, labels in Loader(store, batch_size=16, num_threads=1):
+        pass
+except GpuwiseError as err:
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(1)
+print("read every batch")
+"""
+
+
+def test_a_batch_filled_after_the_cut_is_an_error_not_sigbus(tmp_path: Path, store: Path) -> None:
+    # the batch read right after the one the job holds was checked when it was queued;
+    # the shard shrank before its worker read it (a real SIGBUS before the worker's check)
+    done = subprocess.run(
+        [sys.executable, "-c", AHEAD, str(store)],
+        env=env_for(tmp_path), capture_output=True, text=True, timeout=WAIT_S, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, f"rc {done.returncode} (135 / -7 is SIGBUS): {done.stderr}"
+    assert f"shard {store / 'image.bin'} now has" in done.stderr

@@ -141,3 +141,27 @@ def test_monitor_duration_ends_the_command(tmp_path: Path) -> None:
     assert doc["exit_code"] == 128 + signal.SIGTERM
     assert doc["samples"], "the summary covers the second it ran"
     assert not alive(child)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_standalone_monitor_stopped_by_a_signal_keeps_its_samples(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    # `timeout 3 gpuwise monitor --json > s.json` used to leave an empty file
+    proc = start(["monitor", "--fake", "1", "--interval", "0.05", "--json"], tmp_path)
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while "sampling" not in (tmp_path / "err.txt").read_text():
+            assert proc.poll() is None, output(tmp_path)
+            assert time.monotonic() < deadline, "monitor never started sampling"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(signum)
+        code = proc.wait(timeout=WAIT_S)
+    finally:
+        kill_quietly(proc.pid)
+    out, err = output(tmp_path)
+    assert code == 128 + signum, err
+    doc = json.loads(out)
+    assert doc["schema"] == "gpuwise.samples/1"
+    assert len(doc["samples"]) >= 2

@@ -42,7 +42,7 @@ def test_proc_devices_sorted_by_bus_address(tmp_path: Path) -> None:
 
 def test_cpu_device_facts() -> None:
     cpu = cpu_device()
-    assert set(cpu) == {"id", "name", "cores", "memory_total_bytes"}
+    assert set(cpu) == {"id", "name", "cores", "memory_total_bytes", "flags"}
     assert cpu["id"] == "cpu"
     assert cpu["cores"] >= 1
     assert cpu["memory_total_bytes"] > 2**20

@@ -51,8 +51,13 @@ def choice(parser: Flags, flag: str, choices: Sequence[str], default: str, help:
 # --- types -------------------------------------------------------------------------------
 
 
-def positive_int(what: str) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least 1 (``what`` names it in errors)."""
+def positive_int(what: str, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least 1 (``what`` names it in errors).
+
+    Args:
+        what: What the number counts, for the message.
+        most: The largest value allowed (default: no bound).
+    """
 
     def parse(text: str) -> int:
         try:
@@ -61,6 +66,8 @@ def positive_int(what: str) -> Callable[[str], int]:
             value = 0
         if value < 1:
             raise argparse.ArgumentTypeError(f"'{text}' is not a {what}; use 1 or more")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"{text} is out of range; use 1 to {most}")
         return value
 
     parse.__name__ = what  # argparse names the type in its own messages

@@ -106,10 +106,24 @@ def _run_files(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(path, what) for path, what in asked if path]
 
 
-def check_run_files(args: argparse.Namespace) -> None:
-    """Fail before the work if ``--out``, ``--html`` or ``--trace`` cannot be written."""
-    for path, what in _run_files(args):
+def check_run_files(args: argparse.Namespace, inputs: list[tuple[str, str]] | None = None) -> None:
+    """Fail before the work if ``--out``, ``--html`` or ``--trace`` cannot be written.
+
+    Also when one of them would replace one of ``inputs`` or another of them (Note
+    [outputs never replace inputs] in ``gpuwise.atomic``).
+    """
+    from gpuwise.atomic import check_outputs
+
+    files = _run_files(args)
+    check_outputs(list(files), inputs or [])
+    for path, what in files:
         check_writable(path, what)
+
+
+def command_inputs(cmd: list[str]) -> list[tuple[str, str]]:
+    """The files a command names (its script, ``--config=x.yaml``): outputs must spare them."""
+    words = [w.split("=", 1)[-1] if w.startswith("-") else w for w in cmd]
+    return [(w, "file of the command") for w in words if w and os.path.isfile(w)]
 
 
 def write_run_files(args: argparse.Namespace, run: Run) -> list[str]:

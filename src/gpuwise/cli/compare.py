@@ -39,9 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Compare the two inputs, print the report (or JSON), exit 1 on a regression."""
+    from gpuwise.atomic import check_outputs
     from gpuwise.diagnose.analyze import analyze
     from gpuwise.diagnose.compare import compare_runs
 
+    check_outputs([(args.html, "HTML report")], [(args.before, "BEFORE"), (args.after, "AFTER")])
     check_writable(args.html, "HTML report")
     runs = (analyze([args.before], strict=args.strict), analyze([args.after], strict=args.strict))
     result = compare_runs(

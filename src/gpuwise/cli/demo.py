@@ -8,6 +8,7 @@ a small CNN whose input pipeline is written the slow way on purpose.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gpuwise.cli._args import (
@@ -31,6 +32,9 @@ pipeline, so gpuwise should name it input-bound; the report's fixes say what rem
 wait, and `gpuwise try` measures them on the example, unmodified."""
 
 DEFAULT_HTML = "gpuwise-demo.html"
+REPORT_MARK = b"<title>gpuwise report"
+"""What the head of every gpuwise HTML report holds (``report/html.py``)."""
+REPORT_HEAD_BYTES = 4096
 DEFAULT_STEPS = 20
 
 
@@ -76,6 +80,25 @@ def profile_argv(args: argparse.Namespace) -> list[str]:
     return [*argv, "--", *example]
 
 
+def _foreign(path: str) -> str | None:
+    """Why the demo must not write ``path``: a file there that no gpuwise report is.
+
+    The default ``gpuwise-demo.html`` is replaced only when it holds a gpuwise HTML report
+    (the last demo's); any other file of that name is the user's, and stays. A path given
+    with ``--html`` is the user's choice; a folder or device is the writer's to refuse.
+    """
+    if path != DEFAULT_HTML or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as fh:
+        head = fh.read(REPORT_HEAD_BYTES)
+    if REPORT_MARK in head:
+        return None
+    return (
+        f"{path} exists and is not a gpuwise report; the demo does not replace it: "
+        "move it, or pass --html FILE"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gpuwise profile`` on the built-in example with the demo's files."""
     from gpuwise.cli import profile
@@ -85,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
 
         print(example_trace())
         return 0
+    foreign = _foreign(args.html)
+    if foreign:
+        print(f"gpuwise demo: error: {foreign}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="gpuwise demo")
     profile.add_arguments(parser)
     profile_args = parser.parse_args(profile_argv(args))

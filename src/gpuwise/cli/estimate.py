@@ -85,7 +85,7 @@ def _lines(est: MemoryEstimate) -> list[str]:
             f"  CPU kernel workspaces measured on this CPU ({est.cpu_kernels['isa']},"
             f" {est.cpu_kernels['threads']} threads): another instruction set or thread count"
             " changes them"
-            + (f"; {unprobed} convolutions too large to probe, not counted" if unprobed else "")
+            + (f"; {unprobed} operators too large to probe, not counted" if unprobed else "")
         )
     if est.device == "cuda":
         from gpuwise.sizing.hardware.calibration import CUBLAS_WORKSPACE_BYTES

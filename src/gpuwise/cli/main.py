@@ -2,12 +2,14 @@
 
 A subcommand module defines ``HELP`` (one line), ``EXAMPLES`` (shown under its
 ``--help``), ``add_arguments(parser)`` and ``run(args) -> int``. Modules import their
-library code inside ``run`` so that ``gpuwise --help`` stays fast.
+library code inside ``run`` so that ``gpuwise --help`` stays fast. A long command sets
+``STOP_ON_SIGNALS = True`` and runs under Note [the stop rule] in ``gpuwise.interrupts``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
@@ -16,6 +18,7 @@ from types import ModuleType
 
 from gpuwise._version import __version__
 from gpuwise.errors import GpuwiseError
+from gpuwise.interrupts import stop_on_signals
 
 COMMANDS = (
     ("demo", "gpuwise.cli.demo"),
@@ -86,7 +89,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _stops=getattr(module, "STOP_ON_SIGNALS", False))
     return parser
 
 
@@ -115,10 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args._run(args))
+        with stop_on_signals() if args._stops else contextlib.nullcontext():
+            return int(args._run(args))
     except GpuwiseError as err:
         print(f"gpuwise {args.command}: error: {err}", file=sys.stderr)
         return err.exit_status
-    except KeyboardInterrupt:
-        print(f"gpuwise {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # Note [the stop rule]: what was measured is printed
+        print(f"gpuwise {args.command}: {err or 'interrupted'}", file=sys.stderr)
+        return int(getattr(err, "exit_status", 130))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import os
 import sys
@@ -19,7 +18,15 @@ from gpuwise.cli._args import (
     option,
     seconds,
 )
-from gpuwise.cli._common import command_argv, guard, make_console, na, print_json, usage_error
+from gpuwise.cli._common import (
+    command_argv,
+    command_inputs,
+    guard,
+    make_console,
+    na,
+    print_json,
+    usage_error,
+)
 from gpuwise.cli._efficiency import open_prometheus
 from gpuwise.report.monitor_view import SORT_KEYS
 from gpuwise.report.units import format_bytes
@@ -38,7 +45,9 @@ HELP = (
 EXAMPLES = """\
   gpuwise monitor                          live full-terminal view: bars, history, processes;
                                            keys: < > sort, / filter, t tree, space pause,
-                                           h help; q or Ctrl-C ends it and prints the summary
+                                           h help; q ends it, prints the summary, exits 0;
+                                           Ctrl-C (or SIGTERM, SIGHUP) too, exiting 128 +
+                                           the signal (130)
   gpuwise monitor --devices 0,2 --sort sm  only GPUs 0 and 2, processes by SM share
   gpuwise monitor --once --json            one reading of every device as JSON
   gpuwise monitor --duration 60 --log gpu.jsonl --csv gpu.csv
@@ -46,6 +55,9 @@ EXAMPLES = """\
                                            SIGTERM/SIGHUP are passed on to train.py, the
                                            summary still printed, its exit code kept
   gpuwise monitor --fake 2 --duration 5    demo with 2 simulated GPUs (no GPU needed)"""
+
+STOP_ON_SIGNALS = True
+"""Note [the stop rule] in ``gpuwise.interrupts``: the first stop signal ends it all."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
     cmd = command_argv(args.cmd)
     if cmd and args.once:
         return usage_error(args, "--once reads devices once; it cannot be combined with a command")
+    from gpuwise.atomic import check_outputs
+
+    check_outputs([(args.log, "log"), (args.csv, "CSV")], command_inputs(cmd))
     spec, strict, shown = _device_spec(args)
     config = MonitorConfig(
         interval_s=args.interval,
@@ -131,6 +146,12 @@ def run(args: argparse.Namespace) -> int:
     console = make_console(stderr=bool(cmd), pipe_width=140)  # ten columns
     for name, reason in sampler.unavailable.items():
         print(f"gpuwise monitor: {name}: {reason}; showing the CPU as the device", file=sys.stderr)
+    if spec is not None and not strict and not any(d["id"] != "cpu" for d in sampler.devices()):
+        print(
+            f"gpuwise monitor: CUDA_VISIBLE_DEVICES={spec!r} hides every GPU; showing the CPU "
+            "only (unset it, or pass --devices LIST)",
+            file=sys.stderr,
+        )
     live = None
     if not (cmd or args.once or args.json) and console.is_terminal:
         from gpuwise.cli._monitor_live import LiveView
@@ -145,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
             if writer is not None:
                 writer.close()
     _print_result(args, cmd, sampler, samples, exit_code, console)
-    return exit_code if cmd else 0
+    return exit_code
 
 
 def _device_spec(args: argparse.Namespace) -> tuple[str | None, bool, str]:
@@ -186,6 +207,7 @@ def _record(
         return 0, sampler.tick()
     if cmd:
         from gpuwise import childproc
+        from gpuwise.interrupts import stopped_by
 
         code, _ = childproc.run(
             cmd,
@@ -193,14 +215,17 @@ def _record(
             stdout_to_stderr=args.json,
             duration_s=args.duration,
         )
-        return code, sampler.samples()
+        signum = stopped_by()  # Note [the stop rule]: a stopped command says so
+        return (128 + signum if signum is not None and code == 0 else code), sampler.samples()
     sampler.start()
     if args.duration is None and (args.json or not console.is_terminal):
         what = "the JSON" if args.json else "the summary"
         print(f"gpuwise monitor: sampling; Ctrl-C stops and prints {what}", file=sys.stderr)
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a live view: print the summary
+    from gpuwise.interrupts import caught
+
+    with caught() as stop:  # Note [the stop rule]: Ctrl-C, SIGTERM, SIGHUP keep the samples
         _watch(args, sampler, console, live)
-    return 0, sampler.samples()
+    return (128 + stop[0] if stop else 0), sampler.samples()
 
 
 def _watch_child(sampler: Sampler, pid: int) -> None:

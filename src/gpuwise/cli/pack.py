@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 from gpuwise.cli._args import add_json, add_strict, number, option, positive_int
 from gpuwise.cli._common import dtype_name, guard, make_console, print_json
+from gpuwise.data.pack_sources import MAX_SIDE_PX
 
 PACK_SCHEMA = "gpuwise.pack/1"
 
@@ -23,6 +20,9 @@ EXAMPLES = """\
   gpuwise pack data.npz train.store                    # arrays 'images', 'labels', extras
   gpuwise pack images.npy train.store --labels labels.npy --json
 """
+
+STOP_ON_SIGNALS = True
+"""Note [the stop rule] in ``gpuwise.interrupts``: the first stop signal ends it all."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--size",
-        type=positive_int("pixel count"),
+        type=positive_int("pixel count", MAX_SIDE_PX),
         metavar="PX",
         help="output side in pixels, e.g. 224 (image folders: decode to raw pixels of this size)",
     )
@@ -99,8 +99,12 @@ def run(args: argparse.Namespace) -> int:
     """Pack with a progress bar on stderr (a terminal only); print the summary or JSON."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    from gpuwise.atomic import check_outputs
     from gpuwise.data.pack import PackConfig, pack
     from gpuwise.data.pack_sources import load_labels
+
+    inputs = [(args.src, "source"), *([(args.labels, "labels file")] if args.labels else [])]
+    check_outputs([(args.dst, "store")], inputs)  # `--overwrite` must not remove the source
 
     config = PackConfig(
         mode=args.mode,
@@ -114,10 +118,7 @@ def run(args: argparse.Namespace) -> int:
     labels = None if args.labels is None else load_labels(args.labels)
     console = make_console(stderr=True)
     columns = ("packing", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with (
-        _exit_on_termination(),
-        Progress(*columns, console=console, disable=not console.is_terminal) as bar,
-    ):
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("packing", total=None)
         result = pack(
             args.src,
@@ -131,21 +132,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_summary(result))
     return 0
-
-
-@contextlib.contextmanager
-def _exit_on_termination() -> Iterator[None]:
-    """SIGTERM and SIGHUP end the pack like Ctrl-C: the temporary store is removed first."""
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for signum, handler in old.items():
-            signal.signal(signum, handler)

@@ -10,6 +10,7 @@ from gpuwise.cli._args import add_command, add_interval, add_json, add_run_files
 from gpuwise.cli._common import (
     check_run_files,
     command_argv,
+    command_inputs,
     drop_stdout,
     guard,
     make_console,
@@ -31,6 +32,9 @@ EXAMPLES = """\
 gpuwise profile exits with the script's exit code (130 when Ctrl-C stops it), also when
 stdout is closed early (`| head`) or a report file cannot be written (then 1 if the script
 exited 0)."""
+
+STOP_ON_SIGNALS = True
+"""Note [the stop rule] in ``gpuwise.interrupts``: the first stop signal ends it all."""
 
 NO_STEPS_HINT = (
     "gpuwise profile: no training steps were seen; steps are found where the script iterates "
@@ -68,8 +72,12 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.diagnose.rules import diagnose
     from gpuwise.profiling.runner import ProfileConfig, profile_command
 
-    check_run_files(args)  # before the job runs, not after it
     cmd = command_argv(args.cmd)
+    check_run_files(args, command_inputs(cmd))  # before the job runs, not after it
+    if args.tensorboard or args.wandb or args.mlflow:
+        from gpuwise.integrations.scalars import check_exporters
+
+        check_exporters(tensorboard=args.tensorboard, wandb=args.wandb, mlflow=args.mlflow)
     if not cmd:
         cmd = [sys.executable, "-m", "gpuwise.profiling.example"]
         print(
@@ -83,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         )
         result = finish(profile_command(cmd, config))
     result.findings = diagnose(result)
-    code = int(result.exit_code or 0)
+    code = _stopped_code(int(result.exit_code or 0))
     started = job_started(result)
     if not result.steps and started:
         print(NO_STEPS_HINT, file=sys.stderr)
@@ -114,6 +122,18 @@ def job_started(run: Any) -> bool:
     gets its own error and exit code, not a report advising on steps it never took.
     """
     return not run.exit_code or bool(run.steps) or bool(run.extra.get("setup"))
+
+
+def _stopped_code(code: int) -> int:
+    """The exit code: 128 + N when signal N stopped the job but it still exited 0.
+
+    Note [the stop rule] in ``gpuwise.interrupts``: a stopped command says so in its code,
+    also when the job caught the signal and ended cleanly.
+    """
+    from gpuwise.interrupts import stopped_by
+
+    signum = stopped_by()
+    return 128 + signum if signum is not None and code == 0 else code
 
 
 def _write_files(args: argparse.Namespace, result: Any) -> list[str] | None:

@@ -37,6 +37,9 @@ EXAMPLES = """\
   whose p99 meets the target is reported, with the stage that bounds it.
 """
 
+STOP_ON_SIGNALS = True
+"""Note [the stop rule] in ``gpuwise.interrupts``: the first stop signal ends it all."""
+
 _MS = milliseconds(0.0, 10_000.0)
 _WORKERS = positive_int("worker count")
 _BATCHES = listed(positive_int("batch size"), "batch sizes")
@@ -101,11 +104,13 @@ def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Serve the app under load (or sweep), diagnose, and print the report."""
+    from gpuwise.atomic import check_outputs
     from gpuwise.diagnose.serving import main_kind, serving_run
     from gpuwise.pipeline.bench import BenchConfig, SweepInterrupted, SweepSpec, serve_bench
     from gpuwise.pipeline.example import load_app
     from gpuwise.pipeline.load import LoadSpec
 
+    check_outputs([(args.out, "run"), (args.html, "HTML report")], [])
     check_writable(args.out, "run")
     check_writable(args.html, "HTML report")
     app = load_app(args.factory)
@@ -144,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
             f"{interrupted.total} settings; the report holds the ones measured",
             file=sys.stderr,
         )
-        return 130
+        from gpuwise.interrupts import stopped_by
+
+        return 128 + (stopped_by() or 2)  # Note [the stop rule]: SIGINT (2) unless noted
     return 0
 
 

@@ -10,6 +10,7 @@ from gpuwise.cli._args import add_command, add_html, add_json, positive_int
 from gpuwise.cli._common import (
     check_writable,
     command_argv,
+    command_inputs,
     guard,
     make_console,
     print_json,
@@ -27,7 +28,13 @@ EXAMPLES = """\
                                                     (nothing is applied)
   gpuwise try --json -- python train.py             the gpuwise.try/1 object on stdout
 Each run is ended cleanly after warm-up + steps optimizer steps; with k fixes the job runs
-at most 2k + 3 times. Exit codes: 0 ok, 1 error, 2 usage error."""
+at most 2k + 3 times, each within 3x the baseline's run time + 30 s. The first Ctrl-C,
+SIGTERM or SIGHUP stops the whole try: the runs measured so far are printed. Exit codes:
+0 ok, 1 error (or the unchanged job failed on a re-run), 2 usage error, 128 + N after
+signal N."""
+
+STOP_ON_SIGNALS = True
+"""Note [the stop rule] in ``gpuwise.interrupts``."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(args, "no command to try; give one after --: gpuwise try -- python x.py")
     if args.warmup < 0:
         return usage_error(args, f"--warmup {args.warmup}: give 0 or more steps")
+    from gpuwise.atomic import check_outputs
+
+    outputs = [(args.patch, "patch"), (args.html, "HTML report")]
+    check_outputs(outputs, command_inputs(cmd))  # `--patch train.py` must not empty it
     check_writable(args.html, "HTML report")
     check_writable(args.patch, "patch")
     config = TryConfig(
@@ -83,6 +94,14 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.report.try_text import render_try
 
         render_try(doc, make_console())
+    if result.stopped_by is not None:
+        from gpuwise.interrupts import Interrupted
+
+        raise Interrupted(result.stopped_by, f"stopped by {doc['interrupted']}; the report "
+                          "above holds the runs measured before it")  # fmt: skip
+    if result.job_failure:
+        print(f"gpuwise try: error: {result.job_failure}", file=sys.stderr)
+        return 1
     return 0
 
 

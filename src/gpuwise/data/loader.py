@@ -332,6 +332,9 @@ class _Epoch(Iterator[tuple[torch.Tensor, ...]]):
 
     def _fill(self, idx: np.ndarray, slot: tuple[torch.Tensor, ...], lo: int, hi: int) -> None:
         loader, store = self.loader, self.loader.store
+        # again here, on the worker, right before the read: a batch filled ahead was
+        # checked when it was submitted, and the shard may have shrunk since
+        store.check_sizes()
         for name, buf in zip(loader.fields, slot, strict=True):
             out = buf.numpy()[lo:hi]
             spec = store.fields[name]

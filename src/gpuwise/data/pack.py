@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.data.pack_sources import (
+    MAX_SIDE_PX,
     NOTE_KEY,
     PackConfig,
     SkipRecord,
@@ -100,8 +101,11 @@ def _check_config(config: PackConfig) -> None:
         raise UsageError(f"pack mode {config.mode!r} is not known; use 'auto', 'raw' or 'jpeg'")
     if config.resize not in ("center", "stretch"):
         raise UsageError(f"resize {config.resize!r} is not known; use 'center' or 'stretch'")
-    if config.size is not None and config.size < 1:
-        raise UsageError(f"size {config.size} is not a pixel count; give a positive size")
+    if config.size is not None and not 1 <= config.size <= MAX_SIDE_PX:
+        raise UsageError(
+            f"size {config.size} is not a side pack can hold in memory; give 1 to {MAX_SIDE_PX} "
+            "pixels (a raw record is size x size x 3 bytes)"
+        )
 
 
 def _spec(name: str, value: Any) -> FieldSpec:

@@ -9,6 +9,7 @@ decoded raises ``SkipRecord`` with the reason.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,14 @@ from gpuwise.data import codec
 from gpuwise.errors import GpuwiseError, InputKindError, UsageError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+
+MAX_SIDE_PX = 4096
+"""The largest ``size`` packed raw: a record of 4096 x 4096 x 3 bytes is 48 MiB, and a
+chunk of records is held in memory at once."""
+
+MAX_FILE_BYTES = 256 * 1024 * 1024
+"""The largest image file read (a 100-megapixel photo is ~40 MB as JPEG, ~300 MB as BMP
+only beyond this): a larger one is skipped with its size, never read whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +117,40 @@ def _loader_reads(data: bytes) -> bool:
     return True
 
 
-def _read(path: Path) -> bytes:
-    """The file's bytes; one that vanished, dangles or is unreadable is skipped, not fatal."""
+def _read(path: Path, limit: int | None = None) -> bytes:
+    """The file's bytes; one that vanished, dangles or is unreadable is skipped, not fatal.
+
+    Note [sources are regular files]: a source is opened without blocking and checked on
+    the open descriptor, so that a FIFO (which would block ``open`` until a writer comes)
+    or a device such as ``/dev/zero`` (endless) named ``*.jpg`` is skipped with a note,
+    and a regular file is read up to ``limit`` bytes (default ``MAX_FILE_BYTES``) only.
+    """
+    limit = MAX_FILE_BYTES if limit is None else limit
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as err:
         what = "a dangling symlink" if path.is_symlink() else "the file vanished while packing"
         raise SkipRecord(f"cannot read: {what}") from err
     except OSError as err:
         raise SkipRecord(f"cannot read: {err.strerror or err}") from err
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise SkipRecord(f"not a regular file ({_kind(mode)}); packed images are files")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise SkipRecord(f"larger than {limit} bytes; not an image pack reads whole")
+    return data
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
@@ -309,6 +343,8 @@ def load_labels(path: str | Path) -> Any:
     Example:
         >>> labels = load_labels("labels.npy")  # doctest: +SKIP
     """
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block np.load
+        raise InputKindError(f"labels file '{path}' is not a regular file; give a .npy file")
     try:
         return np.load(path, allow_pickle=False)
     except FileNotFoundError as err:

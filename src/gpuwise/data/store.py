@@ -321,9 +321,10 @@ class Store:
         """Check that every mapped shard still has the size its header gives.
 
         Reading a memory-mapped page past the end of a file that shrank kills the process
-        with SIGBUS, which Python cannot catch; the Loader calls this at each epoch and
-        before each batch, so a shard truncated or rewritten under a running job becomes
-        this error, naming the shard, instead.
+        with SIGBUS, which Python cannot catch; the Loader calls this at each epoch,
+        before each batch and on the worker right before each batch's read (a batch
+        filled ahead may run long after it was submitted), so a shard truncated or
+        rewritten under a running job becomes this error, naming the shard, instead.
 
         Raises:
             StoreFormatError: A shard is smaller (or larger) than the header says.

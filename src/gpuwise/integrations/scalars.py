@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,31 @@ def _missing(tool: str, extra: str) -> GpuwiseError:
         f"{tool} is not installed, so the run's scalars cannot go there; "
         f"pip install 'gpuwise[{extra}]' (or {tool} itself), or drop the option"
     )
+
+
+def check_exporters(
+    *, tensorboard: str | Path | None = None, wandb: bool = False, mlflow: bool = False
+) -> None:
+    """Fail before the job runs if a tool asked for is missing or its folder is unusable.
+
+    Raises:
+        GpuwiseError: ``wandb``/``mlflow``/``tensorboard`` is not installed, or the
+            TensorBoard directory is a file or sits in a missing or read-only folder.
+    """
+    import importlib.util
+
+    asked = (("tensorboard", tensorboard is not None), ("wandb", wandb), ("mlflow", mlflow))
+    for tool, wanted in asked:
+        if wanted and importlib.util.find_spec(tool) is None:
+            raise _missing(tool, tool)
+    if tensorboard is None:
+        return
+    logdir = Path(tensorboard)
+    if logdir.exists() and not logdir.is_dir():
+        raise GpuwiseError(f"--tensorboard {logdir} is a file; give a folder for the event files")
+    parent = next((p for p in (logdir, *logdir.parents) if p.exists()), Path("."))
+    if not os.access(parent, os.W_OK):
+        raise GpuwiseError(f"--tensorboard {logdir}: {parent} is not writable; choose a folder")
 
 
 def export_scalars(

@@ -1,7 +1,7 @@
 """The CPU stages of a ``Pipeline``: its pre and post workers, each a loop over a queue.
 
 Pre runs in threads, or in worker processes fed by one dispatcher thread; post runs in
-threads (Note [pipeline threads] in ``core.py``). Every end of a request goes through the
+threads (Note [pipeline threads] in ``engine.py``). Every end of a request goes through the
 ledger (Note [one end per request] in ``ledger.py``).
 """
 

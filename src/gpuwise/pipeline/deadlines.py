@@ -4,6 +4,10 @@ A request's deadline used to be checked only when a stage took it from a queue: 
 stuck stage it never expired. The timer thread keeps a heap of ``(deadline, request)``
 and ends each one that is still live at its time (Note [one end per request] in
 ``ledger.py``); the stage that holds it drops its result when it finishes.
+
+The heap holds each request by a weak reference: a request that ended before its
+deadline (most do) is freed with its result at once, not when its deadline passes; the
+dead entries are dropped whenever they are half the heap.
 """
 
 from __future__ import annotations
@@ -12,12 +16,16 @@ import heapq
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from gpuwise.errors import UsageError
 from gpuwise.pipeline.request import Request
 
 Expire = Callable[[Request, float], None]
+
+COMPACT_MIN = 1024
+"""Heap entries before the first sweep of freed requests."""
 
 
 def deadline_t(submit_t: float, deadline_ms: float | None) -> float | None:
@@ -47,7 +55,8 @@ class DeadlineTimer:
 
     def __init__(self, expire: Expire, stop: threading.Event, poll_s: float) -> None:
         self.expire, self.stop, self.poll_s = expire, stop, poll_s
-        self.heap: list[tuple[float, int, Request]] = []
+        self.heap: list[tuple[float, int, weakref.ref[Request]]] = []
+        self.compact_at = COMPACT_MIN
         self.wake = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="gpuwise-deadlines", daemon=True)
         self.thread.start()
@@ -57,9 +66,17 @@ class DeadlineTimer:
         if req.deadline_t is None:
             return
         with self.wake:
-            heapq.heappush(self.heap, (req.deadline_t, req.index, req))
-            if self.heap[0][2] is req:
+            if len(self.heap) >= self.compact_at:
+                self._compact()
+            heapq.heappush(self.heap, (req.deadline_t, req.index, weakref.ref(req)))
+            if self.heap[0][1] == req.index:
                 self.wake.notify()
+
+    def _compact(self) -> None:
+        """Drop the entries of requests already freed (called with ``wake`` held)."""
+        self.heap = [entry for entry in self.heap if entry[2]() is not None]
+        heapq.heapify(self.heap)
+        self.compact_at = max(COMPACT_MIN, 2 * len(self.heap))
 
     def _run(self) -> None:
         while not self.stop.is_set():
@@ -67,7 +84,9 @@ class DeadlineTimer:
             with self.wake:
                 now = time.perf_counter()
                 while self.heap and self.heap[0][0] <= now:
-                    due.append(heapq.heappop(self.heap)[2])
+                    req = heapq.heappop(self.heap)[2]()
+                    if req is not None:  # None: it ended and was freed before its deadline
+                        due.append(req)
                 if not due:
                     wait_s = self.heap[0][0] - now if self.heap else self.poll_s
                     self.wake.wait(timeout=min(wait_s, self.poll_s))

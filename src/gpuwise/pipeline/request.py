@@ -12,7 +12,7 @@ import torch
 from gpuwise.records.serving import RequestTiming
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class Request:
     """One submitted request (mutable: each stage stamps its times on it).
 

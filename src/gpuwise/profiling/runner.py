@@ -48,6 +48,8 @@ class ProfileConfig:
             gpuwise's own output (``--json``) stays clean.
         env: More environment variables for the command (``gpuwise try`` passes its
             trial handshake here).
+        time_limit_s: Stop the command (``childproc.stop``) after this many seconds; the
+            Run's ``meta.time_limit_s`` then says so (default: no limit).
     """
 
     interval_s: float = 0.5
@@ -55,6 +57,7 @@ class ProfileConfig:
     sample: bool = True
     stdout_to_stderr: bool = False
     env: tuple[tuple[str, str], ...] = ()
+    time_limit_s: float | None = None
 
 
 def profile_command(
@@ -115,12 +118,16 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
         started=sampler.watch if sampler is not None else None,
         env={**child_env(os.environ, directory, t0_wall_s), **dict(config.env)},
         stdout_to_stderr=config.stdout_to_stderr,
+        duration_s=config.time_limit_s,
     )
+    took_s = time.monotonic() - t0_mono_s
     samples: list[Sample] = sampler.stop() if sampler is not None else []
     interval_s = config.interval_s if config.sample else None
     meta = run_meta(t0_wall_s, time.monotonic() - t0_mono_s, interval_s, None)
     if received:
         meta["signals"] = received
+    if config.time_limit_s is not None and took_s >= config.time_limit_s:
+        meta["time_limit_s"] = config.time_limit_s  # it was stopped there
     if sampler is not None and sampler.unavailable:
         meta["unavailable"] = dict(sampler.unavailable)
     notes = read_site_notes(directory)

@@ -12,7 +12,9 @@ the original trace, in its order, then a process named ``gpuwise`` that holds
 - ``findings``: each finding as a slice over the analysed window, with its summary,
   evidence and fixes in the slice's arguments.
 
-Each device event also gains ``args["gpuwise_class"]``: the class gpuwise gave it.
+Each device event also gains ``args["gpuwise_class"]``: the class gpuwise gave it. A
+trace this module wrote can be annotated again: the ``gpuwise`` process of the earlier
+pass (``GPUWISE_PID``) is left out and written anew, never added twice.
 
 Streaming protocol: the source is decoded one event at a time (``JsonStream``) and each
 event is written out at once, so memory holds one event plus, per device event, its start,
@@ -168,6 +170,9 @@ def _copy(stream: JsonStream, out: IO[str], run: Run) -> AnnotateStats:
     elif first == "{":
         members = 0
         for key in stream.members():
+            if key == "gpuwise":  # a previous pass's note: written again below
+                stream.value()
+                continue
             out.write(("," if members else "") + _dump(key) + ":")
             members += 1
             if key == "traceEvents":
@@ -191,6 +196,8 @@ def _copy_events(
         out.write(_dump("traceEvents") + ":")
     out.write("[")
     for event in stream.elements([]):
+        if isinstance(event, dict) and event.get("pid") == GPUWISE_PID:
+            continue  # tracks a previous pass added (annotating its own output): added anew
         tally.see(event)
         out.write(("," if stats.original_events else "") + _dump(event))
         stats.original_events += 1

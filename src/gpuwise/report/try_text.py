@@ -49,6 +49,11 @@ def rows(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def headline(doc: Mapping[str, Any]) -> str:
     """One sentence: what the combined winners gained, or why nothing did."""
+    if doc.get("interrupted"):
+        return (
+            f"stopped by {doc['interrupted']} after {doc['budget']['runs']} runs: the rows "
+            "hold what was measured; no change is proposed from an unfinished try"
+        )
     combined = doc.get("combined")
     if combined and combined.get("speedup") is not None:
         promised = combined.get("promised")

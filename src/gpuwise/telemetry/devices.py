@@ -130,7 +130,7 @@ def _key_values(path: Path) -> dict[str, str]:
 
 
 def cpu_device() -> dict[str, Any]:
-    """The CPU as a device: ``{"id": "cpu", "name", "cores", "memory_total_bytes"}``."""
+    """The CPU as a device: ``{"id": "cpu", "name", "cores", "memory_total_bytes", "flags"}``."""
     from gpuwise.telemetry.host import HostBackend
 
     backend = HostBackend()

@@ -34,10 +34,40 @@ MIN_CPU_WINDOW_S = 0.03
 """CPU time (all cores) a system CPU % must span; the kernel counts in 10 ms ticks."""
 
 
+CPUINFO = "/proc/cpuinfo"
+
+ISA_FLAG_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4", "sve", "asimd", "bf16", "i8mm")
+"""The ``/proc/cpuinfo`` flags a CPU record keeps: those that pick a kernel (AVX-512, AMX,
+bf16, SVE, NEON dot products); the rest (power management, bugs) say nothing of speed."""
+
+
+def cpu_flags(path: str | None = None) -> list[str]:
+    """The CPU's instruction-set flags that pick compute kernels, sorted (empty: unknown).
+
+    Read from the ``flags`` (x86) or ``Features`` (Arm) line of ``/proc/cpuinfo``; a Run
+    records them so that a CPU with more features than the developers' (``avx512_bf16``,
+    ``amx_tile``) is named as such wherever the Run is read.
+
+    Example:
+        >>> "avx2" in cpu_flags() or True
+        True
+    """
+    try:
+        with open(path or CPUINFO, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip().lower() in ("flags", "features"):
+                    words = set(value.split())
+                    return sorted(w for w in words if w.startswith(ISA_FLAG_PREFIXES))
+    except OSError:
+        pass
+    return []
+
+
 def cpu_model() -> str:
     """Return the CPU's model name (from /proc/cpuinfo on Linux, else ``platform``)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
+        with open(CPUINFO, encoding="utf-8") as f:
             for line in f:
                 if line.startswith("model name"):
                     return line.split(":", 1)[1].strip()
@@ -152,6 +182,7 @@ class HostBackend:
             "name": cpu_model(),
             "cores": psutil.cpu_count(logical=True) or os.cpu_count() or 1,
             "memory_total_bytes": int(psutil.virtual_memory().total),
+            "flags": cpu_flags(),
         }
 
     def devices(self) -> list[dict[str, Any]]:

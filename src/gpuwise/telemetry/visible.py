@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.errors import UsageError
+from gpuwise.errors import FlagValueError
 
 
 def select_gpus(spec: str, devices: list[dict[str, Any]], *, strict: bool = False) -> list[int]:
@@ -29,7 +29,7 @@ def select_gpus(spec: str, devices: list[dict[str, Any]], *, strict: bool = Fals
         The selected indices, without repeats.
 
     Raises:
-        UsageError: With ``strict``, an entry that names no GPU or one twice.
+        FlagValueError: With ``strict``, an entry that names no GPU or one twice (exit 2).
 
     Example:
         >>> gpus = [{"index": 0, "uuid": "GPU-aa11"}, {"index": 1, "uuid": "GPU-bb22"}]
@@ -46,7 +46,7 @@ def select_gpus(spec: str, devices: list[dict[str, Any]], *, strict: bool = Fals
                 break
             known = ", ".join(f"{d['index']} ({d.get('uuid') or 'no UUID'})" for d in devices)
             what = "names a GPU twice" if index in chosen else "names no GPU"
-            raise UsageError(
+            raise FlagValueError(
                 f"device {entry!r} {what}; this machine has {known or 'none'}; "
                 "give indices or UUIDs as nvidia-smi -L lists them"
             )

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwise.errors import UsageError
+from gpuwise.errors import GpuwiseError, UsageError
 from gpuwise.profiling.hooks import ENV_TRIAL
 from gpuwise.records import Run
 from gpuwise.records.core import Step
@@ -23,11 +23,56 @@ class Arm:
     exit_code: int
     run: Run
     compile_s: float | None = None
+    limit_s: float | None = None
+    timed_out: bool = False
 
     @property
     def times_s(self) -> list[float]:
         """The measured steps' durations."""
         return [s.total_s for s in self.steps]
+
+
+RUN_LIMIT_FACTOR = 3.0
+"""A run after the baseline may take this many times the baseline's own run time ..."""
+RUN_LIMIT_SLACK_S = 30.0
+"""... plus this many seconds (a loaded machine's slower start-up) ..."""
+COMPILE_LIMIT_S = 600.0
+"""... plus this many for a ``torch.compile`` trial, whose first call compiles the model."""
+
+
+class JobFailed(GpuwiseError):
+    """The unchanged job failed when run again: the job's own failure, not a fix's."""
+
+    def __init__(self, label: str, failure: str) -> None:
+        super().__init__(
+            f"the unchanged job failed when run again ({label}: {failure}); `gpuwise try` "
+            "runs the job several times and each run must succeed on its own: does it read "
+            "stdin, or refuse an output file the run before left? Fix that, then try again"
+        )
+
+
+def run_limit_s(baseline: Arm, spec: dict[str, Any] | None = None) -> float:
+    """The time limit of a run after the baseline, from the baseline's own run time.
+
+    Args:
+        baseline: The diagnosed baseline run (``N`` steps; later runs make about ``N / 2``).
+        spec: The trial's overrides (a compile trial gets ``COMPILE_LIMIT_S`` more).
+
+    Returns:
+        Seconds: ``RUN_LIMIT_FACTOR`` x the baseline's run time + ``RUN_LIMIT_SLACK_S``.
+    """
+    took_s = float(baseline.run.meta.get("duration_s") or 0.0)
+    extra = COMPILE_LIMIT_S if (spec or {}).get("compile") else 0.0
+    return round(RUN_LIMIT_FACTOR * took_s + RUN_LIMIT_SLACK_S + extra, 1)
+
+
+def failure_of(arm: Arm) -> str | None:
+    """Why the run failed (its exit code, or the time limit it ran past), or ``None``."""
+    if arm.timed_out:
+        return f"{arm.label} ran past its time limit of {arm.limit_s:g} s and was stopped"
+    if arm.exit_code != 0:
+        return f"{arm.label}: the job exited {arm.exit_code}"
+    return None
 
 
 COMPILE_WARMUP = 2
@@ -56,8 +101,12 @@ def run_arm(
     steps: int,
     *,
     sample: bool = False,
+    limit_s: float | None = None,
 ) -> Arm:
-    """Run the job once with ``spec``, ended after its warm-up and ``steps`` measured steps."""
+    """Run the job once with ``spec``, ended after its warm-up and ``steps`` measured steps.
+
+    A run still going after ``limit_s`` seconds is stopped (``Arm.timed_out``).
+    """
     from gpuwise.profiling.runner import ProfileConfig, profile_command
 
     warmup = config.warmup + extra_warmup(spec)
@@ -67,11 +116,14 @@ def run_arm(
         sample=sample,
         stdout_to_stderr=True,
         env=((ENV_TRIAL, json.dumps(handshake)),),
+        time_limit_s=limit_s,
     )
     run = profile_command(argv, profile)
     setup = run.extra.get("setup") or {}
+    timed_out = "time_limit_s" in run.meta
     return Arm(label, measured_steps(run, warmup, steps), list(setup.get("losses") or []),
-               int(run.exit_code or 0), run, setup.get("compile_s"))  # fmt: skip
+               int(run.exit_code or 0), run, setup.get("compile_s"), limit_s,
+               timed_out)  # fmt: skip
 
 
 def measured_steps(run: Run, warmup: int, steps: int) -> list[Step]:

@@ -16,6 +16,19 @@ command, ended cleanly after its warm-up and measured steps (``profiling/inject.
 
 Speedups and intervals are those of ``stats.py`` (a robust statistic per run, a two-level
 bootstrap over runs and steps).
+
+Note: runs that fail, and stops.
+
+- Every run after the baseline has a time limit set from the baseline's own run time
+  (``arms.run_limit_s``): a job that hangs, or catches the ``SystemExit`` that ends it,
+  is stopped there instead of holding ``try`` for good.
+- A trial run that fails (an exit code, or the time limit) is followed at once by a run
+  of the unchanged job. When that one fails too, the failure is the job's own (it reads
+  stdin, refuses an output left by the run before, ...): the schedule stops, no fix is
+  blamed, and ``job_failure`` says why. Otherwise the failure is the fix's.
+- The first SIGINT, SIGTERM or SIGHUP (``gpuwise.interrupts``) stops the schedule: the run
+  it killed is left out, the rows keep what the runs before it measured, no change is
+  proposed, and the command exits ``128 + N``.
 """
 
 from __future__ import annotations
@@ -24,9 +37,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise import interrupts
 from gpuwise.errors import UsageError
+from gpuwise.interrupts import Interrupted, signal_name
 from gpuwise.records import Run
-from gpuwise.trials.arms import Arm, check_baseline, extra_warmup, premise, run_arm
+from gpuwise.trials.arms import (
+    Arm,
+    JobFailed,
+    check_baseline,
+    extra_warmup,
+    failure_of,
+    premise,
+    run_arm,
+    run_limit_s,
+)
 from gpuwise.trials.outcome import DELIVERED_SHARE, TrialOutcome, loss_drift, outcome
 from gpuwise.trials.plan import Plan, Trial, job_device, plan_trials
 from gpuwise.trials.stats import target_of, undecided
@@ -74,6 +98,9 @@ class TryResult:
     measured_steps: int = 0
     warmup_steps: int = 0
     compile_s: float | None = None
+    run_limit_s: float | None = None
+    stopped_by: int | None = None
+    job_failure: str | None = None
 
     @property
     def budget_steps(self) -> int:
@@ -113,6 +140,9 @@ class TryResult:
                 "warmup_steps": self.warmup_steps,
             },
             "compile_s": self.compile_s,
+            "run_limit_s": self.run_limit_s,
+            "interrupted": None if self.stopped_by is None else signal_name(self.stopped_by),
+            "job_failure": self.job_failure,
             "changes": self.changes,
             "patch": self.patch,
         }
@@ -136,6 +166,8 @@ def try_command(
 
     Raises:
         UsageError: No command, or the baseline run failed or made too few steps.
+        Interrupted: A stop signal came during the baseline run (nothing was measured);
+            one that comes later ends the schedule and is kept in ``stopped_by``.
 
     Example:
         >>> result = try_command(["python", "train.py"], TryConfig(steps=20))  # doctest: +SKIP
@@ -150,21 +182,35 @@ def try_command(
         raise UsageError("no command to try; give one after --, e.g. -- python train.py")
     say = progress or (lambda line: None)
     argv = list(argv)
+    interrupts.reset()  # a signal an earlier call saw does not stop this one
     say(f"baseline: {config.warmup} warm-up + {config.steps} steps")
-    a0 = run_arm(argv, "baseline", {}, config, config.steps, sample=True)
-    check_baseline(a0, config)
-    a0.run.findings = diagnose(a0.run)
-    say("planning the trials (an optimizer fix's saving is timed on the job's parameter sizes)")
-    plan = plan_trials(a0.run, allow_numerics=config.allow_numerics)
+    try:
+        a0 = run_arm(argv, "baseline", {}, config, config.steps, sample=True)
+        interrupts.raise_if_stopped()
+        check_baseline(a0, config)
+        a0.run.findings = diagnose(a0.run)
+        say("planning the trials (an optimizer fix's saving is timed on the job's parameter sizes)")
+        plan = plan_trials(a0.run, allow_numerics=config.allow_numerics)
+    except Interrupted as err:
+        raise Interrupted(
+            err.signum,
+            f"stopped by {signal_name(err.signum)} during the baseline run, before any fix "
+            "was tried; nothing was measured",
+        ) from None
     result = TryResult(argv, config, a0.run, plan, runs=["baseline"])
     result.measured_steps = len(a0.times_s)
     result.warmup_steps = config.warmup
+    result.run_limit_s = run_limit_s(a0)
     if not plan.trials:
         return result
     sched = Schedule(argv, config, result, say, a0)
-    winners = sched.trials(plan.trials)
-    if winners:
-        sched.combined(winners)
+    try:
+        winners = sched.trials(plan.trials)
+        if winners:
+            sched.combined(winners)
+    except (Interrupted, JobFailed) as err:
+        sched.keep_measured(plan.trials, err)
+        return result
     setup = a0.run.extra.get("setup") or {}
     result.changes = changes_for(winners, setup)
     result.patch = patch_for(winners, setup)
@@ -186,6 +232,8 @@ class Schedule:
         self.base: list[Arm] = [a0]
         self.arms: dict[str, list[Arm]] = {}
         self.used = len(a0.times_s)
+        self.job_failed = False
+        self.broken: set[str] = set()  # trials whose fix failed a run: not run again
 
     def room(self, blocks: int) -> bool:
         """True when ``blocks`` more runs fit the budget."""
@@ -198,7 +246,12 @@ class Schedule:
         label = f"{name}#{len(arms) + (0 if trial is None else 1)}"
         self.say(f"{label}: {trial.action if trial else 'the job unchanged'}")
         arm_spec = {} if trial is None else trial.spec
-        arm = run_arm(self.argv, label, arm_spec, self.config, self.config.block)
+        limit_s = run_limit_s(self.base[0], arm_spec)
+        arm = run_arm(self.argv, label, arm_spec, self.config, self.config.block, limit_s=limit_s)
+        interrupts.raise_if_stopped()  # the run a stop signal ended is left out
+        failure = failure_of(arm)
+        if failure and trial is None:
+            raise JobFailed(label, failure)
         arms.append(arm)
         self.result.runs.append(label)
         self.used += self.config.block
@@ -206,19 +259,34 @@ class Schedule:
         self.result.warmup_steps += self.config.warmup + extra_warmup(arm_spec)
         if arm.compile_s is not None:
             self.result.compile_s = max(self.result.compile_s or 0.0, arm.compile_s)
+        if failure:
+            self.broken.add(name)
+            self.say(f"{label} failed ({failure}); the unchanged job runs next to tell whose it is")
+            self.run(None)  # raises JobFailed when the unchanged job fails too
         return arm
+
+    def keep_measured(self, trials: list[Trial], err: Interrupted | JobFailed) -> None:
+        """The schedule stopped early: keep each trial's outcome from the runs made so far."""
+        if isinstance(err, Interrupted):
+            self.result.stopped_by = err.signum
+        else:
+            self.result.job_failure = str(err)
+            self.job_failed = True
+        self.result.trials = [self.measure(t) for t in trials if self.arms.get(t.name)]
 
     def measure(self, trial: Trial, arms: list[Arm] | None = None) -> TrialOutcome:
         """The trial's outcome against every baseline block so far."""
         arms = self.arms.get(trial.name, []) if arms is None else arms
         a0 = self.base[0]
         drift = loss_drift(a0.losses, arms[0].losses) if arms else None
-        failed = [a for a in arms if a.exit_code != 0]
-        error = (
-            f"the job exited {failed[0].exit_code} with this fix (see its output)"
-            if failed
-            else None
-        )
+        failed = [f for f in (failure_of(a) for a in arms) if f]
+        error = None
+        if failed and self.job_failed:
+            error = (
+                f"{failed[0]}; the unchanged job failed too: the job's own failure, not the fix's"
+            )
+        elif failed:
+            error = f"{failed[0]} with this fix; the unchanged job ran fine right after it"
         return outcome(
             trial, [a.times_s for a in self.base], [a.times_s for a in arms],
             (drift, self.result.baseline_drift), error, premise(trial, self.base, arms),
@@ -230,7 +298,8 @@ class Schedule:
             self.run(trial)
         self.run(None)
         for trial in reversed(trials):
-            self.run(trial)
+            if trial.name not in self.broken:
+                self.run(trial)
         self.result.baseline_drift = loss_drift(self.base[0].losses, self.base[1].losses)
         forward = True
         while True:

@@ -9,6 +9,7 @@ from torch import nn
 from gpuwise.sizing.memory import cpu_workspace
 from gpuwise.sizing.memory.estimate import estimate
 from gpuwise.sizing.memory.measured import measure_cpu_peak_bytes
+from gpuwise.telemetry.host import cpu_flags
 
 
 def wide_conv() -> nn.Module:
@@ -43,6 +44,7 @@ def test_the_cpu_estimate_adds_the_workspace_at_its_operator_and_matches_the_all
     assert est.cpu_kernels == {
         "isa": torch.backends.cpu.get_cpu_capability(),
         "threads": torch.get_num_threads(),
+        "flags": cpu_flags(),  # the CPU's own features pick its kernels (avx512_bf16, AMX)
     }
     spec = InputSpec("image", (256, 2, 2))
     measured = measure_training_peak(wide_conv(), spec, 4, "sgd", loss_fn=lambda o, _: o.sum())
@@ -62,3 +64,22 @@ def test_a_convolution_too_large_to_probe_is_counted_not_guessed(
     assert est.cpu_workspace_bytes == 0
     assert est.cpu_workspace_unprobed_ops == 4  # forward and backward, in each traced step
     assert cpu_workspace._CACHE == {}
+
+
+def test_matrix_products_and_attention_are_probed_as_convolutions_are() -> None:
+    # on a CPU with avx512_bf16 or AMX their bf16 kernels allocate inside the operator
+    # (Note [CPU workspaces]): each class is measured on the CPU that runs it
+    assert set(cpu_workspace.PROBED_CLASSES) == {"convolution", "matmul", "attention"}
+    assert {"aten::mm", "aten::addmm", "aten::bmm"} <= set(cpu_workspace.PROBED_OPS)
+    q = torch.zeros(2, 4, 32, 16, dtype=torch.bfloat16)
+    probes = cpu_workspace.CpuWorkspaces()
+    sdpa = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    probes.note(3, sdpa, (q, q, q), {})
+    probes.note(4, torch.ops.aten.mm.default, (q[0, 0], q[0, 0].t()), {})
+    cpu_workspace._CACHE.clear()
+    measured = probes.measure()
+    assert probes.unprobed_ops == 0
+    # the bf16 flash-attention kernel keeps fp32 blocks beside its outputs on every CPU;
+    # the product's kernel takes a workspace on some CPUs only (absent: it takes none)
+    assert measured[3] > 0
+    assert set(measured) <= {3, 4}

@@ -87,10 +87,12 @@ class MemoryEstimate:
         job: The sizing job traced (``job.SizingJob``); its setup is the JSON's ``job``.
         cpu_workspace_bytes: ``device="cpu"``: the CPU kernels' workspace live at the peak,
             included in ``peak_bytes`` (``cpu_workspace``).
-        cpu_workspace_unprobed_ops: ``device="cpu"``: convolutions too large to probe; the
-            peak leaves their workspaces out and may be low by them.
+        cpu_workspace_unprobed_ops: ``device="cpu"``: convolutions, matrix products and
+            attention calls too large to probe; the peak leaves their workspaces out and
+            may be low by them.
         cpu_kernels: ``device="cpu"``: what the workspaces were measured with,
-            ``{"isa", "threads"}`` (``torch.backends.cpu.get_cpu_capability()``, threads).
+            ``{"isa", "threads", "flags"}`` (``torch.backends.cpu.get_cpu_capability()``,
+            threads, the CPU's instruction-set flags such as ``avx512_bf16``).
     """
 
     model: str

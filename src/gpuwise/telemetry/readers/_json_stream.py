@@ -142,6 +142,10 @@ class JsonStream:
                 if self._more_could_help(err.pos) and self._fill():
                     continue
                 raise JsonStreamError(err.msg, self._base + err.pos) from err
+            except RecursionError as err:  # `{"a": {"a": ...` 50,000 deep
+                raise JsonStreamError(
+                    "a value nested deeper than Python's recursion limit", self.offset
+                ) from err
             if end < len(self._buf) or not self._fill():
                 self._pos = end
                 return obj

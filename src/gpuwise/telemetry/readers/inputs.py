@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import stat
 import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -99,6 +100,7 @@ def _head(path: str) -> str:
     """The first ``HEAD_CHARS`` characters; a gzip file cut short gives what it holds."""
     from gpuwise.telemetry.readers._json_stream import TextSource
 
+    check_regular(path)
     parts: list[str] = []
     size = 0
     try:
@@ -117,11 +119,27 @@ def _head(path: str) -> str:
     return "".join(parts)[:HEAD_CHARS]
 
 
+def check_regular(path: str) -> None:
+    """Refuse an input that is not a regular file (a FIFO would block ``open`` for good).
+
+    Raises:
+        InputKindError: ``path`` is a FIFO, device or socket.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: opening it says so
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a folder: opening it says so
+        raise InputKindError(
+            f"{path!r} is a FIFO, device or socket, not a file; pass {FORMATS_READ} as files"
+        )
+
+
 def _first_object(text: str) -> dict[str, Any] | None:
     line = text.split("\n", 1)[0]
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep here: the reader below says so
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -1,0 +1,127 @@
+"""The one rule for stopping a long command: the first SIGINT, SIGTERM or SIGHUP ends it.
+
+Note [the stop rule]
+    ``gpuwise try``, ``profile``, ``monitor``, ``serve-bench`` and ``pack`` run under
+    :func:`stop_on_signals`. The first SIGINT, SIGTERM or SIGHUP stops the whole command:
+
+    - while a child runs (``childproc.forward_signals``) the signal is passed on to it and
+      noted here; the command waits for the child to end, then sees :func:`stopped_by`
+      and runs nothing more;
+    - otherwise the handler raises :class:`Interrupted` at once in the main thread.
+
+    The command keeps and prints what it measured, then exits ``128 + N`` for signal N,
+    as a shell does for a command a signal ended. Later signals are noted, not raised
+    again: a second Ctrl-C must not break the cleanup that the first one started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop a long command (Note [the stop rule])."""
+
+_received: list[int] = []
+"""Signals received since the current command started, in order."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal ended the command; its exit status is ``128 + N``.
+
+    A ``KeyboardInterrupt`` (as Ctrl-C is in Python), so that no ``except Exception``
+    swallows it and code that already stops cleanly on Ctrl-C stops so on SIGTERM too.
+
+    Attributes:
+        signum: The signal's number.
+        exit_status: ``128 + signum``.
+    """
+
+    def __init__(self, signum: int, message: str | None = None) -> None:
+        self.signum = int(signum)
+        self.exit_status = 128 + self.signum
+        name = signal_name(signum)
+        super().__init__(message or f"interrupted by {name}")
+
+
+def signal_name(signum: int) -> str:
+    """``15`` -> ``"SIGTERM"`` (the number itself for a signal Python does not name)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return str(signum)
+
+
+def note(signum: int) -> bool:
+    """Record a stop signal; return True when it is the first of this command."""
+    _received.append(int(signum))
+    return len(_received) == 1
+
+
+def reset() -> None:
+    """Forget the signals of an earlier command (a library caller runs several in turn)."""
+    _received.clear()
+
+
+def stopped_by() -> int | None:
+    """The first stop signal this command received, or ``None``."""
+    return _received[0] if _received else None
+
+
+def raise_if_stopped() -> None:
+    """Raise :class:`Interrupted` when a stop signal came (between two pieces of work).
+
+    Raises:
+        Interrupted: A stop signal was received.
+    """
+    signum = stopped_by()
+    if signum is not None:
+        raise Interrupted(signum)
+
+
+def _stop(signum: int, frame: Any) -> None:
+    if note(signum):
+        raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Apply Note [the stop rule] for the length of the block (main thread only).
+
+    Raises:
+        Interrupted: From inside the block, at the first stop signal received while no
+            child runs.
+
+    Example:
+        >>> with stop_on_signals():
+        ...     pass
+    """
+    reset()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, _stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def caught() -> Iterator[list[int]]:
+    """Run a block that a stop signal may end; the signal is kept instead of raised.
+
+    Yields:
+        A list that holds the signal's number once the block was stopped.
+    """
+    got: list[int] = []
+    try:
+        yield got
+    except Interrupted as err:
+        got.append(err.signum)
+    except KeyboardInterrupt:  # a caller that did not install the stop rule
+        got.append(int(signal.SIGINT))

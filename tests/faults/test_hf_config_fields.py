@@ -1,0 +1,63 @@
+"""``gpuwise estimate --hf-config`` with mistyped, out-of-range or inconsistent fields.
+
+Promise: each such field is refused with a message that names it, its value and what is
+expected (never "unexpected ...; report it"), before any model is built: a huge depth
+(``1e6`` layers) takes no memory and raises no MemoryError.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faults.helpers import run
+
+pytest.importorskip("transformers", reason="--hf-config builds models with transformers")
+
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 128,
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("hidden_size", "4096", 'hidden_size is "4096"; give a whole number'),
+        ("hidden_size", 4096.5, "hidden_size is 4096.5; give a whole number"),
+        ("hidden_size", -4096, "hidden_size is -4096; give a whole number"),
+        ("num_hidden_layers", 1e6, "num_hidden_layers is 1000000.0; give a whole number"),
+        ("num_hidden_layers", 10_000_000, "num_hidden_layers is 10000000; give a whole number"),
+        ("num_hidden_layers", True, "num_hidden_layers is true"),
+        ("num_attention_heads", 5, "num_attention_heads 5 does not divide hidden_size 64"),
+        ("num_key_value_heads", 3, "num_key_value_heads 3 does not divide"),
+    ],
+)
+def test_a_bad_field_is_named_with_what_is_expected(
+    tmp_path: Path, field: str, value: Any, says: str
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**LLAMA, field: value}))
+    done = run(["estimate", "--hf-config", str(config), "--seq", "16"], tmp_path)
+    assert done.returncode != 0
+    assert says in done.stderr, done.stderr
+    assert "unexpected" not in done.stderr
+    assert "report it" not in done.stderr
+
+
+def test_a_config_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text("[1, 2]")
+    done = run(["estimate", "--hf-config", str(config)], tmp_path)
+    assert done.returncode != 0
+    assert "not an object of config fields" in done.stderr, done.stderr
