@@ -23,6 +23,7 @@ from gpuwise._version import __version__
 from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Finding, Run, Step
 from gpuwise.report import bars, svg
+from gpuwise.report.anatomy_text import anatomy_section
 from gpuwise.report.efficiency_text import mfu_cards
 from gpuwise.report.html_sections import Paths, section_html
 from gpuwise.report.html_tables import definition_list, ranks_table, utilization_table
@@ -86,6 +87,7 @@ def render_html(run: Run, paths: Paths | None = None) -> str:
     timeline = build_timeline(run)
     body = [
         _header(run, paths),
+        anatomy_section(run),
         _summary_cards(run),
         '<section id="timeline-section"><h2>Timeline</h2>' + timeline.svg + "</section>",
         _phases_section(run),
