@@ -8,6 +8,10 @@
    exported as SVG: ``docs/assets/report.svg``.
 3. Headless Chromium screenshots the HTML report: ``docs/assets/report-html.png``
    (skipped, with a message, when no Chromium is installed).
+4. ``gpuwise monitor`` runs on a real pseudo-terminal (``tools/monitor_capture.py``) over
+   two simulated GPUs (``--fake 2``: the process table lists only the monitor itself, never
+   this machine's other processes), then again with its help open (key ``h``), each saved
+   as SVG: ``docs/assets/monitor-live.svg``, ``docs/assets/monitor-help.svg``.
 
 Run from the repository root:
     python tools/make_pictures.py [--steps 24] [--chromium /usr/bin/chromium]
@@ -41,6 +45,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=24, help="steps of the demo (default 24)")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--out", type=Path, default=ASSETS, help="folder for the pictures")
+    parser.add_argument(
+        "--only-monitor", action="store_true", help="only the monitor's pictures (seconds)"
+    )
     return parser.parse_args()
 
 
@@ -72,12 +79,31 @@ def html_screenshot(chromium: str, html: Path, path: Path) -> None:
     print(f"wrote {path} ({path.stat().st_size:,} bytes)")
 
 
+MONITOR_PICTURES = (
+    ("monitor-live.svg", ["--fake", "2", "--interval", "0.1", "--refresh", "1"], ""),
+    ("monitor-help.svg", ["--fake", "2", "--interval", "0.1", "--refresh", "1"], "h"),
+)
+"""(file, the monitor's arguments, keys typed while it runs) of each monitor picture."""
+
+
+def monitor_pictures(out: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from monitor_capture import capture
+
+    for name, argv, keys in MONITOR_PICTURES:
+        capture(argv, out / name, rows=34, cols=110, keys=keys, seconds=8.0)
+        print(f"wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
+
+
 def main() -> None:
     args = parse_args()
     # one compute thread for the example: on a shared machine, threads fighting other jobs
     # for the cores would distort the split the picture is meant to show
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     args.out.mkdir(parents=True, exist_ok=True)
+    monitor_pictures(args.out)
+    if args.only_monitor:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         run_json, html = Path(tmp) / "run.json", Path(tmp) / "report.html"
         argv = ["demo", "--steps", str(args.steps), "--out", str(run_json)]

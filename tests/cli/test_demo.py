@@ -45,3 +45,27 @@ def test_demo_refuses_a_folder_for_the_html(
 ) -> None:
     assert main(["demo", "--steps", "2", "--html", str(tmp_path)]) == 1
     assert "cannot write the HTML report" in capfd.readouterr().err
+
+
+def test_example_trace_path_needs_no_torch_and_help_names_only_shipped_files() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gpuwise.cli.main import main\n"
+        "assert main(['demo', '--example-trace']) == 0\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    path, imported = done.stdout.split()
+    assert path.endswith("naive_cpu.pt.trace.json.gz")
+    assert imported == "False"  # printing a path does not import torch
+    from pathlib import Path
+
+    assert Path(path).is_file()
+    from gpuwise.cli.demo import EXAMPLES
+
+    assert "examples/" not in EXAMPLES  # the wheel ships no examples/ folder

@@ -18,8 +18,18 @@ import pytest
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
 
 
-def run_in_pty(argv: list[str], env: dict[str, str], rows: int = 50, cols: int = 130) -> str:
-    """Run gpuwise on a pty of the given size; return everything it wrote."""
+def run_in_pty(
+    argv: list[str],
+    env: dict[str, str],
+    rows: int = 50,
+    cols: int = 130,
+    keys: list[tuple[str, bytes]] = (),  # type: ignore[assignment]
+) -> str:
+    """Run gpuwise on a pty of the given size; return everything it wrote.
+
+    ``keys`` are typed into the terminal in order, each once the output so far holds its
+    text (``""``: at once): the view answers what it has drawn, as a person would.
+    """
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     proc = subprocess.Popen(
@@ -32,9 +42,14 @@ def run_in_pty(argv: list[str], env: dict[str, str], rows: int = 50, cols: int =
     )
     os.close(follower)
     chunks: list[bytes] = []
+    pending = list(keys)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 0.5)
+        seen = ANSI.sub("", b"".join(chunks).decode("utf-8", errors="replace"))
+        while pending and pending[0][0] in seen:
+            os.write(leader, pending.pop(0)[1])
+            seen = ""  # the next key waits for new output
+        ready, _, _ = select.select([leader], [], [], 0.2)
         if ready:
             try:
                 data = os.read(leader, 65536)
@@ -68,10 +83,13 @@ def test_live_view_in_a_terminal(env: dict[str, str]) -> None:
     assert "sampled every 0.1 s, drawn every 0.5 s" in text
     for device in ("gpu0  NVIDIA H100 80GB HBM3", "gpu1  NVIDIA H100 80GB HBM3"):
         assert device in text
-    assert re.search(r"util\s+█+░*\s+\d+ %", text)
-    assert re.search(r"power\s+█+░*\s+\d+ / 700 W", text)
-    # the demo GPUs run the monitor's own process: its user and command resolve
-    assert re.search(r"gpu1\s+\d+\s+\S+\s+16\.0 GiB\s+55 %\s+\S*(python|…)", text)
+    assert re.search(r"util\s+\d+ % █+░* ·*[▁-█]+", text)  # value on the bar, then history
+    assert re.search(r"power\s+\d+ / 700 W █+░*", text)
+    # the demo GPUs run the monitor's own process: its user, CPU, memory, age and a short
+    # command (the interpreter by its name, not its path) resolve
+    row = r"gpu1\s+\d+\s+\S+\s+16\.0 GiB\s+55 %\s+(n/a|\d+ %)\s+[\d.]+ MiB\s+0:0\d\s+"
+    row += r"python\S* -m gpuwise"
+    assert re.search(row, text)
     assert re.search(r"host\s+CPU\s+[█░]+", text)
     summary_text = ANSI.sub("", summary)
     assert "summary" in summary_text
@@ -97,5 +115,62 @@ def test_without_a_gpu_the_view_shows_the_cpu_and_why(env: dict[str, str]) -> No
     if "gpu0  " in text:  # a machine with a GPU shows it; nothing more to check here
         return
     assert re.search(r"nvml: .+; the CPU is the device", text)
-    assert re.search(r"cpu  .+\n\s+util\s+[█░]+ +\d+ %", text.replace("\r", ""))
-    assert "no compute processes" not in text  # no GPU: no process table
+    assert re.search(r"cpu  .+\n\s+util\s+\d+ % [█░]+", text.replace("\r", ""))
+    assert "no compute processes" not in text
+    # no GPU: the host's processes, by CPU, and the footer says so
+    assert re.search(r"pid\s+user\s+CPU▼\s+host mem\s+time\s+command", text)
+    assert "host processes by CPU, sorted by cpu" in text
+    assert "GPU mem" not in text
+
+
+def test_keys_sort_filter_tree_help_and_quit(env: dict[str, str]) -> None:
+    argv = ["monitor", "--fake", "2", "--duration", "30", "--interval", "0.1", "--refresh", "5"]
+    keys = [
+        ("GPU processes, sorted by memory", b">"),
+        ("sorted by sm", b"/gpuwise\r"),
+        ("filtered by 'gpuwise'", b"t"),
+        ("as a tree", b" "),
+        ("PAUSED", b"h"),
+        ("filter the processes", b"q"),
+    ]
+    started = time.monotonic()
+    raw = run_in_pty(argv, env, keys=keys)
+    assert time.monotonic() - started < 25  # q ended it, long before --duration
+    view, _, summary = raw.partition("\x1b[?1049l")
+    text = ANSI.sub("", view)
+    assert "SM▼" in text
+    assert "sorted by sm" in text
+    assert "filtered by 'gpuwise', as a tree" in text
+    assert "keys" in text
+    assert "pause the drawing" in text
+    assert "summary" in ANSI.sub("", summary)  # q prints the summary, as Ctrl-C does
+
+
+def test_a_tiny_terminal_crops_the_view_and_quits(env: dict[str, str]) -> None:
+    argv = ["monitor", "--fake", "2", "--duration", "30", "--interval", "0.1", "--refresh", "0.3"]
+    raw = run_in_pty(argv, env, rows=5, cols=20, keys=[("gpuwise", b"q")])
+    view = ANSI.sub("", raw.partition("\x1b[?1049l")[0])
+    assert "gpuwise monitor" in view
+    lines = [line for line in view.replace("\r", "\n").split("\n") if line.strip()]
+    assert max(len(line) for line in lines) <= 20  # cropped to the width, never wrapped
+
+
+def test_the_docs_picture_script_captures_a_real_frame(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "monitor_capture.py"
+    spec = importlib.util.spec_from_file_location("monitor_capture", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "monitor.svg"
+    text = module.capture(["--fake", "2", "--interval", "0.1", "--refresh", "0.5"], out,
+                          rows=30, cols=100, keys="h", seconds=3.0)  # fmt: skip
+    assert text.splitlines()[0].startswith("gpuwise monitor · host · sampled every 0.1 s")
+    assert "pause the drawing" in text  # the keys typed reached the view: its help
+    assert max(len(line) for line in text.splitlines()) <= 100
+    svg = out.read_text(encoding="utf-8")
+    assert svg.startswith("<svg")
+    assert svg.count("<text") > 10  # the frame's lines, as text

@@ -105,3 +105,18 @@ def test_help_lists_the_example(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "gpuwise profile -- python train.py" in out
     assert "--trace" in out
+
+
+def test_a_command_that_never_started_gets_its_error_not_a_report(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run.json"
+    argv = ["profile", "--interval", "0.2", "--out", str(out), "--"]
+    code = main([*argv, sys.executable, str(tmp_path / "nothere.py")])
+    assert code == 2  # python's own exit code for a script it cannot open
+    captured = capfd.readouterr()
+    assert captured.out == ""  # no report, no findings, no advice
+    assert "can't open file" in captured.err  # the command's own error, untouched
+    assert "exited 2 before its job started" in captured.err
+    assert "gpuwise.watch" not in captured.err + captured.out
+    assert json.loads(out.read_text())["exit_code"] == 2  # what was measured is still kept

@@ -86,3 +86,45 @@ def test_diagnose_writes_the_optimizer_fix_for_the_captured_class():
     run.extra["setup"] = _setup(cls="AdamW", fused=True)
     hows = [fix.how for fix in diagnose(run)[0].fixes]
     assert not any("fused=True" in how for how in hows)
+
+
+def test_fabric_and_accelerate_fixes_are_made_before_the_framework_takes_over():
+    opt, loader = _hows(in_user_terms(_findings(), _setup("fabric")))
+    assert opt == ["torch.optim.SGD(..., fused=True), before fabric.setup(model, optimizer)"
+                   "  # at train.py:20"]  # fmt: skip
+    assert loader[0].endswith(", before fabric.setup_dataloaders(loader)  # at train.py:12")
+    opt, loader = _hows(in_user_terms(_findings(), _setup("accelerate")))
+    assert opt[0].endswith(", before accelerator.prepare(model, optimizer)  # at train.py:20")
+    assert loader[0].endswith(", before accelerator.prepare(..., loader)  # at train.py:12")
+
+
+def test_precision_and_compile_in_fabric_and_accelerate_terms():
+    from gpuwise.diagnose.fix_terms import framework_setting
+
+    setup = _setup("fabric")
+    assert framework_setting("autocast_bf16", {"autocast": True}, setup) == (
+        'Fabric(precision="bf16-mixed")'
+    )
+    assert "before fabric.setup(model" in framework_setting("compile", {"compile": True}, setup)
+    accelerate = _setup("accelerate")
+    assert framework_setting("compile", {"compile": True}, accelerate) == (
+        'Accelerator(dynamo_backend="inductor")'
+    )
+
+
+def test_framework_is_read_from_the_stack_most_specific_first():
+    import os
+
+    from gpuwise.profiling.setup_capture import framework_of
+
+    def site(*parts: str) -> str:
+        return os.sep + os.path.join("env", "site-packages", *parts)
+
+    fabric = site("lightning", "fabric", "fabric.py")
+    trainer = site("lightning", "pytorch", "trainer", "trainer.py")
+    hf = site("transformers", "trainer.py")
+    accelerate = site("accelerate", "accelerator.py")
+    assert framework_of([fabric, "train.py"]) == "fabric"
+    assert framework_of([fabric, trainer, "train.py"]) == "lightning"  # the Trainer on Fabric
+    assert framework_of([accelerate, hf, "train.py"]) == "hf_trainer"
+    assert framework_of([accelerate, "train.py"]) == "accelerate"

@@ -33,7 +33,7 @@ import pytest
 from gpuwise.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
 RUN_LANGS = {"sh", "bash", "console", "python"}
 MARKER = re.compile(r"^<!--\s*(needs|expect):\s*([\w-]+)\s*,\s*(.+?)\s*-->$")
 TIMEOUT_S = 600
@@ -174,6 +174,7 @@ def run_example(example: Example, cwd: Path) -> list[tuple[str, subprocess.Compl
     return results
 
 
+@pytest.mark.timeout(2 * TIMEOUT_S)  # the README's `gpuwise try` runs the example nine times
 @pytest.mark.parametrize("example", ALL, ids=[e.id for e in ALL])
 def test_example_runs(example: Example, workdir: Path) -> None:
     kind, what, reason = example.marker or ("", "", "")
@@ -217,3 +218,19 @@ def test_console_blocks_keep_commands_and_drop_output() -> None:
         "sleep",
         "2",
     ]
+
+
+def test_readme_quickstart_tries_the_fixes_and_is_run_here() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    quickstart = text.split("## A 60-second quickstart", 1)[1].split("\n## ", 1)[0]
+    start = text.index(quickstart)
+    first = text[:start].count("\n") + 1
+    last = first + quickstart.count("\n")
+    readme = [e for e in ALL if e.page.name == "README.md" and first <= e.line <= last]
+    run_here = [e for e in readme if e.marker is None]
+    assert any("gpuwise try " in c for e in run_here for c in commands(e))  # no skip marker
+    assert any("gpuwise demo " in c for e in run_here for c in commands(e))
+    # the other pages that were the README's engineering half
+    for page in ("development.md", "performance.md", "reliability.md", "nvitop.md"):
+        assert (REPO / "docs" / page).is_file(), page
+    assert "make test" in (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")

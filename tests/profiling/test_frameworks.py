@@ -103,6 +103,7 @@ def test_hf_trainer_accumulation_counts_global_steps(tmp_path: Path) -> None:
 def test_accelerate_accumulate_counts_synced_steps(tmp_path: Path) -> None:
     needs("accelerate")
     run, synced = profile("accelerate_train.py", tmp_path)
+    assert run["setup"]["framework"] == "accelerate"
     steps = run["steps"]
     assert synced == 5  # 320 samples / batch 32 / 2 accumulated
     assert steps["count"] == synced

@@ -210,7 +210,16 @@ FRAMEWORK_SOURCES: tuple[Source, ...] = (
         data=tiny_llama_and_instructions,
         licence="MIT",
     ),
+    Source(
+        "fabric_language_model",
+        "Lightning-AI/pytorch-lightning",
+        "7f0c3436cd3f6ad3753125672024fc415cbcb414",
+        "examples/fabric/language_model/train.py",
+        "80f1547b28d91690e8d7624cb090503269a4b010f0bd4e9c0bc93550430dcfd6",
+        data=wikitext_file,
+        licence="Apache-2.0",
+    ),
 )
-"""Third-party scripts of a framework (Lightning, the Hugging Face Trainer), tried by
-``benchmarks/try_budget.py``;
+"""Third-party scripts of a framework (Lightning, the Hugging Face Trainer, Lightning
+Fabric), tried by ``benchmarks/try_budget.py`` and ``test_frameworks.py``;
 they carry no expected verdict of ``measure.py`` and are not in ``SOURCES``' tests."""

@@ -27,13 +27,16 @@ pytestmark = pytest.mark.slow
 TIMEOUT_S = 300
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 30
+FABRIC_STEPS = 12
 
 
 def source(name: str) -> Source:
     return next(s for s in FRAMEWORK_SOURCES if s.name == name)
 
 
-def profiled_offline(job: Source, work: Path, argv: list[str]) -> dict[str, Any]:
+def profiled_offline(
+    job: Source, work: Path, argv: list[str], env: dict[str, str] | None = None
+) -> dict[str, Any]:
     if not job.local.exists():
         pytest.skip(f"{job.repo}:{job.path} not fetched: python -m tests.realscripts.fetch")
     shutil.copy(job.local, work)
@@ -43,7 +46,7 @@ def profiled_offline(job: Source, work: Path, argv: list[str]) -> dict[str, Any]
     subprocess.run([sys.executable, "-c", write], cwd=REPO, check=True, timeout=TIMEOUT_S)
     cmd = [sys.executable, "-m", "gpuwise", "profile", "--json", "--"]
     cmd += [sys.executable, Path(job.path).name, *argv]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
     env.update(HF_HOME=str(work / ".hf"), TOKENIZERS_PARALLELISM="false")
     done = subprocess.run(
         cmd, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
@@ -70,3 +73,44 @@ def test_the_hf_trainer_script_is_seen_with_its_own_optimizer(tmp_path: Path) ->
     assert opt["class"] == "AdamW"  # bitsandbytes' AdamW, built by the script itself
     assert opt["module"].startswith("bitsandbytes.")
     assert opt["file"].endswith("cpu_training.py")
+
+
+def test_the_fabric_script_is_seen_as_fabric_and_fixed_where_fabric_takes_over(
+    tmp_path: Path,
+) -> None:
+    """Lightning's own Fabric example: its loaders and optimizer, then fixes in its terms.
+
+    The script trains 20 epochs; the ``gpuwise try`` handshake ends it cleanly after
+    ``STEPS`` optimizer steps, as a trial run is ended.
+    """
+    from gpuwise.diagnose.fix_terms import in_user_terms
+    from gpuwise.diagnose.fixes import loader_workers
+    from gpuwise.diagnose.step_rules import fused_optimizer
+    from gpuwise.records import Finding
+
+    if importlib.util.find_spec("lightning") is None:
+        pytest.skip("lightning is pinned in requirements.txt")
+    job = source("fabric_language_model")
+    stop = {"GPUWISE_TRIAL": json.dumps({"stop_after_steps": FABRIC_STEPS})}
+    run = profiled_offline(job, tmp_path, [], env=stop)
+    steps = run["steps"]  # the step that was under way when the job ended is kept too
+    assert FABRIC_STEPS <= steps["count"] + steps["warmup_excluded"] <= FABRIC_STEPS + 1
+    setup = run["setup"]
+    assert setup["framework"] == "fabric"  # read from fabric.backward(loss)
+    assert [(Path(r["file"]).name, r["line"]) for r in setup["loaders"]] == [
+        ("train.py", 69),  # get_dataloaders(): train, validation and test loaders
+        ("train.py", 70),
+        ("train.py", 71),
+    ]
+    (opt,) = setup["optimizers"]
+    assert (opt["class"], opt["line"]) == ("SGD", 22)
+    findings = [
+        Finding("optimizer_bound", "warning", "opt", {}, 1.5, (fused_optimizer(),)),
+        Finding("input_bound", "warning", "in", {}, 1.5, (loader_workers(4, 1),)),
+    ]
+    (opt_fix,), (loader_fix,) = (f.fixes for f in in_user_terms(findings, setup))
+    assert opt_fix.how == (
+        "torch.optim.SGD(..., fused=True), before fabric.setup(model, optimizer)  # at train.py:22"
+    )
+    assert loader_fix.how.startswith("DataLoader(..., num_workers=")
+    assert loader_fix.how.endswith(", before fabric.setup_dataloaders(loader)  # at train.py:69")

@@ -143,3 +143,24 @@ def test_pictures_come_first_with_hover_values_and_finding_links(tmp_path):
     plain = red_pixels(page.as_uri(), "plain.png")
     targeted = red_pixels(page.as_uri() + "#finding-0", "target.png")
     assert targeted > plain + 50
+
+
+@pytest.mark.slow
+def test_every_run_section_is_a_table_in_the_browser(tmp_path):
+    from tests.report.test_html import _efficiency_run
+
+    run = _efficiency_run()
+    page = tmp_path / "report.html"
+    write_html(run, page)  # paths shortened to this test's working folder and home
+    dom = _browse(tmp_path, page, "--dump-dom").stdout
+    import re
+
+    sections = re.findall(r'<section id="([\w-]+)"><h2>([^<]+)</h2>(.*?)</section>', dom, re.S)
+    shown = {anchor: (title, body) for anchor, title, body in sections}
+    for anchor in ("meta", "model_flops", "setup", "energy", "mfu"):
+        title, body = shown[anchor]
+        assert "<table>" in body, title
+        assert '{"' not in body, title  # no JSON dump
+    assert "Other sections" not in dom
+    assert "780.6 MFLOP" in shown["model_flops"][1]
+    assert "/opt/env/bin" not in dom  # the interpreter by its name

@@ -1,6 +1,6 @@
 import dataclasses
-import json
 import math
+import os
 import re
 from html.parser import HTMLParser
 
@@ -11,6 +11,7 @@ from gpuwise.atomic import WriteError
 from gpuwise.records import Finding, Fix, Run, Sample
 from gpuwise.report import svg
 from gpuwise.report.html import MAX_BARS, render_html, step_bins, write_html
+from gpuwise.report.html_sections import Paths
 from gpuwise.report.run_facts import command_line
 from gpuwise.report.units import PHASE_COLORS
 from gpuwise.telemetry.summary import summarize
@@ -74,7 +75,7 @@ def test_every_user_string_is_escaped():
     assert "&lt;gpu&gt; utilization (%)" in page
     # the text a reader sees is the user's string, verbatim
     assert command_line(_hostile_run()) in "".join(tags.text)
-    assert HOSTILE in json.loads(next(t for t in tags.text if t.startswith('["<script>')))
+    assert HOSTILE in tags.text  # the metadata's list of inputs, one cell
     assert "<b>GPU</b>" in "".join(tags.text)
 
 
@@ -224,7 +225,8 @@ def test_write_html_writes_the_page(tmp_path):
     path = tmp_path / "report.html"
     run = make_run()
     write_html(run, path)
-    assert path.read_text(encoding="utf-8") == render_html(run)
+    paths = Paths(os.getcwd(), os.path.expanduser("~"))
+    assert path.read_text(encoding="utf-8") == render_html(run, paths)
 
 
 def test_write_html_to_missing_directory_names_the_path(tmp_path):
@@ -314,3 +316,72 @@ def test_every_element_is_closed_in_order(run):
     checker.feed(render_html(run))
     assert checker.errors == []
     assert checker.stack == []
+
+
+def _efficiency_run() -> Run:
+    run = make_run()
+    run.command = ["/opt/env/bin/python3.11", "/home/amy/job/train.py", "--data", "/data/x"]
+    run.meta["inputs"] = ["/home/amy/job/data/train.store"]
+    run.extra = {
+        "model_flops": {"counted": [{"rank": 0, "model_flops": 780582912, "pid": 11091,
+                                     "flops_by_precision": {"fp32": 780582912}}]},
+        "setup": {"framework": "plain", "loaders": [
+            {"file": "/home/amy/job/train.py", "line": 41, "num_workers": 0,
+             "pin_memory": False}], "losses": [2.31, 2.30]},
+        "energy": {"source": None, "reason": "no GPU energy counter", "per_step_j": None,
+                   "host": {"total_j": None, "source": "no RAPL zones"}},
+        "mfu": {"mfu": 0.0142, "achieved_tflops_s": 0.00061, "step_s": 1.278, "note": None,
+                "peak_source": "measured on this CPU", "x" * 20: "y" * 500},
+    }  # fmt: skip
+    return run
+
+
+def test_every_section_is_a_table_never_json() -> None:
+    page = render_html(_efficiency_run(), Paths("/home/amy/job", "/home/amy"))
+    tags = Tags(page)
+    assert "Other sections" not in page
+    assert '{"' not in page  # no JSON object anywhere
+    assert "[{" not in page
+    for title in (
+        "Model FLOPs, counted",
+        "What the job built",
+        "Energy",
+        "Model FLOPs utilization",
+    ):
+        assert title in tags.text
+    text = tags.text
+    assert "780.6 MFLOP" in text  # counted FLOPs with their unit
+    assert "fp32: 780.6 MFLOP" in text
+    assert "11091" in text  # a pid is an id, not a quantity
+    assert "1.4 %" in text  # the MFU as a share
+    assert "610 MFLOP/s" in text
+    assert "1.28 s" in text
+    assert "total_j: n/a, source: no RAPL zones" in text  # a small mapping, in one cell
+    assert "y" * 159 + "…" in text  # a long value is cut, with a mark
+    assert "y" * 160 not in page
+    # loaders as a table of records: a header row, one row per loader
+    loaders = page[page.index("<h3>loaders</h3>") :]
+    assert re.search(r"<th>file</th><th>line</th><th>num_workers</th><th>pin_memory</th>", loaders)
+    assert "<td>train.py</td><td>41</td><td>0</td><td>no</td>" in loaders
+
+
+def test_paths_are_shortened_unless_asked() -> None:
+    run = _efficiency_run()
+    page = render_html(run, Paths("/home/amy/job", "/home/amy"))
+    assert "/home/amy" not in page
+    assert "/opt/env" not in page
+    assert "python3.11 train.py --data /data/x" in page  # the program by its name
+    assert "data/train.store" in page
+    full = render_html(run, Paths("/home/amy/job", "/home/amy", full=True))
+    assert "/opt/env/bin/python3.11 /home/amy/job/train.py" in full
+    assert "/home/amy/job/train.py" in full
+
+
+def test_paths_outside_the_working_folder() -> None:
+    paths = Paths("/home/amy/job", "/home/amy")
+    assert paths.short("/home/amy/other/run.json") == "~/other/run.json"
+    assert paths.short("/srv/datasets/imagenet/train") == "…/imagenet/train"
+    assert paths.short("/tmp") == "/tmp"
+    assert paths.short("not a path") == "not a path"
+    assert paths.short("/home/amy/job/a b.py") == "a b.py"
+    assert paths.short("no file under /home/amy/job/out") == "no file under out"

@@ -10,7 +10,14 @@ from rich.console import Console
 
 from gpuwise.records import Sample
 from gpuwise.report.monitor_history import MonitorHistory
-from gpuwise.report.monitor_view import MonitorFrame, bar, level_style, render, sort_processes
+from gpuwise.report.monitor_view import (
+    MonitorFrame,
+    bar,
+    gauge_widths,
+    level_style,
+    render,
+    sort_processes,
+)
 from gpuwise.telemetry.fake import FakeGpu, FakeNvml, GiB
 from gpuwise.telemetry.nvml import NvmlBackend
 from gpuwise.telemetry.nvml_procs import DeviceProcess
@@ -18,7 +25,7 @@ from gpuwise.telemetry.nvml_procs import DeviceProcess
 
 def text_of(frame: MonitorFrame, width: int = 120) -> str:
     console = Console(width=width, record=True, file=io.StringIO(), color_system="truecolor")
-    console.print(render(frame))
+    console.print(render(frame, width=width))
     return console.export_text()
 
 
@@ -76,12 +83,12 @@ def test_colours_follow_thresholds() -> None:
 
 
 def test_hot_gpu_is_drawn_red_in_ansi() -> None:
-    frame = frame_from_fake([FakeGpu(values={"temperature_c": 90.0, "utilization_pct": 10})])
+    frame = frame_from_fake([FakeGpu(values={"temperature_c": 90.0, "utilization_pct": 60})])
     console = Console(width=120, file=io.StringIO(), force_terminal=True, color_system="standard")
     console.print(render(frame))
     out = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "\x1b[31m90 C" in out  # red temperature
-    assert "\x1b[32m███" in out  # green utilization bar
+    assert "\x1b[1;30;41m 90 C \x1b[0m\x1b[31m███" in out  # red temperature, written on its bar
+    assert "\x1b[1;30;42m 60 % \x1b[0m\x1b[32m███" in out  # green utilization bar
 
 
 def test_gpm_and_throttle_reasons_where_reported() -> None:
@@ -124,17 +131,26 @@ def test_sort_keys() -> None:
         sort_processes(procs, "colour")
 
 
-def test_cpu_as_the_device_has_no_process_table() -> None:
+def test_cpu_as_the_device_lists_host_processes_without_gpu_columns() -> None:
     history = MonitorHistory()
     sample = Sample(
         0.0, "cpu", utilization_pct=12.0, memory_used_bytes=GiB, memory_total_bytes=4 * GiB
     )
     history.add(sample)
-    out = text_of(MonitorFrame(devices=[{"id": "cpu", "name": "Some CPU"}], history=history))
+    procs = [DeviceProcess("cpu", 42, user="amy", command="python train.py", cpu_pct=97.0,
+                           rss_bytes=3 * GiB, started_epoch_s=1000.0)]  # fmt: skip
+    frame = MonitorFrame(
+        devices=[{"id": "cpu", "name": "Some CPU"}], history=history, processes=procs,
+        sort="cpu", now_epoch_s=1000.0 + 3723.0,
+    )  # fmt: skip
+    out = text_of(frame)
     assert "cpu  Some CPU" in out
     assert "12 %" in out
     assert "power" not in out  # the CPU reports no board power: no empty bar
-    assert "compute processes" not in out
+    assert "GPU mem" not in out
+    assert "SM" not in out.split("device", 1)[1]
+    assert re.search(r"cpu\s+42\s+amy\s+97 %\s+3\.0 GiB\s+1:02:03\s+python train\.py", out)
+    assert "host processes by CPU, sorted by cpu" in out  # the footer says what follows
 
 
 def test_history_buckets_average_and_keep_gaps() -> None:
@@ -144,3 +160,79 @@ def test_history_buckets_average_and_keep_gaps() -> None:
     assert history.means("gpu0", "util", now_s=9.0) == [20.0, None, None, 100.0, None]
     assert history.sparkline("gpu0", "util", width=5, now_s=9.0) == "▂  █ "
     assert history.sparkline("gpu0", "util", width=8, now_s=9.0) == "   ▂  █ "
+
+
+@pytest.mark.parametrize("width", [80, 120, 160, 200])
+def test_gauge_lines_fill_the_width(width: int) -> None:
+    frame = frame_from_fake([FakeGpu(values={"utilization_pct": [50] * 60})], seconds=60)
+    frame.history = MonitorHistory(window_s=120.0, buckets=60)
+    for t in range(120):
+        frame.history.add(Sample(float(t), "gpu0", utilization_pct=50.0))
+    frame.now_s = 119.0
+    util = next(line for line in text_of(frame, width).splitlines() if line.startswith("  util"))
+    bar_cells, spark = gauge_widths(width)
+    assert len(util.rstrip()) == width - 1  # bar, value and history reach the last column
+    assert len(" 50 % ") + util.count("█") + util.count("░") == bar_cells  # value on the bar
+    assert spark in (30, 60)
+    assert "  " not in util.rstrip()[-spark:]
+    assert not re.search(r" {10,}", util.rstrip())  # no wide gap between bar and history
+
+
+def test_tree_filter_and_elapsed_in_the_process_table() -> None:
+    parent = DeviceProcess("gpu0", 10, 4 * GiB, 60.0, "amy", "python train.py", 180.0,
+                           2 * GiB, 0.0, 1)  # fmt: skip
+    other = DeviceProcess("gpu1", 20, GiB, 5.0, "bob", "python serve.py", 3.0, GiB, 50.0, 1)
+    workers = [
+        DeviceProcess("host", 11, None, None, "amy", "python train.py", 95.0, GiB, 1.0, 10),
+        DeviceProcess("host", 12, None, None, "amy", "pt_data_worker", 90.0, GiB, 1.0, 11),
+    ]
+    frame = frame_from_fake([FakeGpu(), FakeGpu()])
+    frame.processes, frame.now_epoch_s = [parent, other], 100.0
+    frame.children, frame.tree, frame.sort = {10: workers, 20: []}, True, "cpu"
+    lines = [line for line in text_of(frame).splitlines() if re.match(r"(gpu\d|\s+)\s*\d+ ", line)]
+    assert [line.split()[0:2] for line in lines[:1]] == [["gpu0", "10"]]
+    assert re.search(r"^\s+11\s+amy\s+95 %\s+1\.0 GiB\s+1:39\s+└ python train\.py", lines[1])
+    assert re.search(r"^\s+12\s+amy\s+90 %.*  └ pt_data_worker", lines[2])  # a grandchild
+    assert lines[3].split()[:2] == ["gpu1", "20"]
+    assert "CPU▼" in text_of(frame)
+    frame.filter = "serve"
+    out = text_of(frame)
+    assert "python serve.py" in out
+    assert "python train.py" not in out
+    assert "filtered by 'serve'" in out
+    frame.filter = "nothing-like-it"
+    assert "no process matches 'nothing-like-it'" in text_of(frame)
+
+
+def test_help_and_pause_are_drawn() -> None:
+    frame = frame_from_fake([FakeGpu()])
+    frame.show_help, frame.paused = True, True
+    out = text_of(frame)
+    assert "PAUSED (space resumes)" in out
+    assert re.search(r"^\s+/\s+filter the processes", out, re.MULTILINE)
+    assert "gpu0  NVIDIA" not in out  # the help takes the devices' place
+    frame.show_help, frame.editing, frame.filter = False, True, "py"
+    assert "filter: py" in text_of(frame)
+
+
+def test_short_command_names_the_program_and_keeps_one_line() -> None:
+    from gpuwise.telemetry.proc_stats import short_command
+
+    argv = ["/opt/conda/bin/python3.11", "/home/amy/job/train.py", "--lr", "3e-4"]
+    assert short_command(argv, home="/home/amy") == "python3.11 ~/job/train.py --lr 3e-4"
+    assert short_command(["python", "-c", "import x\nx.run()"], home="/h") == (
+        "python -c import x x.run()"
+    )
+    assert short_command([], home="/h") == ""
+
+
+def test_the_process_table_lists_what_fits_the_terminal() -> None:
+    frame = frame_from_fake([FakeGpu()])
+    frame.processes = [DeviceProcess("gpu0", pid, pid << 20) for pid in range(1, 31)]
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(render(frame, width=120, height=20))
+    lines = console.export_text().rstrip("\n").split("\n")
+    assert len(lines) <= 20  # header, the device, the table and the footer fit
+    assert re.search(r"… and \d+ more \(a taller terminal\)", lines[-2])
+    rows = [line for line in lines if line.startswith("gpu0 ") and line.split()[1].isdigit()]
+    assert [int(r.split()[1]) for r in rows] == list(range(30, 30 - len(rows), -1))  # by memory

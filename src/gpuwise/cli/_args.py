@@ -190,6 +190,17 @@ def add_run_files(parser: Flags) -> None:
     add_out(parser)
     add_html(parser)
     parser.add_argument("--trace", metavar="FILE", help="also write a Chrome/Perfetto trace (JSON)")
+    add_full_paths(parser)
+
+
+def add_full_paths(parser: Flags) -> None:
+    """Declare ``--full-paths``: keep absolute paths in the HTML report."""
+    parser.add_argument(
+        "--full-paths",
+        action="store_true",
+        help="keep absolute paths in the HTML report (default: written relative to the "
+        "working folder, or from ~, since a report is a file people share)",
+    )
 
 
 def add_strict(parser: Flags, bad: str = "corrupt record", more: str = "") -> None:

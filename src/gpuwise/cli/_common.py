@@ -134,7 +134,8 @@ def write_run_files(args: argparse.Namespace, run: Run) -> list[str]:
     """
     from gpuwise.report.files import write_run_files as write
 
-    return write(run, out=args.out, html=args.html, trace=args.trace)
+    full = bool(getattr(args, "full_paths", False))
+    return write(run, out=args.out, html=args.html, trace=args.trace, full_paths=full)
 
 
 def check_writable(path: str | None, what: str) -> None:

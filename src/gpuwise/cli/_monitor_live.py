@@ -3,15 +3,24 @@
 Sampling runs at ``--interval`` on the sampler's thread and only feeds the history; the
 view is gathered (processes, MIG, host) and redrawn every ``--refresh`` seconds on the
 main thread, with rich's own refresh thread off, so a 10 Hz monitor does not pay for
-ten redraws a second.
+ten redraws a second. Between redraws the main thread waits on the terminal for keys
+(``cli._monitor_keys``), in cbreak mode so that a key arrives without Enter; a key
+redraws at once, from the last frame when paused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import socket
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from gpuwise.cli._monitor_keys import ViewState, keys_of, press
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,34 +32,41 @@ if TYPE_CHECKING:
     from gpuwise.telemetry.sampler import Sampler
 
 
+HOST_ROWS = 15
+"""Host processes listed at most on a machine without a GPU (the busiest by CPU)."""
+
+
 class LiveView:
     """Gathers frames for ``report.monitor_view`` from a running sampler.
 
     Args:
         sampler: The sampler (its NVML backend, if any, lists processes and MIG).
-        sort: Process table order.
+        sort: Process table order (``None``: GPU memory, or CPU on a CPU device).
         refresh_s: Seconds between redraws.
         shown: Which GPUs were asked for and how (``"0,2 (CUDA_VISIBLE_DEVICES)"``).
     """
 
-    def __init__(self, sampler: Sampler, *, sort: str, refresh_s: float, shown: str) -> None:
+    def __init__(self, sampler: Sampler, *, sort: str | None, refresh_s: float, shown: str) -> None:
         from gpuwise.report.monitor_history import MonitorHistory
         from gpuwise.telemetry.host import HostBackend
         from gpuwise.telemetry.nvml import NvmlBackend
-        from gpuwise.telemetry.nvml_procs import ProcessNames
+        from gpuwise.telemetry.proc_stats import ProcessStats
 
         self.sampler = sampler
-        self.sort = sort
         self.refresh_s = refresh_s
         self.nvml: NvmlBackend | None = next(
             (b for b in sampler.backends if isinstance(b, NvmlBackend)), None
         )
+        # GPU processes by their device memory; a CPU device's by CPU
+        self.state = ViewState(sort=sort or ("memory" if self.nvml is not None else "cpu"))
         limits = self.nvml.power_limits_w() if self.nvml is not None else {}
         self.history: MonitorHistory = MonitorHistory(power_limits_w=limits)
         has_host = any(b.name == "host" for b in sampler.backends)
         self._host = None if has_host else HostBackend()
         self._t0 = time.monotonic()
-        self._names = ProcessNames()
+        self._stats = ProcessStats()
+        self._last: MonitorFrame | None = None
+        self.rows = 48  # the terminal's height once drawing: host processes that fit
         self.notes = [
             f"{n}: {why}; the CPU is the device" for n, why in sampler.unavailable.items()
         ]
@@ -75,36 +91,118 @@ class LiveView:
 
         procs, migs = [], []
         if self.nvml is not None:
-            procs = self._names.describe(self.nvml.processes())
+            procs = self._stats.describe(self.nvml.processes())
             migs = self.nvml.mig_instances()
+        else:
+            # the busiest that fit, at most HOST_ROWS: a frame stays cheap (monitor_view.py)
+            procs = self._stats.busiest(limit=min(max(self.rows - 8, 5), HOST_ROWS))
+        children = {}
+        if self.state.tree:
+            children = {p.pid: self._stats.children(p.pid) for p in procs}
         host = self._host.read(time.monotonic() - self._t0)[0] if self._host else None
         latest = [s.t_s for s in self.history.latest.values()]
-        return MonitorFrame(
-            devices=self.sampler.devices(),
-            history=self.history,
-            processes=procs,
-            migs=migs,
-            power_limits_w=self.history.power_limits_w,
-            host=host,
-            now_s=max(latest, default=0.0),
-            title=self.title,
-            sort=self.sort,
-            notes=self.notes,
+        return self._dressed(
+            MonitorFrame(
+                devices=self.sampler.devices(),
+                history=self.history,
+                processes=procs,
+                migs=migs,
+                power_limits_w=self.history.power_limits_w,
+                host=host,
+                now_s=max(latest, default=0.0),
+                title=self.title,
+                notes=self.notes,
+                children=children,
+                now_epoch_s=time.time(),
+            )
         )
 
+    def _dressed(self, frame: MonitorFrame) -> MonitorFrame:
+        """The frame with the reader's current choices (order, filter, tree, pause, help)."""
+        s = self.state
+        return replace(
+            frame, sort=s.sort, filter=s.filter, editing=s.editing, tree=s.tree,
+            paused=s.paused, show_help=s.show_help,
+        )  # fmt: skip
+
+    def current(self) -> MonitorFrame:
+        """A new frame, or the last one (with today's choices) while paused."""
+        if self._last is None or not self.state.paused:
+            self._last = self.frame()
+        elif self.state.tree and not self._last.children:
+            self._last = replace(self._last, children={
+                p.pid: self._stats.children(p.pid) for p in self._last.processes})  # fmt: skip
+        return self._dressed(self._last)
+
+    def press(self, data: bytes) -> None:
+        """Apply the keys in ``data`` (bytes read from the terminal)."""
+        for key in keys_of(data):
+            press(self.state, key)
+
     def run(self, console: Console, end: float | None) -> None:
-        """Redraw until ``end`` (``time.monotonic``) or Ctrl-C, in the alternate screen."""
+        """Redraw until ``end`` (``time.monotonic``), ``q`` or Ctrl-C, in the alternate screen."""
         from rich.live import Live
 
         from gpuwise.report.monitor_view import render
 
-        def draw() -> Any:
-            return render(self.frame(), width=console.size.width)
+        self.rows = console.size.height
 
-        with Live(draw(), console=console, screen=True, auto_refresh=False) as live:
-            while end is None or time.monotonic() < end:
-                wait = (
-                    self.refresh_s if end is None else min(self.refresh_s, end - time.monotonic())
-                )
-                time.sleep(max(0.0, wait))
-                live.update(draw(), refresh=True)
+        def draw() -> Any:
+            return render(self.current(), width=console.size.width, height=console.size.height)
+
+        with (
+            cbreak(sys.stdin) as keys,
+            Live(draw(), console=console, screen=True, auto_refresh=False) as live,
+        ):
+            next_draw = time.monotonic() + self.refresh_s
+            while not self.state.quit and (end is None or time.monotonic() < end):
+                stop = next_draw if end is None else min(next_draw, end)
+                data = _wait_for_keys(keys, max(0.0, stop - time.monotonic()))
+                if data:
+                    self.press(data)
+                elif time.monotonic() < next_draw:
+                    continue
+                else:
+                    next_draw = time.monotonic() + self.refresh_s
+                if not self.state.quit:
+                    live.update(draw(), refresh=True)
+
+
+@contextlib.contextmanager
+def cbreak(stream: Any) -> Iterator[int | None]:
+    """The terminal's file descriptor in cbreak mode (keys arrive one by one, unechoed).
+
+    Yields ``None`` when ``stream`` is not a terminal (keys are then not read); the
+    terminal's settings are restored on the way out, whatever happened.
+    """
+    try:
+        fd = stream.fileno()
+        is_tty = os.isatty(fd)
+    except (AttributeError, OSError, ValueError):
+        is_tty = False
+    if not is_tty:
+        yield None
+        return
+    import termios
+    import tty
+
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield fd
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _wait_for_keys(fd: int | None, timeout_s: float) -> bytes:
+    """What the terminal sent within ``timeout_s`` seconds (empty: nothing, or no terminal)."""
+    if fd is None:
+        time.sleep(timeout_s)
+        return b""
+    ready, _, _ = select.select([fd], [], [], timeout_s)
+    if not ready:
+        return b""
+    try:
+        return os.read(fd, 256)
+    except OSError:  # the terminal went away
+        return b""

@@ -11,7 +11,14 @@ import argparse
 import os
 import sys
 
-from gpuwise.cli._args import add_interval, add_json, add_out, option, positive_int
+from gpuwise.cli._args import (
+    add_full_paths,
+    add_interval,
+    add_json,
+    add_out,
+    option,
+    positive_int,
+)
 
 HELP = "profile the built-in naive training example; print the report and write it as HTML"
 EXAMPLES = """\
@@ -19,8 +26,10 @@ EXAMPLES = """\
   gpuwise demo --steps 20 --html /tmp/demo.html
   gpuwise demo --json                   the gpuwise.run/1 object on stdout
   gpuwise analyze "$(gpuwise demo --example-trace)"   diagnose the shipped example trace
+  gpuwise try -- python -m gpuwise.profiling.example   measure the report's fixes on it
 The example trains a small CNN on generated images with a per-sample Python input
-pipeline, so gpuwise should name it input-bound; see examples/train_fixed.py for the fix."""
+pipeline, so gpuwise should name it input-bound; the report's fixes say what removes the
+wait, and `gpuwise try` measures them on the example, unmodified."""
 
 DEFAULT_HTML = "gpuwise-demo.html"
 REPORT_MARK = b"<title>gpuwise report"
@@ -48,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where to write the HTML report",
     )
     add_out(parser)
+    add_full_paths(parser)
     parser.add_argument(
         "--example-trace",
         action="store_true",
@@ -64,6 +74,8 @@ def profile_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--out", args.out]
     if args.json:
         argv.append("--json")
+    if args.full_paths:
+        argv.append("--full-paths")
     example = [sys.executable, "-m", "gpuwise.profiling.example", "--steps", str(args.steps)]
     return [*argv, "--", *example]
 
@@ -92,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.cli import profile
 
     if args.example_trace:
-        from gpuwise.profiling.example import EXAMPLE_TRACE
+        from gpuwise.profiling.example_files import example_trace
 
-        print(EXAMPLE_TRACE)
+        print(example_trace())
         return 0
     foreign = _foreign(args.html)
     if foreign:

@@ -44,8 +44,10 @@ HELP = (
 )
 EXAMPLES = """\
   gpuwise monitor                          live full-terminal view: bars, history, processes;
-                                           Ctrl-C (or SIGTERM, SIGHUP) ends it, prints the
-                                           summary and exits 128 + the signal (130)
+                                           keys: < > sort, / filter, t tree, space pause,
+                                           h help; q ends it, prints the summary, exits 0;
+                                           Ctrl-C (or SIGTERM, SIGHUP) too, exiting 128 +
+                                           the signal (130)
   gpuwise monitor --devices 0,2 --sort sm  only GPUs 0 and 2, processes by SM share
   gpuwise monitor --once --json            one reading of every device as JSON
   gpuwise monitor --duration 60 --log gpu.jsonl --csv gpu.csv
@@ -84,8 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sort",
         choices=SORT_KEYS,
-        default="memory",
-        help="order of the live view's process table (default: memory)",
+        help="first order of the live view's process table (default: GPU memory; on a CPU "
+        "device, CPU); the keys < and > change it while it runs",
     )
     option(
         parser,

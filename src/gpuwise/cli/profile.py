@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         cmd = [sys.executable, "-m", "gpuwise.profiling.example"]
         print(
             "gpuwise profile: no command given; profiling the built-in naive example "
-            "(examples/train_naive.py)",
+            "(python -m gpuwise.profiling.example)",
             file=sys.stderr,
         )
     with efficiency_around(args) as finish:
@@ -91,19 +91,37 @@ def run(args: argparse.Namespace) -> int:
         )
         result = finish(profile_command(cmd, config))
     result.findings = diagnose(result)
-    if not result.steps:
-        print(NO_STEPS_HINT, file=sys.stderr)
     code = _stopped_code(int(result.exit_code or 0))
+    started = job_started(result)
+    if not result.steps and started:
+        print(NO_STEPS_HINT, file=sys.stderr)
     written = _write_files(args, result)  # before stdout: `| head` must not lose them
     if written is not None and (args.tensorboard or args.wandb or args.mlflow):
         written = _export(args, result, written)
+    if not started and not args.json:
+        print(
+            f"gpuwise profile: error: the command exited {code} before its job started: no "
+            "step, DataLoader, optimizer or loss was seen, so there is nothing to diagnose; "
+            "its own error is above; fix the command after -- and run it again",
+            file=sys.stderr,
+        )
     try:
-        _print(args, result)
+        if started or args.json:
+            _print(args, result)
     except BrokenPipeError:  # the reader went away; the files and the exit code still count
         drop_stdout()
     for path in written or []:
         print(f"gpuwise profile: wrote {path}", file=sys.stderr)
     return code if written is not None or code else 1
+
+
+def job_started(run: Any) -> bool:
+    """Whether the profiled job got anywhere: it exited 0, or made a step or built anything.
+
+    A command that failed before that (``python nothere.py``, a syntax error, a bad flag)
+    gets its own error and exit code, not a report advising on steps it never took.
+    """
+    return not run.exit_code or bool(run.steps) or bool(run.extra.get("setup"))
 
 
 def _stopped_code(code: int) -> int:

@@ -14,9 +14,19 @@ bound) against the speedup AFTER achieved, with a verdict:
   bottleneck moved rather than went away);
 - ``vanished``: gone from the diagnosis, but its part did not shrink beyond the noise;
 - ``partly``: it is still there with a smaller bound (or, for a finding without a bound,
-  AFTER is faster beyond the noise);
+  AFTER is faster beyond the noise), and neither its part nor the step got slower;
+- ``worse``: it is still there and its part of the step (or, where that part is not
+  measured per step, the whole step) got slower beyond the noise: never ``partly``,
+  whatever its bound says;
 - ``not fixed``: it is still there with the same or a larger bound (or, without a bound,
-  AFTER is not faster beyond the noise).
+  AFTER is not faster beyond the noise);
+- ``undecided``: the pair is too noisy to tell (``noisy``): no finding gets a verdict.
+
+A pair is too noisy to tell when it is confounded with the same workload on both sides:
+the compute moved beyond the noise although nothing changed that touches it, and no part
+moved against it, so the machine (its load, its clocks) changed between the runs and the
+step-time change cannot be read as the fix's. Two identical runs on a loaded machine read
+so, not as a slowdown.
 
 Each outcome carries its part's own change with an interval (``attribution``) and is
 marked ``suspect`` when the achieved speedup beats the promised bound far beyond the noise;
@@ -62,7 +72,8 @@ class FindingOutcome:
         achieved_speedup: BEFORE's mean step time over AFTER's (``None`` without steps).
         still_present: AFTER reports the same kind.
         remaining_speedup: AFTER's bound for the same kind, when still present.
-        verdict: ``"fixed"``, ``"moved"``, ``"vanished"``, ``"partly"`` or ``"not fixed"``.
+        verdict: ``"fixed"``, ``"moved"``, ``"vanished"``, ``"partly"``, ``"worse"``,
+            ``"not fixed"`` or ``"undecided"`` (the pair is too noisy to tell).
         attribution: The finding's own part of the step, before and after, with the ratio's
             interval (``compare_attrib.part_change``); ``None`` where not measured.
         grew: Other parts that grew beyond the noise meanwhile.
@@ -100,6 +111,8 @@ class Comparison:
         regressed: AFTER is slower beyond the allowance and the noise (guard only).
         flags: Why the speedup may not be the fix's doing (confounded pairs).
         serving: Throughput, p50/p99 and stage shares of two serve-bench runs, or ``None``.
+        noisy: Why the pair is too noisy to tell, when it is and BEFORE has findings to
+            judge (then none has a verdict: each is ``undecided``); ``None`` otherwise.
     """
 
     before: dict[str, Any]
@@ -116,6 +129,7 @@ class Comparison:
     regressed: bool = False
     flags: list[str] = field(default_factory=list)
     serving: dict[str, Any] | None = None
+    noisy: str | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -150,6 +164,7 @@ class Comparison:
             "regressed": self.regressed,
             "flags": self.flags,
             "serving": self.serving,
+            "noisy": self.noisy,
         }
 
 
@@ -229,6 +244,11 @@ def compare_runs(
     )
     differences = workload_differences(before, after)
     serving = attrib.serving_change(before, after)
+    flags = attrib.confounded(before, after, differences)
+    outcomes = _outcomes(before, after, interval, serving)
+    noisy = _noisy(before, after, flags, differences) if outcomes else None
+    if noisy is not None:
+        outcomes = [dataclasses.replace(o, verdict="undecided", suspect=False) for o in outcomes]
     return Comparison(
         before=_side(before, names[0]),
         after=_side(after, names[1]),
@@ -239,11 +259,37 @@ def compare_runs(
         energy=_paired(before, after, "energy", ("per_step_j", "per_sample_j")),
         mfu=_paired(before, after, "mfu", ("achieved_tflops_s", "mfu", "hfu")),
         differences=differences,
-        outcomes=_outcomes(before, after, interval, serving),
+        outcomes=outcomes,
         max_regression_pct=max_regression_pct,
         regressed=regressed,
-        flags=attrib.confounded(before, after, differences),
+        flags=flags,
         serving=serving,
+        noisy=noisy,
+    )
+
+
+def _noisy(before: Run, after: Run, flags: list[str], differences: list[str]) -> str | None:
+    """Why the pair is too noisy to tell, or ``None`` (see the module docstring).
+
+    A confounded pair whose parts moved against each other (the wait shrank while the
+    compute grew: workers took the compute's cores) is a real shift, judged ``moved``;
+    one whose parts all moved the same way is the machine's doing.
+    """
+    if not flags or differences:
+        return None
+    compute = attrib.part_change(before, after, "compute")
+    if compute is None:
+        return None
+    for part in PHASES:
+        c = attrib.part_change(before, after, part) if part != "compute" else None
+        if c is None:
+            continue
+        if (c["high"] < 1.0 < compute["low"]) or (c["low"] > 1.0 > compute["high"]):
+            return None  # one part shrank while the compute grew, or the other way round
+    return (
+        "the machine was too noisy to tell: the same workload's compute moved beyond the "
+        "noise, so something outside the job (load, clocks) changed between the runs; rerun "
+        "both on a quiet machine, or let `gpuwise try` interleave them"
     )
 
 
@@ -336,6 +382,8 @@ def _outcome(
     grew = [] if change is None or part is None else attrib.grown_parts(before, after, part)
     if still is None:
         verdict = _gone_verdict(change, grew)
+    elif _got_worse(change, interval):
+        verdict = "worse"  # a smaller bound of a slower stage is no part of a fix
     elif still.max_speedup is not None and finding.max_speedup is not None:
         verdict = "partly" if still.max_speedup < finding.max_speedup else "not fixed"
     else:  # no bounds to compare: faster beyond the noise counts as partly
@@ -355,6 +403,13 @@ def _outcome(
         # only a finding credited with the gain can be suspected of over-delivering
         suspect=verdict in CREDITED and beyond_bound(low, finding.max_speedup),
     )
+
+
+def _got_worse(change: dict[str, Any] | None, interval: RatioInterval | None) -> bool:
+    """Whether the finding's part (else the whole step) got slower beyond the noise."""
+    if change is not None:
+        return bool(change["low"] > 1.0)
+    return interval is not None and interval.low > 1.0
 
 
 def _gone_verdict(change: dict[str, Any] | None, grew: list[str]) -> str:

@@ -5,8 +5,11 @@ The fix catalog (``fixes.py``) writes plain PyTorch. When the Run knows what the
 rewrites the fixes that touch those objects: the optimizer fix names the user's own class
 with the flag PyTorch offers for it on that device (and is dropped when it is already
 set); loader fixes become ``TrainingArguments`` arguments for the Hugging Face Trainer and
-``DataModule`` loader arguments for Lightning; mixed precision becomes the framework's
-precision setting. Each points at the file:line that built the object.
+``DataModule`` loader arguments for Lightning; for Lightning Fabric and Accelerate, whose
+scripts build their own loader and optimizer and hand them over, the change is made where
+they are built, before ``fabric.setup``/``fabric.setup_dataloaders`` or
+``accelerator.prepare``; mixed precision and compile become the framework's own setting.
+Each points at the file:line that built the object.
 """
 
 from __future__ import annotations
@@ -30,13 +33,22 @@ HF_LOADER_ARGS = {
 PRECISION = {
     "lightning": 'Trainer(precision="bf16-mixed")',
     "hf_trainer": "TrainingArguments(bf16=True)",
+    "fabric": 'Fabric(precision="bf16-mixed")',
     "accelerate": 'Accelerator(mixed_precision="bf16")',
 }
 
 COMPILE = {
     "lightning": "model = torch.compile(model)  # before trainer.fit(model)",
     "hf_trainer": "TrainingArguments(torch_compile=True)",
+    "fabric": "model = torch.compile(model)  # before fabric.setup(model, optimizer)",
+    "accelerate": 'Accelerator(dynamo_backend="inductor")',
 }
+
+HANDED_OVER = {
+    "fabric": ("fabric.setup_dataloaders(loader)", "fabric.setup(model, optimizer)"),
+    "accelerate": ("accelerator.prepare(..., loader)", "accelerator.prepare(model, optimizer)"),
+}
+"""Frameworks the script hands its own loader and optimizer to: (loader, optimizer) call."""
 
 
 def _args(kwargs: Mapping[str, Any]) -> str:
@@ -72,6 +84,8 @@ def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: b
     text = f"DataLoader(..., {_args(kwargs)})"
     if framework == "lightning":
         text = f"LightningDataModule.train_dataloader(): {text}"
+    if framework in HANDED_OVER:
+        text += f", before {HANDED_OVER[framework][0]}"
     return text + (_at(loader) if at else "")
 
 
@@ -88,6 +102,8 @@ def optimizer_setting(flag: str, setup: Mapping[str, Any], *, at: bool = True) -
     text = f"torch.optim.{cls}(..., {flag}=True)"
     if framework == "lightning":
         text = f"configure_optimizers(): {text}"
+    if framework in HANDED_OVER:
+        text += f", before {HANDED_OVER[framework][1]}"
     return text + (_at(opt) if at else "")
 
 
@@ -156,6 +172,10 @@ def _rewrite(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
     if "pin_memory=True" in fix.how and framework == "hf_trainer":
         return [Fix(fix.action, "TrainingArguments(dataloader_pin_memory=True); "
                     "batches then cross with non_blocking copies")]  # fmt: skip
+    if "pin_memory=True" in fix.how and framework in HANDED_OVER:
+        return [Fix(fix.action, loader_setting({"pin_memory": True}, setup))]
+    if "torch.compile(" in fix.how and framework in COMPILE:
+        return [Fix(fix.action, COMPILE[framework])]
     if "torch.autocast(" in fix.how and framework in PRECISION:
         return [Fix(fix.action, PRECISION[framework])]
     return [fix]

@@ -23,6 +23,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from gpuwise.profiling.example_files import EXAMPLE_TRACE_NAME
+
 IMAGE_SIZE = 64
 CROP_SIZE = 56
 CLASSES = 10
@@ -30,7 +32,7 @@ DATASET_SIZE = 4096
 BLUR_PASSES = 80
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
-EXAMPLE_TRACE = Path(__file__).parent / "example_data" / "naive_cpu.pt.trace.json.gz"
+EXAMPLE_TRACE = Path(__file__).parent / EXAMPLE_TRACE_NAME
 """A PyTorch profiler trace of this example on the CPU (6 steps), shipped in the package.
 
 Written by ``tools/make_example_trace.py``; ``gpuwise demo --example-trace`` prints its path.

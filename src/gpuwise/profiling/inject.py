@@ -252,6 +252,7 @@ def _patch_backward(count: int) -> None:
         setup = _Armed.setup
         if setup is not None and len(setup.doc["losses"]) < count and self.numel() == 1:
             setup.loss_seen(float(self.detach().float()))  # a host read, inside the warm-up
+            setup.backward_seen()  # fabric.backward(loss), accelerator.backward(loss)
             setup.write()
         return original(self, *args, **kwargs)  # type: ignore[no-untyped-call]
 

@@ -40,9 +40,19 @@ _SKIP_DIRS = tuple(
 _GPUWISE_DIR = os.path.normcase(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 FRAMEWORK_MARKERS = (
-    ("lightning", (f"{os.sep}lightning{os.sep}", f"{os.sep}pytorch_lightning{os.sep}")),
+    (
+        "lightning",
+        (f"{os.sep}lightning{os.sep}pytorch{os.sep}", f"{os.sep}pytorch_lightning{os.sep}"),
+    ),
     ("hf_trainer", (f"{os.sep}transformers{os.sep}trainer",)),
+    ("fabric", (f"{os.sep}lightning{os.sep}fabric{os.sep}", f"{os.sep}lightning_fabric{os.sep}")),
+    ("accelerate", (f"{os.sep}accelerate{os.sep}",)),
 )
+"""Which framework a stack passes through, most specific first: the Lightning Trainer and
+the HF Trainer run on Fabric's and Accelerate's parts, so they are looked for before them.
+A Fabric or Accelerate script builds its loader and optimizer in its own code (the stack
+shows no framework then); its ``fabric.backward(loss)`` / ``accelerator.backward(loss)``
+passes through the framework, which ``JobSetup.backward_seen`` reads."""
 
 
 def _is_library(filename: str) -> bool:
@@ -75,12 +85,17 @@ def user_frame(skip: int = 1) -> tuple[str | None, int | None, list[str]]:
 
 
 def framework_of(stack_files: list[str]) -> str:
-    """``lightning``, ``hf_trainer``, ``accelerate`` or ``plain``, from the stack and imports."""
+    """``lightning``, ``hf_trainer``, ``fabric``, ``accelerate`` or ``plain``.
+
+    Read from the stack (``FRAMEWORK_MARKERS``), else from what the process imported.
+    """
     for name, markers in FRAMEWORK_MARKERS:
         if any(m in f for f in stack_files for m in markers):
             return name
     if "accelerate" in sys.modules and "transformers.trainer" not in sys.modules:
         return "accelerate"
+    if "lightning_fabric" in sys.modules and "pytorch_lightning" not in sys.modules:
+        return "fabric"  # the standalone package: imported only by a Fabric script
     return "plain"
 
 
@@ -196,6 +211,18 @@ class JobSetup:
     def loss_seen(self, value: float) -> None:
         """Record one loss value (the tensor ``backward()`` was called on)."""
         self.doc["losses"].append(value)
+
+    def backward_seen(self) -> None:
+        """Read the framework from the stack of a ``backward()`` call (see ``FRAMEWORK_MARKERS``).
+
+        A framework found here (``fabric.backward``, ``accelerator.backward``, a Trainer's
+        step) replaces ``plain``, and Fabric or Accelerate found at construction time
+        gives way to the Trainer built on them.
+        """
+        _, _, files = user_frame(2)
+        found = framework_of(files)
+        if found != "plain" and self.doc["framework"] in ("plain", "fabric", "accelerate"):
+            self.doc["framework"] = found
 
     def write(self) -> None:
         """Write ``setup-<pid>.json`` (a failure to write is ignored: profiling goes on)."""

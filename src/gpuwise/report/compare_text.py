@@ -20,7 +20,9 @@ VERDICT_STYLES = {
     "partly": "yellow",
     "moved": "yellow",
     "vanished": "yellow",
+    "worse": "bold red",
     "not fixed": "red",
+    "undecided": "dim",
 }
 
 
@@ -35,6 +37,9 @@ def headline(doc: Mapping[str, Any]) -> str:
         return serving_headline(doc["serving"])
     if not st:
         return "no step times on both sides: no speedup to measure"
+    if doc.get("noisy"):
+        change = (st["ratio"] - 1) * 100
+        return f"no verdict: {doc['noisy']} (the step time moved {change:+.1f} %)"
     change = (st["ratio"] - 1) * 100
     low, high = (st["low"] - 1) * 100, (st["high"] - 1) * 100
     word = "faster" if change < 0 else "slower"

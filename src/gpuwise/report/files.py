@@ -7,6 +7,7 @@ infinity, which JSON cannot hold, become ``null``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -52,7 +53,12 @@ def write_run_json(run: Run, path: str) -> None:
 
 
 def write_run_files(
-    run: Run, *, out: str | None = None, html: str | None = None, trace: str | None = None
+    run: Run,
+    *,
+    out: str | None = None,
+    html: str | None = None,
+    trace: str | None = None,
+    full_paths: bool = False,
 ) -> list[str]:
     """Write each file asked for; one that fails does not stop the others.
 
@@ -61,6 +67,8 @@ def write_run_files(
         out: Path of the Run as JSON (``None``: not written).
         html: Path of the self-contained HTML report.
         trace: Path of the Chrome/Perfetto trace (``.gz``: compressed).
+        full_paths: Keep absolute paths in the HTML report as recorded (default: shortened
+            to the working folder, a file people share).
 
     Returns:
         The paths written, in the order of ``RUN_FILES``.
@@ -79,7 +87,7 @@ def write_run_files(
 
     files: list[tuple[str | None, str, Callable[[Run, str], None]]] = [
         (out, "run", write_run_json),
-        (html, "HTML report", write_html),
+        (html, "HTML report", functools.partial(write_html, full_paths=full_paths)),
         (trace, "trace", write_trace),
     ]
     asked = [(path, what, write) for path, what, write in files if path]

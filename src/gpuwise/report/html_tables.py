@@ -1,11 +1,10 @@
-"""Tables of the HTML report: per-rank phases, per-device utilization, metadata.
+"""Tables of the HTML report: per-rank phases, per-device utilization.
 
 Every cell is escaped here; callers pass plain values.
 """
 
 from __future__ import annotations
 
-import json
 from html import escape
 from typing import Any
 
@@ -71,16 +70,3 @@ def utilization_table(utilization: dict[str, dict[str, Any]]) -> str:
     notes = [gap_note(device, s) for device, s in utilization.items()]
     text = "".join(f'<p class="note">{escape(n)}</p>' for n in notes if n)
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>{text}"
-
-
-def meta_section(anchor: str, heading: str, items: dict[str, Any]) -> str:
-    """Return a section listing ``items`` as short JSON ("" when empty)."""
-    if not items:
-        return ""
-    rows = [(str(k), f"<code>{escape(_short_json(v))}</code>") for k, v in items.items()]
-    return f'<section id="{anchor}"><h2>{heading}</h2>{definition_list(rows)}</section>'
-
-
-def _short_json(value: Any, limit: int = 400) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= limit else text[:limit] + "…"

@@ -31,17 +31,31 @@ from rich.text import Text
 
 from gpuwise.records import Sample
 from gpuwise.report.monitor_history import MonitorHistory, metric_pct
+from gpuwise.report.monitor_procs import SORT_KEYS, ProcessTable, process_lines, sort_processes
 from gpuwise.report.units import format_bytes
 from gpuwise.telemetry.nvml_procs import DeviceProcess, MigInstance
+
+__all__ = ["SORT_KEYS", "MonitorFrame", "bar", "level_style", "render", "sort_processes"]
 
 THRESHOLDS = {"util": (70.0, 90.0), "memory": (70.0, 90.0), "power": (80.0, 95.0)}
 """Per metric on its 0-100 scale: (yellow from, red from)."""
 TEMPERATURE_C = (75.0, 85.0)
 SLOWING = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"}
 SLOWING |= {"hw_power_brake_slowdown"}
-SORT_KEYS = ("memory", "sm", "pid", "user", "device", "command")
 BAR_WIDTH = 24
-SPARK_WIDTH = 30
+SPARK_WIDTHS = (60, 30, 20, 15, 12, 10)
+"""Sparkline widths that divide the history's 60 buckets evenly, widest first."""
+LABEL_WIDTH = 8
+MIN_BAR = 26
+"""The narrowest bar beside a sparkline: it carries the value (``12.3 GiB / 80.0 GiB``)."""
+KEYS_HELP = (
+    ("q", "quit: end the view and print the summary (Ctrl-C too)"),
+    ("h or ?", "this help; any key closes it"),
+    ("< >  , .", "sort the processes by the previous / next column"),
+    ("/", "filter the processes: type a pid, user or part of the command, Enter; Esc clears"),
+    ("t", "tree: each process's children (DataLoader workers, ranks) under it"),
+    ("space or p", "pause the drawing (sampling goes on); again to resume"),
+)
 
 
 @dataclass
@@ -59,6 +73,13 @@ class MonitorFrame:
         title: Header line (host name, interval, which devices are shown and why).
         sort: Process table order, one of ``SORT_KEYS``.
         notes: Lines shown under the header (unavailable backends, ...).
+        children: In tree view, each listed pid's descendants.
+        filter: Only processes whose pid, user, device or command holds this text.
+        editing: The filter is being typed (the footer shows the prompt).
+        tree: Show each process's children under it.
+        paused: The drawing is paused (the header says so).
+        show_help: Draw the keys' help instead of the devices.
+        now_epoch_s: Wall-clock time of the frame (processes' elapsed time).
     """
 
     devices: list[dict[str, Any]]
@@ -71,6 +92,21 @@ class MonitorFrame:
     title: str = "gpuwise monitor"
     sort: str = "memory"
     notes: Sequence[str] = ()
+    children: dict[int, list[DeviceProcess]] = field(default_factory=dict)
+    filter: str = ""
+    editing: bool = False
+    tree: bool = False
+    paused: bool = False
+    show_help: bool = False
+    now_epoch_s: float | None = None
+
+    def table(self) -> ProcessTable:
+        """The frame's process table: GPU processes, or host ones when no GPU is shown."""
+        gpu = any(str(d.get("id", "")).startswith("gpu") for d in self.devices)
+        return ProcessTable(
+            self.processes, self.children, self.sort, self.filter, self.tree,
+            self.now_epoch_s, gpu,
+        )  # fmt: skip
 
 
 def level_style(value: float | None, limits: tuple[float, float]) -> str:
@@ -88,7 +124,7 @@ def bar(share_pct: float | None, style: str, width: int = BAR_WIDTH) -> Text:
     return Text.assemble(("█" * filled, style), ("░" * (width - filled), "dim"))
 
 
-def render(frame: MonitorFrame, width: int = 120) -> Text:
+def render(frame: MonitorFrame, width: int = 120, height: int | None = None) -> Text:
     """The whole view as one ``Text``: header, a block per device, processes, host.
 
     Drawn as plain lines with styled spans rather than nested tables: a redraw of eight
@@ -98,23 +134,78 @@ def render(frame: MonitorFrame, width: int = 120) -> Text:
     Args:
         frame: What to show.
         width: Terminal columns; long commands are cut to fit.
+        height: Terminal rows: the process table lists only the rows that fit (at least
+            three), so a long list costs no drawing it would not show.
     """
     lines: list[Text] = [Text(frame.title, style="bold")]
+    if frame.paused:
+        lines[0].append("  PAUSED (space resumes)", "bold reverse yellow")
     lines += [Text(note, style="yellow") for note in frame.notes]
-    for device in frame.devices:
-        lines += _device_block(frame, device)
-    if any(str(d.get("id", "")).startswith("gpu") for d in frame.devices):
-        lines += process_lines(frame.processes, frame.sort, width)
-    if frame.host is not None:
-        lines.append(_host_line(frame.host))
-    lines.append(Text(f"Ctrl-C ends and prints the summary · processes by {frame.sort}", "dim"))
+    if frame.show_help:
+        lines += help_lines()
+    else:
+        for device in frame.devices:
+            lines += _device_block(frame, device, width)
+        if frame.host is not None:
+            lines.append(_host_line(frame.host))
+        rows = None if height is None else max(height - len(lines) - 2, 3)
+        lines += process_lines(frame.table(), width, rows)
+    lines.append(footer(frame))
     out = Text("\n").join(lines)
     out.no_wrap = True
     out.overflow = "crop"
     return out
 
 
-def _device_block(frame: MonitorFrame, device: dict[str, Any]) -> list[Text]:
+def help_lines() -> list[Text]:
+    """The keys of the live view, one line each."""
+    lines = [Text("keys", "bold")]
+    lines += [Text.assemble((f"  {key:<12}", "bold cyan"), what) for key, what in KEYS_HELP]
+    return lines
+
+
+def footer(frame: MonitorFrame) -> Text:
+    """The last line: the filter being typed, or the keys and the table's order."""
+    if frame.editing:
+        return Text.assemble(("filter: ", "bold"), frame.filter, ("█", "blink"), (
+            "   Enter keeps it, Esc clears it", "dim"))  # fmt: skip
+    what = "GPU processes" if frame.table().gpu else "host processes by CPU"
+    text = f"q quit · h help · < > sort · / filter · t tree · space pause — {what}"
+    text += f", sorted by {frame.sort}"
+    if frame.filter:
+        text += f", filtered by '{frame.filter}'"
+    return Text(text + (", as a tree" if frame.tree else ""), "dim")
+
+
+def gauge_widths(width: int) -> tuple[int, int]:
+    """``(bar, sparkline)`` cells for a terminal ``width`` columns wide, filling it.
+
+    The sparkline takes the widest of ``SPARK_WIDTHS`` that leaves the bar ``MIN_BAR``
+    cells (each cell then stands for whole history buckets); the bar takes the rest, and
+    its value is written inside it, so nothing is left empty between bar and history.
+    """
+    room = width - LABEL_WIDTH - 2  # a space before the history, the last column free
+    spark = next((w for w in SPARK_WIDTHS if room - w >= MIN_BAR), 0)
+    return max(room - spark, 8), spark
+
+
+def value_bar(share_pct: float | None, style: str, text: str, width: int) -> Text:
+    """A gauge ``width`` cells wide with ``text`` written over its left end (nvitop-like)."""
+    label = f" {text} "[:width]
+    if share_pct is None:
+        return Text.assemble((label, "bold"), ("·" * (width - len(label)), "dim"))
+    filled = round(min(max(share_pct, 0.0), 100.0) / 100.0 * width)
+    on_fill = min(filled, len(label))
+    rest = max(filled - len(label), 0)  # filled cells past the text
+    return Text.assemble(
+        (label[:on_fill], f"bold black on {style}"),
+        (label[on_fill:], "bold"),
+        ("█" * rest, style),
+        ("░" * (width - len(label) - rest), "dim"),
+    )
+
+
+def _device_block(frame: MonitorFrame, device: dict[str, Any], width: int = 120) -> list[Text]:
     dev_id = str(device.get("id"))
     sample = frame.history.latest.get(dev_id)
     head = Text.assemble((f"{dev_id}  ", "bold cyan"), (str(device.get("name") or ""), "bold"))
@@ -132,11 +223,13 @@ def _device_block(frame: MonitorFrame, device: dict[str, Any]) -> list[Text]:
         value = metric_pct(sample, metric, limit)
         style = level_style(value, THRESHOLDS[metric])
         text = _value(sample, metric, limit)
-        lines.append(_gauge_line(frame, dev_id, metric, label, value, style, text))
+        lines.append(_gauge_line(frame, dev_id, metric, label, value, style, text, width))
     if sample.temperature_c is not None:
         t = sample.temperature_c
         style = level_style(t, TEMPERATURE_C)
-        lines.append(_gauge_line(frame, dev_id, "temperature", "temp", t, style, f"{t:.0f} C"))
+        lines.append(
+            _gauge_line(frame, dev_id, "temperature", "temp", t, style, f"{t:.0f} C", width)
+        )
     migs = [m for m in frame.migs if m.device == dev_id]
     return lines + (_mig_lines(migs) if migs else [])
 
@@ -149,14 +242,18 @@ def _gauge_line(
     value: float | None,
     style: str,
     text: str,
+    width: int = 120,
 ) -> Text:
-    spark = frame.history.sparkline(dev_id, metric, width=SPARK_WIDTH, now_s=frame.now_s)
+    bar_width, spark_width = gauge_widths(width)
+    spark = ""
+    if spark_width:
+        spark = frame.history.sparkline(dev_id, metric, width=spark_width, now_s=frame.now_s)
     return Text.assemble(
-        (f"  {label:<6}", "bold"),
-        bar(value, style),
+        (f"  {label:<{LABEL_WIDTH - 2}}", "bold"),
+        value_bar(value, style if value is not None else "dim", text, bar_width),
         " ",
-        (f"{text:<22}", style if metric == "temperature" else ""),
-        (spark, "cyan"),
+        ("·" * (len(spark) - len(spark.lstrip(" "))), "dim"),  # before the first reading
+        (spark.lstrip(" "), "cyan"),
     )
 
 
@@ -208,51 +305,6 @@ def _mig_lines(migs: list[MigInstance]) -> list[Text]:
             )
         )
     return lines
-
-
-def sort_processes(procs: Sequence[DeviceProcess], key: str) -> list[DeviceProcess]:
-    """Processes in ``key`` order: memory and SM share largest first, the rest ascending."""
-    if key == "memory":
-        return sorted(procs, key=lambda p: (-(p.memory_bytes or -1), p.pid))
-    if key == "sm":
-        return sorted(procs, key=lambda p: (-(p.sm_pct if p.sm_pct is not None else -1), p.pid))
-    if key in ("user", "command", "device"):
-        return sorted(procs, key=lambda p: (str(getattr(p, key) or "~"), p.pid))
-    if key == "pid":
-        return sorted(procs, key=lambda p: (p.pid, p.device))
-    raise ValueError(f"unknown sort key {key!r}; one of {', '.join(SORT_KEYS)}")
-
-
-def process_lines(
-    procs: Sequence[DeviceProcess], sort: str = "memory", width: int = 120
-) -> list[Text]:
-    """The compute processes, a header and one row each, in ``sort`` order."""
-    if not procs:
-        return [Text("no compute processes on these GPUs", "dim")]
-    rows = [
-        (
-            p.device,
-            str(p.pid),
-            (p.user or "n/a")[:12],
-            format_bytes(p.memory_bytes),
-            "n/a" if p.sm_pct is None else f"{p.sm_pct:.0f} %",
-            p.command or "n/a (not visible from here)",
-        )
-        for p in sort_processes(procs, sort)
-    ]
-    head = ("device", "pid", "user", "GPU memory", "SM", "command")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
-    room = max(width - sum(widths) - 5, 10)
-
-    def line(cells: tuple[str, ...], style: str = "") -> Text:
-        d, pid, user, mem, sm, command = cells
-        if len(command) > room:
-            command = command[: room - 1] + "…"
-        text = f"{d:<{widths[0]}} {pid:>{widths[1]}} {user:<{widths[2]}} "
-        text += f"{mem:>{widths[3]}} {sm:>{widths[4]}} {command}"
-        return Text(text, style)
-
-    return [line(head, "bold"), *(line(r) for r in rows)]
 
 
 def _host_line(host: Sample) -> Text:

@@ -27,6 +27,7 @@ FRAMEWORK_NAMES = {
     "plain": "plain PyTorch",
     "lightning": "Lightning",
     "hf_trainer": "Hugging Face Trainer",
+    "fabric": "Lightning Fabric",
     "accelerate": "Accelerate",
 }
 

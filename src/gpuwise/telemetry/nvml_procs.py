@@ -48,6 +48,11 @@ class DeviceProcess:
             per-process samples.
         user: The owner's user name, when the process is visible here.
         command: Its command line, when visible.
+        cpu_pct: Its CPU share since the previous frame (100 = one core); ``None`` on the
+            first reading or where it is not visible (``telemetry.proc_stats``).
+        rss_bytes: Its resident host memory, when visible.
+        started_epoch_s: When it started (seconds since the epoch), when visible.
+        ppid: Its parent's pid, when visible.
     """
 
     device: str
@@ -56,6 +61,10 @@ class DeviceProcess:
     sm_pct: float | None = None
     user: str | None = None
     command: str | None = None
+    cpu_pct: float | None = None
+    rss_bytes: int | None = None
+    started_epoch_s: float | None = None
+    ppid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
