@@ -10,7 +10,8 @@ No module imports ``reader`` or this package back:
 2. ``intervals``: time intervals in flat columns and the union arithmetic.
 3. ``events``: each event, one at a time, reduced to intervals and counts (``EventTally``);
    ``members``: what each event category is, copies by direction and memory kind, and the
-   trace's ``deviceProperties`` and ``distributedInfo`` members; ``excerpt``: where the job's device work begins when the trace is an excerpt.
+   trace's ``deviceProperties`` and ``distributedInfo`` members; ``excerpt``: where the
+   job's device work begins when the trace is an excerpt.
 4. ``steps``: the profiler steps and the measured window, each step's device split and
    phases.
 5. ``device``: device events by name, class and stream; ``host``: launches, graph
