@@ -180,3 +180,28 @@ def test_robust_stats_flag_a_checkpoint_step() -> None:
         "grew": "post",
     }
     assert stats["p90_s"] == pytest.approx(0.011)
+
+
+def lbfgs_step(t: LoopTracker, clock: FakeClock, evaluations: int) -> None:
+    """``optimizer.step(closure)`` of L-BFGS: the closure's forward and backward run inside."""
+    t.region_entered("optimizer")
+    for _ in range(evaluations):
+        region(t, clock, "forward", 2.0)
+        region(t, clock, "backward", 3.0)
+        clock.advance(0.5)  # the line search between evaluations
+    t.region_exited("optimizer")
+    t.optimizer_stepped("lbfgs")
+
+
+def test_closure_evaluations_without_a_loader_are_one_step(clock: FakeClock) -> None:
+    t, steps = tracker_with(clock)
+    for evaluations in (20, 20, 7, 20, 1):
+        lbfgs_step(t, clock, evaluations)
+        region(t, clock, "forward", 1.0)  # a no-grad prediction between steps
+    t.close()
+    # the first optimizer step opens the first step; every later one closes one
+    assert len(steps) == 4
+    assert [s.backward_calls for s in steps] == [20, 7, 20, 1]
+    assert [s.optimizer_calls for s in steps] == [1, 1, 1, 1]
+    assert steps[1].compute_s == pytest.approx(1.0 + 7 * 5.5)
+    assert steps[1].forward_s == pytest.approx(1.0 + 7 * 2.0)

@@ -209,3 +209,23 @@ def test_ranks_table_reads_the_rank_view_so_warm_up_is_left_out():
     # the same figures as the document's "ranks" section; the raw mean would be 400 ms
     assert ["0", "5", "200.0", "ms", "40.0", "%"] in lines
     assert ["1", "5", "200.0", "ms", "40.0", "%"] in lines
+
+
+def test_the_cpu_row_is_the_machines_and_the_jobs_own_use_is_told_beside_it() -> None:
+    from gpuwise.diagnose.anatomy import read_anatomy
+    from gpuwise.report.text import job_resources_note
+
+    samples = [
+        Sample(t / 10, "cpu", utilization_pct=90.0, memory_used_bytes=12_600 << 20,
+               process_cpu_pct=98.0, process_rss_bytes=310 << 20)
+        for t in range(3)
+    ]  # fmt: skip
+    run = Run("profile", samples=samples, utilization=summarize(samples, 0.1))
+    run.anatomy = read_anatomy(run)
+    assert job_resources_note(run) == (
+        "cpu row: the whole machine; the job's own processes: 98 % of one core, "
+        f"peak RSS {format_bytes(310 << 20)}"
+    )
+    console = Console(width=120, record=True)
+    render_run(run, console)
+    assert "the job's own processes: 98 % of one core" in console.export_text()

@@ -32,6 +32,9 @@ EXAMPLES = """\
                                                     gpuwise's phases, kernel classes, findings
   gpuwise analyze base.json scaled.json             a 1-rank baseline and a scaled run
   gpuwise analyze rank0.json.gz rank1.json.gz       one job's rank traces: cross-rank view
+  gpuwise analyze traces/rank*.json.gz --jobs 8     read 8 rank files at a time; the rank
+                                                    the others waited for, and why
+  gpuwise analyze /shared/rank*.json.gz --ray auto  read them as tasks on a Ray cluster
   gpuwise analyze trace.json.gz --strict            exit 2 on a corrupt event or NaN time"""
 
 
@@ -40,6 +43,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="traces and logs to analyze")
     add_json(parser, "gpuwise.run/1")
     add_run_files(parser)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes reading several files at once (default: every usable core; "
+        "1 reads them one after another), e.g. --jobs 4",
+    )
+    parser.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="read the files as tasks on this Ray cluster ('auto', 'ray://HOST:10001', "
+        "'local' for one started here); the files must be at the same path on every node; "
+        "needs the ray extra",
+    )
     more = "; a trace event with a non-numeric, non-finite or negative time exits 2, naming "
     add_strict(parser, more=more + "the file and event")
 
@@ -53,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_run_files(args, [(path, "input") for path in args.files])
     try:
-        result = analyze(args.files, strict=args.strict)
+        result = analyze(args.files, strict=args.strict, jobs=args.jobs, ray_address=args.ray)
     except (UsageError, UnusableEventError) as err:
         print(f"gpuwise analyze: error: {err}", file=sys.stderr)
         return 2  # rank files of different jobs, or --strict met a bad record

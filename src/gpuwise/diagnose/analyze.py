@@ -32,7 +32,13 @@ MAX_SKIPPED_LISTED = 200
 """Skipped records listed one by one in ``meta.skipped``; the count covers the rest."""
 
 
-def analyze(paths: Sequence[str | os.PathLike[str]], *, strict: bool = False) -> Run:
+def analyze(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    strict: bool = False,
+    jobs: int | None = None,
+    ray_address: str | None = None,
+) -> Run:
     """Read traces and logs, build one Run from them and diagnose it.
 
     Args:
@@ -40,6 +46,10 @@ def analyze(paths: Sequence[str | os.PathLike[str]], *, strict: bool = False) ->
             files, in any mix; gzip accepted. Two Run JSONs compare a baseline (first)
             with a scaled run (last).
         strict: Fail on the first corrupt record instead of skipping and counting it.
+        jobs: Worker processes reading several files at once (default: the usable
+            cores; 1 reads them one after another here). Rank traces of one job are
+            reduced in the workers and their collectives matched (``job_ranks``).
+        ray_address: Read on this Ray cluster instead (the ``ray`` extra).
 
     Returns:
         The diagnosed Run; ``run.findings[0]`` is the main bottleneck or ``healthy``.
@@ -56,14 +66,30 @@ def analyze(paths: Sequence[str | os.PathLike[str]], *, strict: bool = False) ->
     names = [os.fspath(p) for p in paths]
     if not names:
         raise UsageError("no input files; pass a trace or log, e.g. gpuwise analyze trace.json")
-    pieces = [read_piece(name, strict=strict) for name in names]
-    run = build_run(names, pieces)
+    if len(names) == 1 and ray_address is None:
+        run = build_run(names, [read_piece(names[0], strict=strict)])
+    else:
+        run = _build_many(names, strict=strict, jobs=jobs, ray_address=ray_address)
     if run.serving is not None and not run.steps:  # a serve-bench run: requests, not steps
         from gpuwise.diagnose.serving import diagnose_serving
 
         run.findings = diagnose_serving(run.serving)
     else:
         run.findings = diagnose(run)
+    return run
+
+
+def _build_many(
+    names: list[str], *, strict: bool, jobs: int | None, ray_address: str | None
+) -> Run:
+    from gpuwise.diagnose.job_ranks import add_alignment, read_inputs
+
+    inputs = read_inputs(names, strict=strict, jobs=jobs, ray_address=ray_address)
+    run = build_run(names, inputs.pieces)
+    run.meta["reading"] = inputs.reading
+    if inputs.skipped_files:
+        run.meta["skipped_files"] = inputs.skipped_files
+    add_alignment(run, inputs.summaries)
     return run
 
 

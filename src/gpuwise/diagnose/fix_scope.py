@@ -41,7 +41,12 @@ class Scope:
     jobs: frozenset[str] = ANY_JOB
     vendors: frozenset[str] = ANY_VENDOR
     premises: tuple[str, ...] = ()
+    data: frozenset[str] = frozenset()
+    """The data kinds (``records.anatomy.DATA_KINDS``) the fix fits; empty: any."""
 
+
+IMAGE_DATA = frozenset({"images", "unknown"})
+"""Fixes for decoding and per-sample augmentation: images (and jobs whose data is unknown)."""
 
 SCOPES: dict[str, Scope] = {}
 """The scope of every fix made so far, by its action."""
@@ -53,9 +58,10 @@ def scoped(
     jobs: frozenset[str] = ANY_JOB,
     vendors: frozenset[str] = ANY_VENDOR,
     premises: tuple[str, ...] = (),
+    data: frozenset[str] = frozenset(),
 ) -> Callable[[F], F]:
     """Declare the scope of a fix constructor (it returns a Fix, a tuple of them or None)."""
-    scope = Scope(jobs, vendors, premises)
+    scope = Scope(jobs, vendors, premises, data)
 
     def wrap(fn: F) -> F:
         def made(*args: Any, **kwargs: Any) -> Any:
@@ -99,6 +105,12 @@ def fits(
         return False
     held = premises or {}
     return all(held.get(p, True) for p in scope.premises)
+
+
+def fits_data(fix: Fix, data_kind: str) -> bool:
+    """True when ``fix`` fits a job whose batches are ``data_kind``."""
+    kinds = scope_of(fix).data
+    return not kinds or data_kind in kinds
 
 
 def keep_fitting(

@@ -10,7 +10,7 @@ fixes apply to; ``fix_scope.keep_fitting`` drops the ones that do not fit a job.
 
 from __future__ import annotations
 
-from gpuwise.diagnose.fix_scope import ANY_JOB, GPU, LOOPS, TRAINING, scoped
+from gpuwise.diagnose.fix_scope import ANY_JOB, GPU, IMAGE_DATA, LOOPS, TRAINING, scoped
 from gpuwise.records import Fix
 
 SPEEDUP_CRITICAL = 1.5
@@ -76,7 +76,7 @@ def loader_workers(cores: int | None, local_ranks: int, *, pin: bool = True) -> 
     )
 
 
-@scoped(jobs=LOOPS, premises=("images",))
+@scoped(jobs=LOOPS, premises=("images",), data=IMAGE_DATA)
 def gpuwise_store() -> Fix:
     """Fix: pre-decode the data once and read it with the gpuwise loader."""
     return Fix(
@@ -86,7 +86,7 @@ def gpuwise_store() -> Fix:
     )
 
 
-@scoped(vendors=GPU, premises=("images",))
+@scoped(vendors=GPU, premises=("images",), data=IMAGE_DATA)
 def uint8_across() -> Fix:
     """Fix: send raw uint8 to the device and convert/augment there."""
     return Fix(
@@ -96,7 +96,7 @@ def uint8_across() -> Fix:
     )
 
 
-@scoped(premises=("images",))
+@scoped(premises=("images",), data=IMAGE_DATA)
 def batched_transforms() -> Fix:
     """Fix (CPU device): augment whole uint8 batches with tensor ops, not per sample."""
     return Fix(

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwise.diagnose import fixes as fx
+from gpuwise.diagnose import job_rules as jr
 from gpuwise.diagnose import trace_capture as tc
 from gpuwise.diagnose import trace_host as th
 from gpuwise.diagnose import trace_rules as tr
@@ -91,6 +92,7 @@ def diagnose(run: Run) -> list[Finding]:
     kinds = {f.kind for f in found}
     found.extend(f for f in _distributed(run) if f.kind not in kinds)
     found = tr.fit_to_job(found, ctx)
+    found = jr.fit_to_anatomy(found, ctx)
     found.sort(key=_payoff_key)
     cpu_job = any(f.kind == "cpu_job" for f in found)  # the CPU is the device: it leads
     if not cpu_job and not any(f.severity in ("critical", "warning") for f in found):
@@ -109,11 +111,19 @@ def _payoff_key(f: Finding) -> tuple[bool, int, float]:
 
 
 def _distributed(run: Run) -> list[Finding]:
+    alignment = run.trace.alignment if run.trace is not None else None
+    out: list[Finding] = []
+    if alignment is not None:  # matched collectives name the rank the others waited for
+        from gpuwise.diagnose.straggler_trace import aligned_straggler
+
+        found = aligned_straggler(alignment)
+        out += [found] if found is not None else []
     if run.ranks is None:
-        return []
+        return out
     from gpuwise.diagnose.distributed import findings
 
-    return list(findings(run))
+    aligned = alignment is not None
+    return out + [f for f in findings(run) if not (aligned and f.kind == "straggler")]
 
 
 def _stage(
@@ -345,6 +355,8 @@ def _healthy(ctx: Context) -> Finding:
         precision = None  # the trace's GEMM/conv kernels already run in low precision
     fixes = [f for f in (precision, *fixes) if f is not None]
     summary = "No stage dominates: the device is kept fed; speed now comes from the model"
+    if ctx.anatomy.too_small:
+        summary = f"Too small to judge per-step costs ({ctx.anatomy.too_small}); nothing to fix"
     return Finding("healthy", "info", summary, evidence, None, tuple(fixes))
 
 
@@ -363,4 +375,5 @@ RULES: tuple[Rule, ...] = (
     idle_reserved,
     thermal_throttle,
     memory_headroom,
+    jr.oversubscribed,
 )

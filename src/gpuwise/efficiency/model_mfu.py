@@ -13,8 +13,9 @@ micro-step times the micro-steps per step), and
 
 The peak is the catalog's for the precision that carried most of the counted FLOPs (the
 autocast dtype, TF32 where PyTorch allowed it, the model's dtype), or on the CPU the rate
-measured on this machine (``efficiency.mfu``). The whole-job figure is every rank's achieved
-FLOP/s over the sum of their peaks.
+measured on this machine (``efficiency.mfu``). A precision with no peak (float64) leaves the
+utilizations ``None`` with the reason in ``note``; so does a figure above 100 %. The
+whole-job figure is every rank's achieved FLOP/s over the sum of their peaks.
 """
 
 from __future__ import annotations
@@ -54,10 +55,9 @@ def counted_mfu_section(
     first = counts[min(counts)]
     precision = first.get("precision") or "fp32"
     note = None
-    if precision not in PRECISIONS:
-        note = f"FLOPs ran in {precision}, which the catalog has no peak for; fp16's peak is used"
-        precision = "fp16"
-    if peak_flops_s is None:
+    if peak_flops_s is None and precision not in PRECISIONS:
+        note = f"n/a: the FLOPs ran in {precision}, which has no peak in the catalog"
+    elif peak_flops_s is None:
         peak_flops_s, peak_source = device_peak_flops_s(run.devices, precision)
     warmup = int(run.meta.get("warmup_steps", 0))
     steps = steady_steps(headline_steps(run.steps), warmup)
@@ -69,9 +69,8 @@ def counted_mfu_section(
     if not ranks:
         return None
     section = _whole_job(ranks, peak_flops_s)
-    mfu = section["mfu"]
-    if note is None and mfu is not None and mfu > 1:
-        note = PEAK_UNDER_LOAD
+    if _above_one(section, *ranks):
+        note = f"n/a: {PEAK_UNDER_LOAD}"
     section.update(
         source="counted",
         phase=first.get("phase"),
@@ -84,6 +83,8 @@ def counted_mfu_section(
         tokens=_tokens(first, ranks, peak_flops_s),
         note=note,
     )
+    if section["tokens"] is not None and _above_one(section["tokens"]):
+        section["note"] = note or f"n/a: {PEAK_UNDER_LOAD}"
     return section
 
 
@@ -132,6 +133,25 @@ def _rank_figures(
         "hfu": _ratio(hardware, step_s, peak),
         "compute_mfu": _ratio(model, compute_s, peak),
     }
+
+
+UTILIZATIONS = ("mfu", "hfu", "compute_mfu")
+
+
+def _above_one(*figures: dict[str, Any]) -> bool:
+    """Set every utilization above 1 to ``None`` (n/a); return whether any was.
+
+    A utilization cannot pass 100 %: above it the peak is wrong for this work (a CPU peak
+    measured under load), and no figure is better than an impossible one.
+    """
+    seen = False
+    for figure in figures:
+        for key in UTILIZATIONS:
+            value = figure.get(key)
+            if value is not None and value > 1:
+                figure[key] = None
+                seen = True
+    return seen
 
 
 def _ratio(flops: float, seconds: float, peak: float | None) -> float | None:

@@ -77,6 +77,7 @@ def arm(directory: str | None, spec_text: str | None, recorder: Any = None) -> J
     _Armed.spec = spec
     _Armed.setup = JobSetup(directory, spec.get("name"))
     _patch_loader()
+    _patch_process_start()
     _patch_optimizers(spec.get("optimizer_class"), spec.get("optimizer") or {})
     _patch_backward(int(spec.get("losses", LOSS_STEPS)))
     _apply_globals(spec)
@@ -165,6 +166,22 @@ def _patch_loader() -> None:
             _Armed.setup.loader_built(self)
 
     DataLoader.__init__ = __init__  # type: ignore[method-assign]
+
+
+def _patch_process_start() -> None:
+    """Record where the job's code starts processes (trainers of a hogwild job, servers)."""
+    from multiprocessing import process
+
+    original = process.BaseProcess.start
+
+    @functools.wraps(original)
+    def start(self: Any) -> None:
+        if _Armed.setup is not None:
+            with contextlib.suppress(Exception):  # recording never breaks the user's start
+                _Armed.setup.process_started(self)
+        original(self)
+
+    process.BaseProcess.start = start  # type: ignore[method-assign]
 
 
 def optimizer_classes() -> list[type]:

@@ -30,6 +30,7 @@ from gpuwise.distributed.rank_files import read_rank_files
 from gpuwise.distributed.ranks import RankInfo, rank_info
 from gpuwise.profiling import hooks
 from gpuwise.profiling.step_files import JsonlRecorder, MemoryRecorder, StepFiles, read_step_files
+from gpuwise.profiling.trainers import separate_trainers
 from gpuwise.records import Run, Sample, Step
 from gpuwise.records.ranks import RankView
 
@@ -160,7 +161,7 @@ def run_from_directory(
     source: str = "profile",
 ) -> Run:
     """The Run of a job whose processes recorded into ``directory`` (steps and rank files)."""
-    files = read_step_files(directory)
+    files = separate_trainers(read_step_files(directory))
     if meta.get("torch_version") is None:
         meta["torch_version"] = torch_version_of(files)
     meta.setdefault("processes", [_process(p) for p in files.processes])
@@ -179,7 +180,7 @@ def run_from_directory(
 
 
 def _process(header: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("pid", "rank", "world_size", "local_rank", "device")
+    keys = ("pid", "rank", "world_size", "local_rank", "device", "trainer")
     return {k: header.get(k) for k in keys}
 
 
@@ -235,7 +236,14 @@ def rank_view(
     rank_files: Sequence[Mapping[str, Any]] = (),
     processes: Sequence[Mapping[str, Any]] = (),
 ) -> RankView | None:
-    """The cross-rank view of a job, or ``None`` when one process ran alone."""
+    """The cross-rank view of a job, or ``None`` when one process ran alone.
+
+    Concurrent trainers without torch.distributed (``trainers.separate_trainers``) get
+    none: they wait for no collective, so rank findings (stragglers, uneven step counts)
+    do not apply; each keeps its own steps.
+    """
+    if any("trainer" in p for p in processes):
+        return None
     worlds = [int(p.get("world_size") or 1) for p in processes]
     if not rank_files and max(worlds, default=1) <= 1 and len({s.rank for s in steps}) <= 1:
         return None

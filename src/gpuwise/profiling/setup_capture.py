@@ -130,6 +130,8 @@ class JobSetup:
             "optimizers": [],
             "losses": [],
             "cpu_count": os.cpu_count(),
+            "cores": usable_cores(),
+            "process_starts": [],
         }
 
     def _where(self) -> dict[str, Any]:
@@ -145,6 +147,7 @@ class JobSetup:
         for key in LOADER_KEYS:
             value = getattr(loader, key, None)
             record[key] = value if isinstance(value, (bool, int, type(None))) else str(value)
+        record.update(dataset_facts(loader))
         self.doc["loaders"].append(record)
         self.write()
 
@@ -173,6 +176,23 @@ class JobSetup:
         self.doc["optimizers"].append(record)
         self.write()
 
+    def process_started(self, process: Any) -> None:
+        """Record a ``multiprocessing`` process the user's code started (a trainer, a server).
+
+        DataLoader workers are left out: torch starts them, not the user's line.
+        """
+        file, line, files = user_frame(3)
+        if any(f"{os.sep}torch{os.sep}utils{os.sep}data{os.sep}" in f for f in files):
+            return
+        import multiprocessing
+
+        method = getattr(process, "_start_method", None)
+        method = method or multiprocessing.get_start_method(allow_none=True) or "fork"
+        self.doc["process_starts"].append(
+            {"file": file, "line": line, "code": source_line(file, line), "method": method}
+        )
+        self.write()
+
     def loss_seen(self, value: float) -> None:
         """Record one loss value (the tensor ``backward()`` was called on)."""
         self.doc["losses"].append(value)
@@ -186,6 +206,51 @@ class JobSetup:
             json.dump(self.doc, out)
 
 
+def dataset_facts(loader: Any) -> dict[str, str]:
+    """The loader's dataset class, its transforms' class names and its collate function.
+
+    Only names are read (no sample is loaded): ``data_kind`` tells images, tokens, tensors
+    and audio apart from them.
+    """
+    dataset = getattr(loader, "dataset", None)
+    cls = type(dataset)
+    names = []
+    for attr in ("transform", "transforms", "target_transform"):
+        t = getattr(dataset, attr, None)
+        if t is not None:
+            inner = getattr(t, "transforms", None)
+            parts = inner if isinstance(inner, (list, tuple)) else [t]
+            names += [type(p).__name__ for p in parts]
+    collate = getattr(loader, "collate_fn", None)
+    return {
+        "dataset": f"{cls.__module__}.{cls.__qualname__}",
+        "transforms": " ".join(names[:16]),
+        "collate": str(getattr(collate, "__name__", type(collate).__name__)),
+    }
+
+
+def usable_cores() -> int | None:
+    """The CPU cores this process may run on (its affinity), else the machine's count."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        with contextlib.suppress(OSError):
+            return len(affinity(0))
+    return os.cpu_count()
+
+
+def trainer_summary(doc: dict[str, Any]) -> dict[str, Any]:
+    """One process's part of the job's topology: its pid, threads, loader workers, optimizer."""
+    opts = [o for o in doc.get("optimizers") or [] if isinstance(o, dict)]
+    loaders = [ld for ld in doc.get("loaders") or [] if isinstance(ld, dict)]
+    return {
+        "pid": doc.get("pid"),
+        "threads": next((o.get("torch_threads") for o in opts), None),
+        "loader_workers": max((int(ld.get("num_workers") or 0) for ld in loaders), default=0),
+        "optimizer": next((o.get("class") for o in opts), None),
+        "process_starts": len(doc.get("process_starts") or []),
+    }
+
+
 def read_setup(directory: str | Path) -> dict[str, Any] | None:
     """The job's setup: the records of the process that built an optimizer or a loader.
 
@@ -194,15 +259,23 @@ def read_setup(directory: str | Path) -> dict[str, Any] | None:
 
     Returns:
         The first such process's record (the lowest rank's, by file order), with
-        ``processes`` counting the processes that left one; ``None`` when none did.
+        ``processes`` counting the processes that left one, ``trainers`` summing up each
+        that trained (built an optimizer or saw a loss; ``trainer_summary``) and
+        ``process_starts`` every process start the job's code made (in any process);
+        ``None`` when no process left a record.
     """
-    docs = []
+    docs, starts = [], []
     for path in sorted(Path(directory).glob(SETUP_FILES)):
         with contextlib.suppress(OSError, ValueError):
             doc = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(doc, dict) and any(doc.get(k) for k in SETUP_KEYS):
+            if not isinstance(doc, dict):
+                continue
+            starts += [p for p in doc.get("process_starts") or [] if isinstance(p, dict)]
+            if any(doc.get(k) for k in SETUP_KEYS):
                 docs.append(doc)
     if not docs:
         return None
     docs.sort(key=lambda d: (not d.get("optimizers"), int(d.get("pid") or 0)))
-    return dict(docs[0], processes=len(docs))
+    trained = [d for d in docs if d.get("optimizers") or d.get("losses")]
+    trainers = [trainer_summary(d) for d in trained]
+    return dict(docs[0], processes=len(docs), trainers=trainers, process_starts=starts)

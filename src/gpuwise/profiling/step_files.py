@@ -204,6 +204,7 @@ class StepFiles:
         skipped: ``{"file", "line", "reason"}`` for each line that could not be read.
         h2d_gpu_s: GPU seconds of timed host-to-device copies, None when none were timed.
         flops: The ``flops`` record of each process that counted its model's FLOPs.
+        step_pids: The process id of each step's file, parallel to ``steps``.
     """
 
     steps: list[Step] = field(default_factory=list)
@@ -211,6 +212,7 @@ class StepFiles:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     h2d_gpu_s: float | None = None
     flops: list[dict[str, Any]] = field(default_factory=list)
+    step_pids: list[int] = field(default_factory=list)
 
 
 def read_step_files(directory: str | Path) -> StepFiles:
@@ -226,6 +228,7 @@ def read_step_files(directory: str | Path) -> StepFiles:
     for path in sorted(Path(directory).glob(FILE_GLOB), key=_file_order):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             read_line(out, path.name, number, line)
+        out.step_pids += [_file_order(path)[1]] * (len(out.steps) - len(out.step_pids))
     return out
 
 

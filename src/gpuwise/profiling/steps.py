@@ -17,7 +17,9 @@ Step protocol (the one place that says where a step begins and ends):
 * A loop without a data loader (synthetic tensors) steps from one optimizer step to the
   next, all ``compute``; the first optimizer step only sets the first mark. With several
   optimizers (GANs), the first one to step marks the boundaries. With no optimizer at all
-  (weights updated by hand), the end of each ``backward()`` does.
+  (weights updated by hand), the end of each ``backward()`` does — except inside an
+  optimizer's ``step(closure)`` (L-BFGS evaluates its closure up to 25 times a step): those
+  evaluations are parts of one step, counted in its ``backward_calls``.
 * Once the job has stepped an optimizer, a batch request before this step's optimizer step
   does not close the step when the iteration since the last request ran a ``backward()``
   (gradient accumulation: one step, several micro-steps) or nothing at all (a batch fetched
@@ -256,8 +258,12 @@ class LoopTracker:
             self.trained = True
             self._calls[0] += 1
             self._iteration[1] += 1
-            if not self.loader_seen and not self.optimizer_seen:
+            if not self.loader_seen and not self.optimizer_seen and not self._in_optimizer():
                 self._boundary_reached()
+
+    def _in_optimizer(self) -> bool:
+        """Inside ``optimizer.step(closure)``: the closure's evaluations are parts of the step."""
+        return "optimizer" in self.split.stack
 
     def _counting(self) -> bool:
         return self.timer.open and not self.waiting

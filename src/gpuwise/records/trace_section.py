@@ -11,7 +11,8 @@ busy and compute seconds are stored (``device_busy_s``, ``device_compute_s``); d
 written before they were hold only their shares of the span (``temporal``), and for those
 the seconds are read as share x span.
 
-This module imports nothing from the rest of gpuwise but ``records.trace``.
+This module imports nothing from the rest of gpuwise but ``records.trace`` and
+``records.alignment``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise.records.alignment import JobAlignment
 from gpuwise.records.trace import (
     Communication,
     LaunchStats,
@@ -68,6 +70,8 @@ class TraceSection:
         distributed: ``distributedInfo`` with ``world_size`` and ``ranks_read`` of the job
             (None before merging: then ``facts.distributed`` is the trace's own).
         straggler: The slowest rank against the others' median step, or None.
+        alignment: Collectives matched across the rank traces (``records.alignment``),
+            or None (one trace, or no collective recorded).
     """
 
     file: str | None = None
@@ -98,6 +102,7 @@ class TraceSection:
     ranks: tuple[RankFacts, ...] | None = None
     distributed: Mapping[str, Any] | None = None
     straggler: Mapping[str, Any] | None = None
+    alignment: JobAlignment | None = None
 
     @property
     def job(self) -> Mapping[str, Any]:
@@ -120,6 +125,8 @@ class TraceSection:
             out["distributed"] = dict(self.distributed)
         if self.straggler is not None:
             out["straggler"] = dict(self.straggler)
+        if self.alignment is not None:
+            out["alignment"] = self.alignment.to_dict()
         return out
 
     @classmethod
@@ -139,13 +146,14 @@ class TraceSection:
             ranks=None if rows is None else tuple(RankFacts(**r) for r in rows),
             distributed=None if rows is None else dict(d.get("distributed") or {}),
             straggler=dict(d["straggler"]) if d.get("straggler") is not None else None,
+            alignment=JobAlignment.from_dict(d["alignment"]) if d.get("alignment") else None,
         )
 
 
 _READER_KEYS = tuple(
     f.name
     for f in dataclasses.fields(TraceSection)
-    if f.name not in {"facts", "busy_fraction", "ranks", "distributed", "straggler"}
+    if f.name not in {"facts", "busy_fraction", "ranks", "distributed", "straggler", "alignment"}
 )
 
 

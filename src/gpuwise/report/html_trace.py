@@ -12,14 +12,18 @@ from html import escape
 
 import numpy as np
 
+from gpuwise.records.alignment import JobAlignment
 from gpuwise.records.trace import RankFacts, StepFacts, TopKernel
 from gpuwise.records.trace_section import TraceSection
 from gpuwise.report import bars
 from gpuwise.report.html_tables import definition_list
+from gpuwise.report.rank_heatmap import lateness_heatmap
+from gpuwise.report.ranks_text import MANY_RANKS, alignment_lines
 from gpuwise.report.text_trace import (
     KERNEL_COLUMNS,
     RANK_COLUMNS,
     kernel_cells,
+    many_rank_lines,
     rank_cells,
     trace_lines,
 )
@@ -53,8 +57,15 @@ def trace_section(t: TraceSection | None) -> str:
         + _step_chart(f.steps)
         + _top_table(f.top_kernels)
         + _ranks_table(t.ranks or ())
+        + (alignment_html(t.alignment) if t.alignment is not None else "")
         + "</section>"
     )
+
+
+def alignment_html(a: JobAlignment) -> str:
+    """The collective alignment: its lines, then the ranks x steps lateness map."""
+    rows = [(label, escape(text)) for label, text in alignment_lines(a)]
+    return "<h3>Collectives across ranks</h3>" + definition_list(rows) + lateness_heatmap(a)
 
 
 def _class_bar(classes: Mapping[str, float]) -> str:
@@ -100,4 +111,7 @@ def _top_table(top: Sequence[TopKernel]) -> str:
 def _ranks_table(ranks: Sequence[RankFacts]) -> str:
     if len(ranks) < 2:
         return ""
+    if len(ranks) > MANY_RANKS:  # distributions and ends; the JSON keeps every row
+        lines = many_rank_lines(ranks)
+        return "<h3>Ranks</h3>" + "".join(f'<p class="note">{escape(x)}</p>' for x in lines)
     return "<h3>Ranks</h3>" + _table(list(RANK_COLUMNS), [rank_cells(r) for r in ranks])

@@ -18,6 +18,7 @@ from rich.text import Text
 from gpuwise.records import PHASES, Finding, Run
 from gpuwise.records.ranks import RankView
 from gpuwise.report.efficiency_text import render_efficiency
+from gpuwise.report.ranks_text import MANY_RANKS, rank_figure_lines
 from gpuwise.report.run_facts import (
     command_line,
     phase_share,
@@ -72,15 +73,29 @@ def _render_header(run: Run, console: Console) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column(overflow="fold")
-    grid.add_row("command", Text(command_line(run)))
+    grid.add_row("command", Text(_short_command(run)))
     exit_code = NA if run.exit_code is None else str(run.exit_code)
     grid.add_row("exit code", Text(exit_code, style="red" if run.exit_code else ""))
-    for device in run.devices or [{"id": d} for d in run.utilization]:
+    devices = run.devices or [{"id": d} for d in run.utilization]
+    for device in devices[:MANY_RANKS]:
         grid.add_row("device", Text(device_label(device)))
+    if len(devices) > MANY_RANKS:
+        grid.add_row("device", Text(f"… {len(devices) - MANY_RANKS} more (--json lists all)"))
     grid.add_row("duration", format_seconds(run_duration_s(run)))
     if skipped_count(run):
         grid.add_row("skipped", Text(f"{skipped_count(run):,} unusable input records", "yellow"))
+    for item in (run.meta.get("skipped_files") or [])[:MANY_RANKS]:
+        grid.add_row("skipped", Text(f"{item['file']}: {item['reason']}", "yellow"))
     console.print(grid)
+
+
+def _short_command(run: Run) -> str:
+    """The command; past ``MANY_RANKS`` inputs, the first two, the last and the count."""
+    command = run.command or []
+    if len(command) <= MANY_RANKS:
+        return command_line(run)
+    head = [*command[:2], "…", command[-1]]
+    return " ".join(str(p) for p in head) + f" ({len(command)} files; --json lists all)"
 
 
 def _render_throughput(run: Run, console: Console) -> None:
@@ -92,8 +107,12 @@ def _render_throughput(run: Run, console: Console) -> None:
     ranks = rank_count(run)
     steps_per_s = stats["steps_per_s"]
     samples_per_s = stats["samples_per_s"]
+    who = f"{ranks} rank{'s' * (ranks > 1)}"
+    trainers = run.anatomy.trainers() if run.anatomy is not None else []
+    if run.ranks is None and len(trainers) > 1:  # concurrent trainers, throughput summed
+        who = f"{len(trainers)} trainer processes"
     line = (
-        f"steps       {stats['count']:,} steps · {ranks} rank{'s' * (ranks > 1)}"
+        f"steps       {stats['count']:,} steps · {who}"
         f" · mean step {format_seconds(stats['mean_s'])}"
         f" · {NA if steps_per_s is None else f'{steps_per_s:.2f}'} steps/s"
         f" · {NA if samples_per_s is None else f'{samples_per_s:,.1f}'} samples/s"
@@ -128,6 +147,13 @@ def _render_robust(stats: Mapping[str, Any], console: Console) -> None:
 
 
 def _render_ranks(view: RankView, console: Console) -> None:
+    if len(view.per_rank) > MANY_RANKS:  # distributions and ends instead of a row per rank
+        rows = [{**r, "data_wait": phase_share(r, "data_wait")} for r in view.per_rank]
+        lines = rank_figure_lines(rows, "mean_s", "mean step", format_seconds)
+        lines += rank_figure_lines(rows, "data_wait", "data wait", format_fraction)
+        for line in lines:
+            console.print(Text("            " + line), soft_wrap=True)
+        return
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
     for name in ("rank", "steps", "mean step", "data wait"):
         table.add_column(name, justify="right")
@@ -206,6 +232,28 @@ def _render_devices(run: Run, console: Console) -> None:
         note = gap_note(device_id, summary)
         if note:
             console.print(Text(note, style="dim"))
+    own = job_resources_note(run)
+    if own:
+        console.print(Text(own, style="dim"))
+
+
+def job_resources_note(run: Run) -> str | None:
+    """``cpu is the machine's; the job's own processes: 98 % of a core, peak RSS 310 MiB``.
+
+    The CPU row is machine-wide (other processes included); the job's own process tree is
+    told beside it, from the anatomy's ``resources``.
+    """
+    res = run.anatomy.resources if run.anatomy is not None else {}
+    if "cpu" not in run.utilization or not res:
+        return None
+    parts = []
+    if res.get("job_cpu_percent") is not None:
+        parts.append(f"{res['job_cpu_percent']:.0f} % of one core")
+    if res.get("job_rss_peak_bytes") is not None:
+        parts.append(f"peak RSS {format_bytes(res['job_rss_peak_bytes'])}")
+    if not parts:
+        return None
+    return "cpu row: the whole machine; the job's own processes: " + ", ".join(parts)
 
 
 def _device_cells(summary: Mapping[str, Any]) -> list[str]:

@@ -6,6 +6,7 @@ device facts (``records.trace.TraceFacts``); Runs without a trace render as befo
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from gpuwise.records.trace import (
 )
 from gpuwise.records.trace_section import TraceSection
 from gpuwise.report.inference_text import batching_line, weights_line
+from gpuwise.report.ranks_text import MANY_RANKS, alignment_lines, rank_figure_lines
 from gpuwise.report.units import format_fraction, format_seconds
 
 KERNEL_NAME_CHARS = 60
@@ -54,8 +56,13 @@ def render_trace(t: TraceSection, console: Console) -> None:
         _line(console, label, text)
     _unplaced(f, console)
     _top_kernels(f.top_kernels, console)
-    if len(t.ranks or ()) > 1:
+    if len(t.ranks or ()) > MANY_RANKS:
+        _many_ranks(t.ranks or (), console)
+    elif len(t.ranks or ()) > 1:
         _ranks(t.ranks or (), console)
+    if t.alignment is not None:
+        for label, text in alignment_lines(t.alignment):
+            _line(console, label, text)
 
 
 def trace_lines(t: TraceSection, f: TraceFacts) -> list[tuple[str, str]]:
@@ -279,6 +286,20 @@ def _top_kernels(top: Sequence[TopKernel], console: Console) -> None:
             name = name[: KERNEL_NAME_CHARS - 1] + "…"
         table.add_row(name, *rest)
     console.print(Padding(table, (0, 0, 0, 12), expand=False))
+
+
+def many_rank_lines(ranks: Sequence[RankFacts]) -> list[str]:
+    """Past ``MANY_RANKS`` rank traces: each column's distribution, ends and outliers."""
+    rows = [dataclasses.asdict(r) for r in ranks]
+    lines = rank_figure_lines(rows, "busy_fraction", "busy", format_fraction)
+    lines += rank_figure_lines(rows, "communication_fraction", "comm share", format_fraction)
+    lines += rank_figure_lines(rows, "step_median_s", "median step", format_seconds)
+    return lines
+
+
+def _many_ranks(ranks: Sequence[RankFacts], console: Console) -> None:
+    for line in many_rank_lines(ranks):
+        _line(console, "ranks", line)
 
 
 def _ranks(ranks: Sequence[RankFacts], console: Console) -> None:

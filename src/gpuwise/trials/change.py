@@ -169,6 +169,36 @@ def statement_line(text: str, line: int) -> int:
     return min(spans, key=lambda s: s[1] - s[0])[0] if spans else line
 
 
+def _optimizer_site(setup: Mapping[str, Any]) -> tuple[str, int | None, str] | None:
+    """``(file, line, callee)`` of the optimizer the job built, in the process that trains."""
+    opt = (setup.get("optimizers") or [None])[0]
+    if opt is None or not opt.get("file") or setup.get("framework", "plain") != "plain":
+        return None
+    return str(opt["file"]), opt.get("line"), str(opt.get("class"))
+
+
+def _insert_threads(
+    files: dict[str, tuple[str, str]], at: tuple[str, int | None, str], threads: int, why: str
+) -> None:
+    """Insert ``torch.set_num_threads(threads)`` before the statement of the call at ``at``."""
+    path, line, callee = at
+    if path not in files:
+        try:
+            text = Path(path).read_text("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return
+        files[path] = (text, text)
+    old, new = files[path]
+    try:
+        call = find_call(ast.parse(new), line, callee)
+    except SyntaxError:
+        return
+    if call is None:
+        return
+    statement = f"torch.set_num_threads({threads})  # {why}"
+    files[path] = (old, insert_before(new, statement_line(new, call.lineno), statement))
+
+
 def merged_spec(trials: Iterable[Trial]) -> dict[str, Any]:
     """The overrides of several trials in one spec (nested objects merged)."""
     merged: dict[str, Any] = {}
@@ -196,14 +226,11 @@ def patch_for(winners: list[Trial], setup: Mapping[str, Any]) -> str:
         if new is not None:
             files[path] = (old, new)
             threads_at = (path, line, callee) if kind == "loader" else threads_at
-    if spec.get("torch_threads") and threads_at is not None:
-        path, line, callee = threads_at
-        old, new = files[path]
-        call = find_call(ast.parse(new), line, callee)
-        if call is not None:
-            statement = (
-                f"torch.set_num_threads({spec['torch_threads']})  "
-                "# leave the other cores to the loader workers"
-            )
-            files[path] = (old, insert_before(new, statement_line(new, call.lineno), statement))
+    if spec.get("torch_threads"):
+        why = "leave the other cores to the loader workers"
+        if threads_at is None:  # no loader edit: before the line that built the optimizer
+            threads_at = _optimizer_site(setup)
+            why = "one thread per core across the job's processes"
+        if threads_at is not None:
+            _insert_threads(files, threads_at, int(spec["torch_threads"]), why)
     return "".join(unified_diff(p, old, new) for p, (old, new) in files.items())

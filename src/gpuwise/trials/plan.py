@@ -82,7 +82,7 @@ def plan_trials(run: Run, *, allow_numerics: bool = False) -> Plan:
         t
         for t in (
             loader,
-            _threads_trial(setup, loader),
+            _oversubscribed_trial(found) or _threads_trial(setup, loader),
             _pin_trial(setup, found),
             _optimizer_trial(setup, found, skipped),
             _cudnn_trial(setup),
@@ -173,6 +173,23 @@ def _threads_trial(setup: Mapping[str, Any], loader: Trial | None) -> Trial | No
         return None
     action = f"compute on {threads} intra-op thread(s), leaving the loader workers their cores"
     return Trial("intra_op_threads", action, None, None, {"torch_threads": threads})
+
+
+def _oversubscribed_trial(found: Mapping[str, Finding]) -> Trial | None:
+    """More threads than cores (``cpu_oversubscribed``): the suggested count in every process.
+
+    Planned on its own, with or without an input finding: processes x threads over the
+    cores costs more than any loader or optimizer fix on a small CPU job.
+    """
+    finding = found.get("cpu_oversubscribed")
+    if finding is None:
+        return None
+    threads = int(finding.evidence.get("threads_suggested") or 1)
+    processes = int(finding.evidence.get("trainer_processes") or 1)
+    cores = finding.evidence.get("cores")
+    each = f" in each of the {processes} processes" if processes > 1 else ""
+    action = f"compute on {threads} intra-op thread(s){each} ({cores} cores)"
+    return Trial("intra_op_threads", action, finding.kind, None, {"torch_threads": threads})
 
 
 def _pin_trial(setup: Mapping[str, Any], found: Mapping[str, Finding]) -> Trial | None:

@@ -1,7 +1,9 @@
-"""Anatomy facts of a profiled job, from the setup its processes recorded.
+"""Anatomy facts of a profiled job, from its step records and the setup its processes recorded.
 
-``profiling.setup_capture`` writes each process's loaders and optimizers (class, ``foreach``
-and ``fused`` flags, loader workers and pinned memory) into the Run's ``setup`` section.
+``profiling.setup_capture`` writes each process's loaders (dataset class, transforms),
+optimizers (class, ``foreach``/``fused``, intra-op threads) and process starts into the
+Run's ``setup`` section; the steps say which were optimizer steps, evaluation passes and
+closure evaluations (``profiling/steps.py``'s step protocol).
 """
 
 from __future__ import annotations
@@ -9,12 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpuwise.diagnose.anatomy.data_kind import data_kind
+from gpuwise.diagnose.anatomy.phases import profiled_phases
 from gpuwise.records import Run
-from gpuwise.records.anatomy import JobAnatomy
+from gpuwise.records.anatomy import JobAnatomy, Process
+
+CLOSURE_OPTIMIZERS = frozenset({"LBFGS"})
+"""Optimizers whose ``step(closure)`` evaluates the model several times a step; a job built
+on them trains on its whole data set each step (full batch)."""
 
 
 def add_profiled_facts(anatomy: JobAnatomy, run: Run) -> None:
-    """Fill what is applied from the Run's ``setup`` section, when it has one."""
+    """Fill phases, step identity, topology, data kind and what is applied (profiled Runs)."""
+    if run.trace is None and run.steps:
+        anatomy.phases = profiled_phases(run)
+        anatomy.evidence["phases"] = "step records: optimizer steps and forward-only passes"
+        _step_identity(anatomy, run)
     setup = run.extra.get("setup")
     if not isinstance(setup, Mapping):
         return
@@ -30,6 +42,73 @@ def add_profiled_facts(anatomy: JobAnatomy, run: Run) -> None:
         anatomy.applied["loader_workers"] = loaders[0].get("num_workers")
         anatomy.applied["pinned_memory"] = loaders[0].get("pin_memory")
         anatomy.evidence["loader"] = "setup: the DataLoader the script built"
+    _topology(anatomy, setup)
+    kind, why = data_kind(setup, run.extra.get("model_flops"))
+    anatomy.data_kind = kind
+    anatomy.evidence["data_kind"] = why
+    full = not loaders and any(o.get("class") in CLOSURE_OPTIMIZERS for o in optimizers)
+    if full:
+        anatomy.evidence["full_batch"] = (
+            f"{optimizers[0].get('class')}.step(closure) on tensors without a DataLoader"
+        )
+
+
+def _step_identity(anatomy: JobAnatomy, run: Run) -> None:
+    """Evaluations (closure calls, accumulation micro-steps) per optimizer step."""
+    train = [s for s in run.steps if s.phase == "train" and s.optimizer_calls]
+    if not train:
+        return
+    anatomy.step_unit = "optimizer_step"
+    evaluations = sum(s.backward_calls for s in train) / sum(s.optimizer_calls for s in train)
+    anatomy.evaluations_per_step = round(evaluations, 2)
+    anatomy.evidence["evaluations_per_step"] = (
+        f"{sum(s.backward_calls for s in train)} backward() calls in "
+        f"{sum(s.optimizer_calls for s in train)} optimizer steps"
+    )
+
+
+def _topology(anatomy: JobAnatomy, setup: Mapping[str, Any]) -> None:
+    """Threads per trainer, loader workers and the cores the job may use."""
+    cores = setup.get("cores") or setup.get("cpu_count")
+    if isinstance(cores, int) and not isinstance(cores, bool):
+        anatomy.cores = cores
+        anatomy.evidence["cores"] = "setup: the CPU affinity of the trainer process"
+    summaries = [t for t in setup.get("trainers") or [] if isinstance(t, Mapping)]
+    threads = {t.get("pid"): t.get("threads") for t in summaries}
+    trainers = [p for p in anatomy.processes if p.role in ("trainer", "rank")]
+    if len(trainers) < len([t for t in summaries if t.get("optimizer")]):
+        trainers = [  # processes that built an optimizer but recorded no steps
+            Process(pid=_int(t.get("pid")), role="trainer", rank=i)
+            for i, t in enumerate(summaries)
+            if t.get("optimizer")
+        ]
+        others = [p for p in anatomy.processes if p.role not in ("trainer", "rank")]
+        anatomy.processes = [*trainers, *others]
+    default = next((t.get("threads") for t in summaries if t.get("threads")), None)
+    anatomy.processes = [_with_threads(p, threads.get(p.pid, default)) for p in anatomy.processes]
+    workers = sum(int(t.get("loader_workers") or 0) for t in summaries)
+    if workers:
+        anatomy.processes += [Process(role="loader_worker") for _ in range(workers)]
+    starts = [s for s in setup.get("process_starts") or [] if isinstance(s, Mapping)]
+    if starts:
+        first = starts[0]
+        anatomy.evidence["process_start"] = {
+            "file": first.get("file"),
+            "line": first.get("line"),
+            "code": first.get("code"),
+            "method": first.get("method"),
+            "count": len(starts),
+        }
+
+
+def _with_threads(p: Process, threads: Any) -> Process:
+    if p.role not in ("trainer", "rank") or not isinstance(threads, int):
+        return p
+    return Process(pid=p.pid, role=p.role, rank=p.rank, threads=threads, steps=p.steps)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def optimizer_impl(record: Mapping[str, Any]) -> str | None:

@@ -19,6 +19,10 @@ No module imports ``reader`` or this package back:
    batching and the batch over time; ``weights``: GEMMs by their weight format.
 8. ``job``: what kind of job the trace recorded; ``facts``: the device columns turned into
    the job's ``TraceFacts``.
+9. ``rank``: one rank's trace of a many-rank job, read by ``reader`` with a tally that also
+   keeps every collective call, reduced to the ``RankSummary`` a worker process hands
+   back (``gpuwise analyze rank*.json.gz``). It sits on top of ``reader``; nothing here
+   imports it.
 
 Example:
     >>> from gpuwise.telemetry.readers.kineto import read_trace
