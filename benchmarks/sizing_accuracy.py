@@ -2,20 +2,20 @@
 
 Reproduces every row of the shipped ``measured_calibration.csv`` that the built-in
 ResNet-50 can: single-GPU training and inference throughput on catalog cards, time to
-train, epoch times, and nvidia-smi memory peaks. Training-throughput rows
-(``train_throughput``) calibrate the per-generation kernel factor; their error is shown
-leave-one-out (each row predicted with a factor fitted on the others of its generation),
-and every other row is held out. Prints the median |ln(predicted/measured)| per group
-and Kendall's tau of predicted against measured throughput across GPUs. Each row runs in
-the memory format its source used (``calibration.memory_format``: NHWC for DLE's AMP
-configs and timm's channels_last row, NCHW otherwise).
+train, epoch times, and nvidia-smi memory peaks, with the shipped step-time model
+(``sizing.speed.class_rates``; its three fitted numbers are fitted and checked leaving
+each source out by ``sizing_sources.py``, which prints the held-out figures). Prints the
+median |ln(predicted/measured)| per group and Kendall's tau of predicted against
+measured throughput across GPUs. Each row runs in the memory format its source used
+(``calibration.memory_format``: NHWC for DLE's AMP configs and timm's channels_last
+row, NCHW otherwise).
 
 Then the held-out transformer rows (``measured_transformers.csv``, BERT-base/large SQuAD
 at sequence 384 on the same cards; ``_transformer_rows``), as their own group.
 
     python benchmarks/sizing_accuracy.py           # all rows (about a minute)
     python benchmarks/sizing_accuracy.py --quick   # a few rows
-    python benchmarks/sizing_accuracy.py --fit     # also print the fitted factors
+    python benchmarks/sizing_accuracy.py --fit     # also print the fitted allocator reserve
     python benchmarks/sizing_accuracy.py --no-transformers   # ResNet-50 rows only
 """
 
@@ -25,13 +25,12 @@ import argparse
 import functools
 import math
 import statistics
-from collections import defaultdict
 from dataclasses import dataclass
 
 import _transformer_rows
 
 from gpuwise.sizing.hardware import calibration
-from gpuwise.sizing.hardware.calibration import Measurement, generation, memory_format, same_card
+from gpuwise.sizing.hardware.calibration import Measurement, memory_format, same_card
 from gpuwise.sizing.hardware.catalog import GpuSpec, load_catalog
 from gpuwise.sizing.memory.estimate import MemoryEstimate, estimate
 from gpuwise.sizing.speed import gemm_share
@@ -116,39 +115,11 @@ def reproduce(m: Measurement) -> Row | None:
     if rate is None:
         return None
     if m.metric in THROUGHPUT:
-        group = "calibration" if m.metric == "train_throughput" else "held out"
+        group = "training" if m.metric == "train_throughput" else "other"
         return Row(m, rate, group, gpu.name)
     epochs = 90 if m.metric == "time_to_train_90_epochs" else 1
     seconds = IMAGENET_SAMPLES * epochs / rate
-    return Row(m, seconds / 3600 if m.unit.startswith("hours") else seconds, "held out", gpu.name)
-
-
-def _kind(row: Row) -> tuple[str, str]:
-    return generation(row.gpu), calibration.precision_kind(_precision(row.m.precision))
-
-
-def _per_factor(row: Row) -> float:
-    """The row's prediction per unit of kernel factor (rates, so throughput, scale with it)."""
-    gen, kind = _kind(row)
-    return row.predicted / calibration.KERNEL_FACTOR[gen][kind]
-
-
-def _leave_one_out(rows: list[Row], split: bool = True) -> list[tuple[float, float]]:
-    """Calibration rows predicted with their factor refitted without them.
-
-    ``split``: one factor per generation and precision kind (as shipped); a row alone in
-    its kind takes its generation's other factor, refitted. Else one per generation.
-    """
-    pairs = []
-    for row in rows:
-        gen, kind = _kind(row)
-        same = [r for r in rows if r is not row and _kind(r) == (gen, kind)] if split else []
-        same = same or [r for r in rows if r is not row and generation(r.gpu) == gen]
-        if not same:
-            continue
-        shift = statistics.median(math.log(r.m.value / _per_factor(r)) for r in same)
-        pairs.append((_per_factor(row) * math.exp(shift), row.m.value))
-    return pairs
+    return Row(m, seconds / 3600 if m.unit.startswith("hours") else seconds, "other", gpu.name)
 
 
 def _memory_leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
@@ -159,18 +130,6 @@ def _memory_leave_one_out(rows: list[Row]) -> list[tuple[float, float]]:
         if others:
             pairs.append((row.predicted * statistics.median(others), row.m.value))
     return pairs
-
-
-def fitted_factors(rows: list[Row]) -> dict[str, dict[str, float]]:
-    """Kernel factors per generation and precision kind that make each group's median 1."""
-    by_kind: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in rows:
-        by_kind[_kind(r)].append(math.log(r.m.value / r.predicted))
-    fitted: dict[str, dict[str, float]] = defaultdict(dict)
-    for (gen, kind), logs in sorted(by_kind.items()):
-        current = calibration.KERNEL_FACTOR[gen][kind]
-        fitted[gen][kind] = round(current * math.exp(statistics.median(logs)), 3)
-    return dict(fitted)
 
 
 def share_rules_leave_one_out(precision: str) -> dict[str, float]:
@@ -214,13 +173,11 @@ def _print_rows(rows: list[Row]) -> None:
 
 
 def _summary(rows: list[Row]) -> None:
-    cal = [r for r in rows if r.group == "calibration"]
+    cal = [r for r in rows if r.group == "training"]
     groups = {
-        "throughput, calibration rows (in sample)": [(r.predicted, r.m.value) for r in cal],
-        "throughput, calibration rows (leave-one-out)": _leave_one_out(cal),
-        "  same, one factor per generation (LOO)": _leave_one_out(cal, split=False),
-        "throughput and times, held-out rows": [
-            (r.predicted, r.m.value) for r in rows if r.group == "held out"
+        "training throughput rows": [(r.predicted, r.m.value) for r in cal],
+        "inference, time to train, epoch times": [
+            (r.predicted, r.m.value) for r in rows if r.group == "other"
         ],
         "memory, nvidia-smi peaks (in sample)": [
             (r.predicted, r.m.value) for r in rows if r.group == "memory"
@@ -263,9 +220,6 @@ def main() -> None:
         print()
         _transformer_rows.print_rows(_transformer_rows.reproduce_all())
     if args.fit:
-        cal = [r for r in rows if r.group == "calibration"]
-        print("fitted KERNEL_FACTOR:", fitted_factors(cal))
-        print("shipped KERNEL_FACTOR:", calibration.KERNEL_FACTOR)
         ratios = [r.m.value / r.predicted for r in rows if r.group == "memory"]
         if ratios:
             fitted = calibration.ALLOCATOR_RESERVE * statistics.median(ratios)

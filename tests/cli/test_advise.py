@@ -143,3 +143,20 @@ def test_checkpoint_is_suggested_only_where_it_makes_the_job_fit(
     assert "--checkpoint" in rows["NVIDIA L40S"]["verdict"]
     assert not rows["NVIDIA T4"]["fits"]
     assert "--checkpoint" not in rows["NVIDIA T4"]["verdict"]
+
+
+def test_notes_tell_an_ambiguous_gpu_name_and_what_compile_models(
+    capsys: pytest.CaptureFixture[str], host_cache: Path
+) -> None:
+    argv = ["advise", "mnist_mlp", "--batch", "8", "--gpu", "a100", "--gpu", "NVIDIA A10"]
+    assert main([*argv, "--compile", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    devices = {r["device"] for r in data["rows"] if r["kind"] == "gpu"}
+    assert len(devices) == 5  # the four A100s and the A10, named whole
+    assert "NVIDIA A10" in devices
+    ambiguous = [n for n in data["notes"] if n.startswith("--gpu")]
+    assert len(ambiguous) == 1
+    assert ambiguous[0].startswith("--gpu 'a100' matches 4 cards")
+    assert any("effect on memory is not modelled" in n for n in data["notes"])
+    row = next(r for r in data["rows"] if r["device"] == "NVIDIA A10")
+    assert row["rate_sources"]["gemm"].startswith("NVIDIA A10:")

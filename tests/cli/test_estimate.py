@@ -125,6 +125,8 @@ def test_hf_config_lora_checkpoint_as_a_user_types_it(
         "loss": "full",
         "loss_route": "cross-entropy over the whole fp32 logits (Hugging Face)",
         "longest_first": False,
+        "untie_head": False,
+        "offload_activations": False,
     }
     assert data["weight_dtype"] == "bfloat16"  # the config's torch_dtype, as from_pretrained
     # q_proj 64->64 and v_proj 64->32 (grouped KV heads) in 2 layers, rank 4

@@ -134,3 +134,31 @@ def tiny_gpt2() -> nn.Module:
 def wide_mlp() -> nn.Module:
     """A first layer of 8,192 weights: above bitsandbytes' 4,096-value 8-bit threshold."""
     return nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, D_OUT))
+
+
+class OwnLinear(nn.Linear):
+    """A model's own linear layer (as some Hugging Face models define): ``x @ W.T + b``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The same product, written out."""
+        out = x @ self.weight.T
+        return out if self.bias is None else out + self.bias
+
+
+def llama_own_linear() -> nn.Module:
+    """``tiny_llama`` whose layers' linear maps are ``OwnLinear`` (an ``nn.Linear`` subclass)."""
+    net = tiny_llama()
+    for name, module in list(net.named_modules()):
+        if type(module) is nn.Linear and name != "lm_head":  # the head stays tied
+            bias, dtype = module.bias is not None, module.weight.dtype
+            own = OwnLinear(module.in_features, module.out_features, bias, dtype=dtype)
+            parent, _, leaf = name.rpartition(".")
+            setattr(net.get_submodule(parent), leaf, own)
+    return net
+
+
+def tiny_llama_tied() -> nn.Module:
+    """``tiny_llama`` with ``tie_word_embeddings=True``: the head is the embedding's weight."""
+    return _tiny_hf(
+        "LlamaConfig", "LlamaForCausalLM", num_key_value_heads=2, tie_word_embeddings=True
+    )

@@ -26,6 +26,7 @@ OPTIMIZERS = (
     "adam8bit",
     "adamw8bit",
     "paged_adamw8bit",
+    "paged_adamw",
     "lamb",
     "lion",
 )
@@ -95,7 +96,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "model, fp32 master weights and optimizer state: apex O2, DeepSpeed fp16); bf16-pure "
         "(bf16 weights, gradients and optimizer state)",
     )
-    choice(parser, "--optimizer", OPTIMIZERS, "adamw", "optimizer (adam8bit: bitsandbytes' state)")
+    choice(
+        parser,
+        "--optimizer",
+        OPTIMIZERS,
+        "adamw",
+        "optimizer (adam8bit: bitsandbytes' 8-bit state; paged_adamw8bit and paged_adamw, "
+        "bitsandbytes' paged 8-bit and 32-bit AdamW: state in CUDA unified memory)",
+    )
     parser.add_argument(
         "--optimizer-in-backward",
         action="store_true",
@@ -175,6 +183,18 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "(LitGPT) does; Hugging Face and torchtune keep it in the model's dtype",
     )
     parser.add_argument(
+        "--untie-head",
+        action="store_true",
+        help="give an output head tied to the input embedding (tie_word_embeddings) a "
+        "weight of its own, as a run that trains a separate head holds it (LitGPT's models)",
+    )
+    parser.add_argument(
+        "--offload-activations",
+        action="store_true",
+        help="the forward's saved activations wait in host memory until the backward "
+        "(torchtune's enable_activation_offloading): less device memory, PCIe traffic",
+    )
+    parser.add_argument(
         "--longest-first",
         action="store_true",
         help="--seq is the longest sample, run first, and later steps are shorter (LitGPT's "
@@ -246,6 +266,8 @@ def job_from_args(
         quantize_keeps_input=getattr(args, "quantize_keeps_input", False),
         quantize_head=getattr(args, "quantize_head", False),
         longest_first=getattr(args, "longest_first", False),
+        untie_head=getattr(args, "untie_head", False),
+        offload_activations=getattr(args, "offload_activations", False),
         checkpoint=getattr(args, "checkpoint", None),
         attention=getattr(args, "attention", "sdpa"),
         loss=getattr(args, "loss", "full"),

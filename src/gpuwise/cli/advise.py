@@ -140,8 +140,9 @@ def _notes(data: dict[str, Any]) -> list[str]:
         " (they change often); CPU row: this machine, already owned, measured once and cached",
         "step = sum over the traced operators of max(FLOPs/rate, bytes/bandwidth, kernel "
         "minimum), at least the host's launch time and the batch's PCIe copy (overlapped); "
-        "rates from datasheets x published microbenchmarks x a factor per generation and "
-        "precision fitted on published ResNet-50 runs; data loading not included",
+        "each operator class at its own rate: GEMMs at the card's best published GEMM rate "
+        "by shape, fused attention at FlashAttention-2's share, memory-bound kernels at "
+        "the copy benchmark's bandwidth (--json: rate_sources); data loading not included",
         f"buy>rent: months until the card's launch price equals renting it at "
         f"{a['utilization']:.0%} utilization",
     ]
@@ -151,6 +152,7 @@ def _notes(data: dict[str, Any]) -> list[str]:
             "memory, outside the peak; what does not fit beside it on a card moves in and out "
             "over PCIe once a step (2 x the overflow / the PCIe rate, in the step)"
         )
+    lines += data.get("notes", [])
     marked = [r for r in data["rows"] if r.get("estimates")]
     if marked:
         lines.append("* estimated, not fitted on or measured for the card's own generation:")
@@ -178,6 +180,29 @@ def _notes(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gpu_notes(names: list[str]) -> list[str]:
+    """A line for each ``--gpu`` name that matches several cards (all are shown)."""
+    from gpuwise.sizing.hardware.catalog import ambiguous_names
+
+    return [
+        f"--gpu {name!r} matches {len(cards)} cards ({', '.join(cards)}); all are shown, "
+        "name one whole to pick it"
+        for name, cards in ambiguous_names(names).items()
+    ]
+
+
+def _compile_note(compiled: bool) -> list[str]:
+    """What --compile changes: the step's time, not its memory (not modelled)."""
+    if not compiled:
+        return []
+    return [
+        "--compile: the step is timed with elementwise operators fused into their "
+        "neighbours; the memory figures are eager PyTorch's (torch.compile's effect on "
+        "memory is not modelled, except the compiled chunked loss of --loss "
+        "chunked-compiled)"
+    ]
+
+
 def _alternatives(job: SizingJob) -> dict[str, MemoryEstimate]:
     """The job with checkpointing, traced: suggested only where its estimate fits."""
     from dataclasses import replace
@@ -197,7 +222,8 @@ def _alternatives(job: SizingJob) -> dict[str, MemoryEstimate]:
 def run(args: argparse.Namespace) -> int:
     """Estimate the model, rank the devices, print the table (or the JSON object)."""
     from gpuwise.cli._model_args import job_from_args
-    from gpuwise.sizing.advice.advisor import AdviceRow, Assumptions, advice_to_dict, advise
+    from gpuwise.sizing.advice.advisor import advice_to_dict, advise
+    from gpuwise.sizing.advice.rows import AdviceRow, Assumptions
     from gpuwise.sizing.hardware.catalog import find_gpus
     from gpuwise.sizing.memory.estimate import estimate_job
 
@@ -226,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
     if any(r.kind == "gpu" and not r.fits for r in rows):
         rows = rank(_alternatives(job))
     data = advice_to_dict(rows, est, args.dataset_size, args.epochs, assumptions)
+    data["notes"] = [*est.notes, *_gpu_notes(args.gpu or []), *_compile_note(args.compile)]
     if args.json:
         print_json(data)
         return 0

@@ -115,6 +115,12 @@ def _lines(est: MemoryEstimate) -> list[str]:
         f"  bytes moved {format_bytes(est.bytes_moved_per_step)} per step over"
         f" {est.op_count:,} operators; traced in {est.trace_s:.1f} s"
     )
+    if est.offloaded_bytes:
+        lines.append(
+            f"  activations offloaded to host memory: {format_bytes(est.offloaded_bytes)} a"
+            " step, out and back over PCIe beside the kernels"
+        )
+    lines += [f"  note: {note}" for note in est.notes]
     if est.conv_activation_bytes and est.precision in ("fp16", "bf16"):
         lines.append(
             "  convolutions channels-last: no layout transposes"
@@ -159,6 +165,10 @@ def _setup(est: MemoryEstimate) -> list[str]:
             parts.append(f"loss: {loss_name(job.loss)}")
         if job.longest_first:
             parts.append("peak of the first (longest) step")
+        if job.untie_head:
+            parts.append("output head untied from the embedding")
+        if job.offload_activations:
+            parts.append("activations offloaded to the host")
     return [f"  {'; '.join(parts)}"]
 
 

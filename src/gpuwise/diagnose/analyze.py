@@ -115,6 +115,7 @@ def build_run(names: list[str], pieces: list[Piece]) -> Run:
     run.utilization = summarize(run.samples, interval) if run.samples else {}
     run.meta.update(_meta(pieces, interval))
     _add_trace(run, pieces)
+    _note_warmup(run)
     if len(runs) >= 2:
         run.extra["baseline"] = _baseline(runs[0])
     _add_ranks(run)
@@ -168,6 +169,21 @@ def _add_trace(run: Run, pieces: list[Piece]) -> None:
         run.trace = merge_traces(traces)
     if len(traces) > 1:
         run.extra["traces"] = [t.to_dict() for t in traces]  # each file's, for the document
+
+
+def _note_warmup(run: Run) -> None:
+    """Leave a trace's warm-up profiler steps out of the step figures (``warmup_steps``).
+
+    The reader labels leading profiler steps twice the median as warm-up (first compile,
+    autotuning); per-step rules judge the steady state.
+    """
+    facts = run.trace.facts if run.trace is not None else None
+    timeline = facts.timeline if facts is not None else {}
+    if timeline.get("step_unit") != "profiler_step" or "warmup_steps" in run.meta:
+        return
+    phases = [p for p in timeline.get("phases") or [] if p.get("name") != "startup"]
+    if phases and phases[0].get("name") == "warmup":
+        run.meta["warmup_steps"] = int(phases[0].get("steps") or 0)
 
 
 def _baseline(piece: Piece) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from gpuwise.diagnose import trace_capture as tc
 from gpuwise.diagnose import trace_host as th
 from gpuwise.diagnose import trace_rules as tr
 from gpuwise.diagnose.anatomy import read_anatomy
+from gpuwise.diagnose.anatomy.trace_findings import ANATOMY_RULES
+from gpuwise.diagnose.anatomy.trace_fit import fit_to_trace_anatomy
 from gpuwise.diagnose.context import Context
 from gpuwise.diagnose.fix_terms import in_user_terms
 from gpuwise.diagnose.inference_batching import idle_between_batches
@@ -92,7 +94,7 @@ def diagnose(run: Run) -> list[Finding]:
     kinds = {f.kind for f in found}
     found.extend(f for f in _distributed(run) if f.kind not in kinds)
     found = tr.fit_to_job(found, ctx)
-    found = jr.fit_to_anatomy(found, ctx)
+    found = jr.fit_to_anatomy(fit_to_trace_anatomy(found, ctx), ctx)  # nothing for what is applied
     found.sort(key=_payoff_key)
     cpu_job = any(f.kind == "cpu_job" for f in found)  # the CPU is the device: it leads
     if not cpu_job and not any(f.severity in ("critical", "warning") for f in found):
@@ -362,6 +364,7 @@ def _healthy(ctx: Context) -> Finding:
 
 RULES: tuple[Rule, ...] = (
     *tr.TRACE_RULES,
+    *ANATOMY_RULES,
     idle_between_batches,
     dense_decode_gemms,
     input_bound,

@@ -222,6 +222,12 @@ class TraceFacts:
             and ``epilogue_s`` after the last, and ``outside_wait_s``: a blocking sync or
             synchronous copy at the head of the trace that waited, the recorded device
             idle, on work queued before the trace started (the window starts after it).
+        timeline: The timeline's phases (``telemetry.readers.kineto.phases``):
+            ``step_unit``, ``steps``, ``steady_steps``, ``step_s``, ``steady_s`` (the
+            steady window, seconds from the trace's start), ``phases``, backward passes
+            per step (``evaluations_per_step``; ``closure_evaluations`` inside each
+            ``Optimizer.step``), ``optimizer`` and ``optimizer_impl``, and the
+            ``one_time`` costs before the steady state. Empty for older documents.
     """
 
     device_events: int
@@ -248,6 +254,7 @@ class TraceFacts:
     vendor: str | None = None
     graphs: dict[str, Any] = field(default_factory=dict)
     excerpt: dict[str, Any] = field(default_factory=dict)
+    timeline: dict[str, Any] = field(default_factory=dict)
 
     @property
     def job_kind(self) -> str:
@@ -312,6 +319,7 @@ class TraceFacts:
             "vendor": self.vendor,
             "graphs": dict(self.graphs),
             "excerpt": dict(self.excerpt),
+            "timeline": dict(self.timeline),
         }
 
     def compute_stream(self) -> StreamIdle | None:

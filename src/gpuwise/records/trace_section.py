@@ -48,7 +48,8 @@ class TraceSection:
         skipped: Events left out as malformed.
         truncated: The file ended before its JSON document did.
         window_s: Analysis window (see ``TraceRead.window_s``; None: not known).
-        window_source: ``"profiler_steps"``, ``"device_span"`` or ``"whole_trace"``.
+        window_source: ``"profiler_steps"``, ``"steady_state"`` (no ProfilerStep: the
+            steady steps of the timeline), ``"device_span"`` or ``"whole_trace"``.
         profiler_steps: ProfilerSteps in the trace.
         step_mean_s: Mean ProfilerStep duration (None without steps).
         dataloader_s: Time inside DataLoader ``__next__`` within the window.
@@ -196,6 +197,7 @@ def facts_from_dict(d: Mapping[str, Any]) -> TraceFacts:
         vendor=d.get("vendor"),
         graphs=dict(d.get("graphs") or {}),
         excerpt=dict(d.get("excerpt") or {}),
+        timeline=dict(d.get("timeline") or {}),
     )
 
 

@@ -21,6 +21,7 @@ from gpuwise._version import __version__
 from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Finding, Run, Step
 from gpuwise.report import bars, svg
+from gpuwise.report.anatomy_text import anatomy_section
 from gpuwise.report.efficiency_text import mfu_cards
 from gpuwise.report.html_tables import (
     definition_list,
@@ -81,6 +82,7 @@ def render_html(run: Run) -> str:
     timeline = build_timeline(run)
     body = [
         _header(run),
+        anatomy_section(run),
         _summary_cards(run),
         '<section id="timeline-section"><h2>Timeline</h2>' + timeline.svg + "</section>",
         _phases_section(run),

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from gpuwise.records import PHASES, Finding, Run
 from gpuwise.records.ranks import RankView
+from gpuwise.report.anatomy_text import render_anatomy
 from gpuwise.report.efficiency_text import render_efficiency
 from gpuwise.report.ranks_text import MANY_RANKS, rank_figure_lines
 from gpuwise.report.run_facts import (
@@ -58,6 +59,7 @@ def render_run(run: Run, console: Console) -> None:
         >>> render_run(run, Console())  # doctest: +SKIP
     """
     _render_header(run, console)
+    render_anatomy(run, console)
     _render_throughput(run, console)
     _render_phases(run, console)
     _render_devices(run, console)

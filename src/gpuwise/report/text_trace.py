@@ -92,11 +92,21 @@ def _device_line(t: TraceSection, f: TraceFacts) -> str:
     tp = f.temporal()
     return (
         f"busy {format_fraction(t.busy_fraction)} of the {t.window_source} window "
-        f"({format_seconds(t.window_s)}); over the device span "
+        f"({format_seconds(t.window_s)}); over {_span_label(t)} "
         f"{format_seconds(f.device_span_s)}: idle {format_fraction(tp['idle'])}, "
         f"compute {format_fraction(tp['compute'])}, other work "
         f"{format_fraction(tp['non_compute'])}"
     )
+
+
+def _span_label(t: TraceSection) -> str:
+    """What the device span printed covers: all work, or the steady steps' work."""
+    if t.window_source == "steady_state":
+        return "the steady state's device span"
+    if t.window_source == "profiler_steps" and t.profiler_steps >= 2:
+        n = t.profiler_steps
+        return f"the device span of steps 1-{n - 1} of {n} (the last is cut)"
+    return "the device span"
 
 
 def _job_line(f: TraceFacts) -> str:
@@ -163,9 +173,15 @@ def _classes_line(f: TraceFacts) -> str:
     counted = ""
     if f.steady_events != f.device_events:
         edge = float((f.excerpt or {}).get("outside_wait_s") or 0.0) > 0
-        counted = (
-            f" ({f.steady_events} {'after the outside wait' if edge else 'before the last step'})"
+        steady = (f.timeline or {}).get("step_unit") not in (None, "profiler_step")
+        where = (
+            "after the outside wait"
+            if edge
+            else "in the steady state"
+            if steady and (f.timeline or {}).get("steady_s")
+            else "before the last step"
         )
+        counted = f" ({f.steady_events} {where})"
     return f"{f.device_events} device events{counted}: " + ", ".join(parts)
 
 

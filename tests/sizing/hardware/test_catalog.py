@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.hardware.catalog import PRICE_DATE, find_gpus, load_catalog
+from gpuwise.sizing.hardware.catalog import PRICE_DATE, ambiguous_names, find_gpus, load_catalog
 
 
 def test_catalog_ships_in_the_package_with_dense_rates() -> None:
@@ -54,3 +54,12 @@ def test_sm_counts_and_boost_clocks_reproduce_the_datasheet_fp32_rate() -> None:
         assert rate_tflops == pytest.approx(g.tflops["fp32"], rel=0.01), g.name
         checked += 1
     assert checked == 25  # every NVIDIA card of the catalog
+
+
+def test_a_whole_name_picks_that_card_and_a_fragment_is_told_ambiguous() -> None:
+    # "NVIDIA A10" is a row's whole name: the A10 only, not the four A100 rows it is in
+    assert [g.name for g in find_gpus(["NVIDIA A10"])] == ["NVIDIA A10"]
+    assert [g.name for g in find_gpus(["a10"])] == ["NVIDIA A10"]
+    a100s = [g.name for g in find_gpus(["a100"])]
+    assert len(a100s) == 4
+    assert ambiguous_names(["a100", "NVIDIA A10", "h100 sxm"]) == {"a100": a100s}

@@ -70,3 +70,42 @@ def test_unreadable_config_says_what_to_pass(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(UsageError, match=r"cannot read a Hugging Face config"):
         estimate(str(bad), seq_len=8)
+
+
+def test_a_config_of_only_its_model_type_says_what_defaults_it_used(tmp_path: Path) -> None:
+    from gpuwise.sizing.job.hf_config import defaults_used, read_config
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2}))
+    used = defaults_used(read_config(path))
+    # LlamaConfig's own defaults (Llama 2 7B's sizes), none of them written in the file
+    assert used["hidden_size"] == 4096
+    assert used["vocab_size"] == 32000
+    assert "num_hidden_layers" not in used
+    full = defaults_used(read_config(_small_config(tmp_path, 2)))
+    assert "hidden_size" not in full
+    assert "vocab_size" not in full
+
+
+def test_estimate_json_carries_the_defaults_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuwise.cli.main import main
+
+    path = tmp_path / "config.json"
+    written = {"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64}
+    written |= {"intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 256}
+    path.write_text(json.dumps(written))
+    assert main(["estimate", "--hf-config", str(path), "--seq", "8", "--batch", "1", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert len(notes) == 1
+    assert "max_position_embeddings=2048" in notes[0]
+    assert "LlamaConfig's defaults" in notes[0]
+    assert "hidden_size" not in notes[0]
+
+
+def test_zero_layers_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 0}))
+    with pytest.raises(UsageError, match="num_hidden_layers is 0; give a whole number from 1"):
+        estimate(str(path), batch_size=1)

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.sizing.hardware import calibration
 from gpuwise.sizing.hardware.catalog import find_gpus
 from gpuwise.sizing.memory.estimate import estimate
 from gpuwise.sizing.speed.roofline import gpu_rates, gpu_step_time, layout_transpose_s, transposed
@@ -93,15 +92,6 @@ def test_roofline_charges_about_the_traced_share_of_tf32_transposes() -> None:
     assert share == pytest.approx(traced, abs=0.06)  # 0.23 against 0.27
     # the traced forward pass runs 4.0 of the 15.1 ms of transposes (0.27)
     assert forward == pytest.approx(4.03 / 15.12, abs=0.07)  # 0.22
-
-
-def test_turing_fp32_steps_take_voltas_factor_and_fp16_steps_amperes() -> None:
-    assert calibration.kernel_factor("NVIDIA T4", "fp32") == calibration.kernel_factor(
-        "NVIDIA V100 SXM2 16GB", "fp32"
-    )
-    assert calibration.kernel_factor("NVIDIA T4", "fp16") == calibration.kernel_factor(
-        "NVIDIA A10", "fp16"
-    )
 
 
 def test_roofline_against_resnet50_measured_on_an_h100() -> None:

@@ -6,11 +6,10 @@ import pytest
 import torch
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.hardware.calibration import KERNEL_FACTOR, kernel_factor
 from gpuwise.sizing.hardware.catalog import find_gpus
 from gpuwise.sizing.memory.estimate import estimate
 from gpuwise.sizing.memory.opcost import OpCost
-from gpuwise.sizing.speed.gemm_share import matmul_efficiency
+from gpuwise.sizing.speed.class_rates import gemm_share
 from gpuwise.sizing.speed.roofline import DeviceRates, gpu_rates, gpu_step_time, step_time
 
 RATES = DeviceRates(
@@ -61,8 +60,8 @@ def test_cards_without_the_precision_have_no_rates() -> None:
     assert gpu_rates(t4, "bf16") is None
     rates = gpu_rates(t4, "fp16")
     assert rates is not None
-    turing = KERNEL_FACTOR["turing"]["tensor"]
-    assert rates.matrix_flops_s == pytest.approx(25e12 * turing)  # T4 GEMM row x Turing factor
+    assert rates.matrix_flops_s == pytest.approx(25e12)  # the T4's own GEMM row
+    assert "chsasank/device-benchmarks" in rates.sources["gemm"]
 
 
 def test_traced_ops_skip_views_and_count_matmul_flops() -> None:
@@ -221,9 +220,8 @@ def test_fp32_matmuls_stay_fp32_and_tf32_runs_them_on_tensor_cores() -> None:
     assert fp32 is not None
     assert tf32 is not None
     assert fp32.conv_flops_s == pytest.approx(tf32.conv_flops_s)
-    factor = kernel_factor(a100.name, "fp32")
-    for rates, rate in ((fp32, "fp32"), (tf32, "tf32")):
+    for rates, rate, kind in ((fp32, "fp32", "fp32"), (tf32, "tf32", "tensor")):
         peak = a100.tflops[rate] * 1e12  # 19.5 and 156 TFLOP/s
-        expected = peak * matmul_efficiency(a100, rate) * factor
+        expected = peak * gemm_share(a100, kind).value
         assert rates.matrix_flops_s == pytest.approx(expected)
     assert tf32.matrix_flops_s > 4 * fp32.matrix_flops_s

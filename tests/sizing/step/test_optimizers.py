@@ -72,3 +72,27 @@ def test_adafactor_state_has_pytorch_adafactors_layout() -> None:
     for p in params:
         layout = {k: (tuple(v.shape), v.dtype) for k, v in ours.state[p].items()}
         assert layout == {k: (tuple(v.shape), v.dtype) for k, v in theirs.state[p].items()}
+
+
+def test_paged_32bit_adamw_keeps_fp32_moments_paged_whatever_the_dtype() -> None:
+    from gpuwise.sizing.job.job import SizingJob
+    from gpuwise.sizing.memory.estimate import estimate_job
+    from tests.sizing.factories import tiny_llama
+
+    matrix = torch.zeros(64, 128, dtype=torch.bfloat16)
+    # bitsandbytes' 32-bit optimizers: two fp32 moments for every parameter, bf16 or not
+    assert state_bytes_per_parameter("paged_adamw", matrix) == 8 * 8192
+    job = SizingJob(
+        "tests.sizing.factories:tiny_llama",
+        seq_len=16,
+        batch_size=2,
+        precision="bf16-pure",
+        optimizer="paged_adamw",
+        device="cpu",
+    )
+    est = estimate_job(job)
+    expected = sum(8 * p.numel() for p in tiny_llama().parameters())
+    assert est.paged_state_bytes == expected  # exact on the CPU: the closed form
+    cuda = estimate_job(SizingJob(**{**job.__dict__, "device": "cuda"}))
+    assert cuda.optimizer_state_bytes == 0  # outside the caching allocator's peak
+    assert cuda.paged_state_bytes >= expected

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -22,11 +23,12 @@ from gpuwise.cli.main import main
 from gpuwise.errors import UsageError
 from gpuwise.sizing.job.job import SizingJob
 from gpuwise.sizing.memory.estimate import estimate_job
-from gpuwise.sizing.step.peft import LoraSpec
+from gpuwise.sizing.step.peft import LoraLinear, LoraSpec
 from gpuwise.sizing.step.quantize import QuantizedLinear, quantize_frozen, weight_bytes
-from tests.sizing.factories import tiny_llama
+from tests.sizing.factories import OwnLinear, tiny_llama
 
 LLAMA = "tests.sizing.factories:tiny_llama"
+OWN = "tests.sizing.factories:llama_own_linear"
 
 
 def test_nf4_bytes_are_the_formats_definition() -> None:
@@ -143,3 +145,35 @@ def test_quantize_head_takes_the_output_head_too() -> None:
         p.requires_grad_(False)
     assert quantize_frozen(net, "nf4-dq", torch.float32, head=True) == 2
     assert isinstance(net.lm_head, QuantizedLinear)
+
+
+def test_linear_subclasses_are_quantized_by_what_they_compute() -> None:
+    lora = LoraSpec(4, ("q_proj", "v_proj"))
+    own = SizingJob(OWN, seq_len=16, precision="bf16-pure", lora=lora, device="cpu")
+    plain = SizingJob(LLAMA, seq_len=16, precision="bf16-pure", lora=lora, device="cpu")
+    quant = estimate_job(replace(own, quantize="nf4"))
+    # the same bytes as the nn.Linear model: every frozen linear map but the head is NF4
+    assert quant.parameters_bytes == estimate_job(replace(plain, quantize="nf4")).parameters_bytes
+    net = nn.Sequential()
+    net.add_module("body", OwnLinear(64, 64))
+    net.add_module("lm_head", OwnLinear(64, 8))
+    for p in net.parameters():
+        p.requires_grad_(False)
+    assert quantize_frozen(net, "nf4", torch.float32) == 1
+    assert isinstance(net.body, QuantizedLinear)
+    buffers = sum(b.numel() * b.element_size() for b in net.body.buffers())
+    assert buffers == weight_bytes("nf4", 64, 64)  # the format's definition
+
+
+def test_no_linear_map_among_frozen_layers_does_not_ask_for_lora() -> None:
+    net = nn.Sequential()
+    net.add_module("embed", nn.Embedding(16, 8))
+    net.add_module("adapted", LoraLinear(nn.Linear(8, 8), 8, 8, LoraSpec(2)))
+    net.embed.weight.requires_grad_(False)
+    net.adapted.base_layer.weight.requires_grad_(True)  # nothing linear is frozen
+    net.adapted.base_layer.bias.requires_grad_(True)
+    with pytest.raises(UsageError) as info:
+        quantize_frozen(net, "nf4", torch.float32)
+    assert "--lora" not in str(info.value)
+    assert "none of the frozen layers computes a linear map" in str(info.value)
+    assert "Embedding" in str(info.value)

@@ -18,11 +18,12 @@ fits and the flag that would fit this one.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gpuwise.errors import UsageError
 from gpuwise.sizing.advice.provenance import estimates_of, route_precision, runnable_precision
+from gpuwise.sizing.advice.rows import AdviceRow, Assumptions
 from gpuwise.sizing.hardware import calibration
 from gpuwise.sizing.hardware.catalog import PRICE_DATE, GpuSpec, load_catalog
 from gpuwise.sizing.hardware.cpu_rates import HostSpec
@@ -38,68 +39,6 @@ ADVICE_SCHEMA = "gpuwise.advise/1"
 WORTH_IT_SPEEDUP = 2.0
 """Below this speedup over the CPU already at hand, renting or buying a GPU is called
 not worth it (the cost and the move of data and code buy less than a halving)."""
-
-
-@dataclass(frozen=True)
-class Assumptions:
-    """The stated assumptions of the step-time and cost model.
-
-    Efficiencies are no longer assumptions: they come from published measurements per card
-    and GPU generation (``calibration``).
-
-    Attributes:
-        launch_s_per_op: Kernel-launch cost added to this host's measured dispatch cost
-            per operator (cudaLaunchKernel takes a few microseconds).
-        usable_memory_fraction: Share of the marketed memory a process can use (nvidia-smi
-            shows 16160 of 16384 MiB on a V100 16GB).
-        utilization: Share of hours a bought card would be busy, for buy-versus-rent.
-        hours_per_month: Hours in a month.
-    """
-
-    launch_s_per_op: float = 4e-6
-    usable_memory_fraction: float = 0.985
-    utilization: float = 0.5
-    hours_per_month: float = 730.0
-
-
-@dataclass(frozen=True)
-class AdviceRow:
-    """One device in the advice table (times in seconds and hours, money in USD).
-
-    ``precision`` is the one the row is timed at (fp16 where the card lacks bf16);
-    ``max_batch_fits`` the largest batch whose peak plus context fits the card;
-    ``estimates`` names each figure of the row that is not fitted on or measured for the
-    card's own generation (``estimates_of``).
-    """
-
-    device: str
-    kind: str
-    memory_gib: float
-    fits: bool
-    supported: bool
-    step_s: float | None
-    compute_s: float | None
-    memory_s: float | None
-    overhead_s: float | None
-    bound: str | None
-    speedup_vs_cpu: float | None
-    train_hours: float | None
-    cloud_usd_per_hour: float | None
-    cost_usd: float | None
-    price_date: str | None
-    months_to_buy: float | None
-    crossover_batch: int | None
-    verdict: str
-    efficiency: dict[str, float] = field(default_factory=dict)
-    precision: str | None = None
-    samples_per_s: float | None = None
-    usd_per_million_samples: float | None = None
-    max_batch_fits: int | None = None
-    estimates: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form of the row."""
-        return asdict(self)
 
 
 def _gpu_time(
@@ -217,7 +156,9 @@ def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRo
         months_to_buy=months,
         crossover_batch=crossover,
         verdict=verdict if fits else no_fit,
-        efficiency={"kernel_factor": calibration.kernel_factor(gpu.name, precision or "fp32")},
+        efficiency=time.rates() if time else {},
+        rate_sources=dict(time.sources) if time else {},
+        time_by_class=dict(time.by_class) if time else {},
         precision=precision,
         samples_per_s=batch / step if step else None,
         usd_per_million_samples=price * step / batch * 1e6 / 3600 if step and price else None,
@@ -254,7 +195,7 @@ def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> Advice
         months_to_buy=None,
         crossover_batch=None,
         verdict=verdict,
-        efficiency={"kernel_factor": 1.0},
+        efficiency={},
         precision="fp32",
         samples_per_s=est.batch_size / step,
         usd_per_million_samples=0.0,

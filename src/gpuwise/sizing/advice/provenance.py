@@ -7,9 +7,9 @@ the figures that are not fitted on or measured for the card's own generation
 
 from __future__ import annotations
 
-from gpuwise.sizing.hardware.calibration import context_is_estimate, factor_is_estimate, generation
+from gpuwise.sizing.hardware.calibration import context_is_estimate, generation
 from gpuwise.sizing.hardware.catalog import GpuSpec
-from gpuwise.sizing.speed.gemm_share import has_gemm_row
+from gpuwise.sizing.speed.class_rates import own_share
 
 
 def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:
@@ -39,16 +39,14 @@ def route_precision(gpu: GpuSpec, route: str) -> str | None:
 def estimates_of(gpu: GpuSpec, precision: str) -> tuple[str, ...]:
     """The figures behind ``gpu``'s row that are estimates, each with why.
 
-    The kernel factor of a generation without published training rows (borrowed,
-    ``calibration.KERNEL_FACTOR``), the GEMM share of a card without its own GEMM
-    benchmark (taken from the nearest card in power headroom), and the CUDA context of a
+    The GEMM share of a card without its own published GEMM row (taken from the card
+    nearest in power headroom, ``class_rates.gemm_share``), and the CUDA context of a
     generation where it was not measured.
     """
     gen = generation(gpu.name)
     out = []
-    if factor_is_estimate(gpu.name):
-        out.append(f"kernel factor: no published {gen} training rows, borrowed")
-    if not has_gemm_row(gpu, precision):
+    kind = "fp32" if precision == "fp32" else "tensor"
+    if own_share(gpu, kind) is None:
         out.append("GEMM share: no GEMM benchmark of this card, from the nearest card")
     if context_is_estimate(gpu.name):
         out.append(f"CUDA context: not measured on {gen}")

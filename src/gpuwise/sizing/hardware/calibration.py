@@ -1,16 +1,14 @@
-"""Published measurements the step-time model is calibrated on, and the factors fitted to them.
+"""Published measurements the step-time model is calibrated and checked on.
 
-``measured_calibration.csv`` (shipped with the package) holds 82 published rows, one
-source per row: ResNet-50 training and inference throughput across GPUs, nvidia-smi memory
-peaks, and large-GEMM and copy microbenchmarks. The microbenchmarks give each card's
-achieved share of its datasheet rate (``gemm_share.matmul_efficiency``,
-``copy_efficiency``; a card without a GEMM row takes the share of the card nearest in
-power headroom, ``gemm_share.headroom_share``); the
-ResNet-50 training rows give factors per GPU generation, one for fp16/bf16 steps and one
-for fp32/TF32 steps, for how much slower real kernels run than a large GEMM or copy
-(``KERNEL_FACTOR``), fitted by ``benchmarks/sizing_accuracy.py`` (which prints the fit,
-per-row errors, leave-one-out and the held-out check). ``measured_transformers.csv`` holds
-published BERT SQuAD rows that are only checked, never fitted (``load_transformer_rows``).
+``measured_calibration.csv`` (shipped with the package) holds 86 published rows, one
+source per row: ResNet-50 and ViT-B/16 training and inference throughput across GPUs,
+nvidia-smi memory peaks, and GEMM and copy microbenchmarks (one large shape, and the best
+over a search of shapes). The microbenchmarks give each card's achieved share of its
+datasheet rate (``speed.class_rates.gemm_share``, ``copy_efficiency``; a card without a
+GEMM row takes the share of the card nearest in power headroom); the training rows and
+``measured_transformers.csv`` (BERT SQuAD) check the step-time model, whose three fitted
+numbers (``speed.class_rates``) are fitted and checked leaving each source out by
+``benchmarks/sizing_sources.py``.
 
 Each row's memory format (``memory_format``) is read from how its source ran, since NCHW
 tensors cost fp16/bf16 and TF32 convolutions transposes (``roofline``):
@@ -70,35 +68,6 @@ GENERATIONS = (
     ("MI300X", "cdna3"),
 )
 """Name fragment -> GPU generation, first match wins (so ``A100`` before ``A10``)."""
-
-KERNEL_FACTOR = {
-    "volta": {"tensor": 0.861, "fp32": 0.986},
-    "turing": {"tensor": 0.814, "fp32": 0.986},
-    "ampere": {"tensor": 0.814, "fp32": 0.791},
-    "ada": {"tensor": 0.970, "fp32": 0.830},
-    "hopper": {"tensor": 0.671, "fp32": 0.663},
-    "blackwell": {"tensor": 0.970, "fp32": 0.830},
-    "cdna3": {"tensor": 0.671, "fp32": 0.663},
-}
-"""Share of the microbenchmarked GEMM and copy rates that a whole training step's kernels
-reach, per generation and per kind of step: ``tensor`` for fp16/bf16 steps (tensor-core
-matmuls and convolutions, half-size activations), ``fp32`` for fp32/TF32 steps. Fitted on
-the published ResNet-50 training rows by ``benchmarks/sizing_accuracy.py --fit`` (median
-over each generation's rows of that precision). The roofline charges the NCHW transposes
-cuDNN runs around TF32 convolutions (``roofline.transposed``), so the fp32 factors no
-longer carry them: Ampere's fp32 factor went from 0.70 to 0.79, next to its 0.81 for
-fp16 (and the fp32 factor no longer slows transformers, which have no convolutions). The
-split is kept as it was, although leave-one-out is now even (x1.09 split, x1.08 one
-factor per generation; the benchmark prints both). Turing and Blackwell have no training
-rows: Blackwell takes Ada's factors; Turing takes Ampere's for fp16/bf16 steps and Volta's
-for fp32 steps, because Turing, like Volta, has no TF32: its fp32 convolutions run cuDNN's
-native NCHW fp32 kernels. Two real traces show the difference (facebookresearch/
-HolisticTraceAnalysis @f4d0062 ``tests/data/nccl_parser_config/nccl_data.json.gz`` and
-``tests/data/ns_resolution_trace``, copied to ``tests/realdata/hta_traces``):
-on an A100 (TF32, NCHW) cuDNN's ``nchwToNhwc``/``nhwcToNchw`` transposes take 27 % of the
-convolutions' kernel time (the roofline charges ResNet-50 23 %); on a V100 (fp32, NCHW)
-under 1 %. AMD's CDNA3
-takes Hopper's (no rows; a guess, marked so in the advice)."""
 
 CUDA_CONTEXT_BYTES = {
     "volta": 1343 * 2**20,
@@ -267,33 +236,9 @@ def copy_efficiency(gpu_name: str, bandwidth_gbs: float) -> float:
     return 0.78
 
 
-def precision_kind(precision: str) -> str:
-    """``"tensor"`` for fp16/bf16 steps, ``"fp32"`` for fp32/TF32 ones (``KERNEL_FACTOR``)."""
-    return "tensor" if precision in ("fp16", "bf16") else "fp32"
-
-
-FITTED_GENERATIONS = frozenset({"volta", "ampere", "ada", "hopper"})
-"""Generations whose ``KERNEL_FACTOR`` is fitted on their own published training rows; the
-others' factors are borrowed (``KERNEL_FACTOR``'s note) and marked as estimates."""
-
-
-def factor_is_estimate(gpu_name: str) -> bool:
-    """Whether this card's kernel factor is borrowed, not fitted on its generation's rows."""
-    return generation(gpu_name) not in FITTED_GENERATIONS
-
-
 def context_is_estimate(gpu_name: str) -> bool:
     """Whether this card's CUDA context figure is an estimate (not measured on its generation)."""
     return generation(gpu_name) not in CUDA_CONTEXT_MEASURED
-
-
-def kernel_factor(gpu_name: str, precision: str = "fp32") -> float:
-    """Share of microbenchmark rates a step's kernels reach on this card at ``precision``."""
-    kind = precision_kind(precision)
-    factors = KERNEL_FACTOR.get(generation(gpu_name))
-    if factors is None:
-        return statistics.median(f[kind] for f in KERNEL_FACTOR.values())
-    return factors[kind]
 
 
 def cuda_context_bytes(gpu_name: str, stack: str = "current") -> int:

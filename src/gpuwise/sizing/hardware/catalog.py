@@ -57,7 +57,7 @@ class GpuSpec:
 
         Dynamic power grows with the SMs switching and their clock, so a board whose power
         limit (``tdp_w``) is small for its SMs at boost clock must lower the clock under a
-        sustained tensor load (``gemm_share.matmul_efficiency``). None without the figures.
+        sustained tensor load (``speed.class_rates.gemm_share``). None without the figures.
         """
         if not self.sm_count or not self.boost_clock_mhz:
             return None
@@ -117,20 +117,45 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower().replace("nvidia", "").replace("geforce", ""))
 
 
+def _matches(name: str, catalog: tuple[GpuSpec, ...]) -> list[GpuSpec]:
+    """The rows ``name`` picks: the one it names exactly, else every row containing it."""
+    key = _key(name)
+    exact = [g for g in catalog if key and _key(g.name) == key]
+    return exact or [g for g in catalog if key and key in _key(g.name)]
+
+
 def find_gpus(names: list[str]) -> list[GpuSpec]:
     """Catalog rows matching ``names`` (case, spaces and the vendor prefix ignored).
 
-    A name matches every row that contains it (``a100`` gives the four A100 rows).
+    A name that is a row's whole name picks that row only (``NVIDIA A10`` is the A10,
+    not the A100s); otherwise it matches every row that contains it (``a100`` gives the
+    four A100 rows; ``ambiguous_names`` says so).
 
     Raises:
         UsageError: A name matches nothing; the message lists the valid names.
+
+    Example:
+        >>> [g.name for g in find_gpus(["NVIDIA A10"])]
+        ['NVIDIA A10']
     """
     catalog = load_catalog()
     chosen: list[GpuSpec] = []
     for name in names:
-        matches = [g for g in catalog if _key(name) and _key(name) in _key(g.name)]
+        matches = _matches(name, catalog)
         if not matches:
             valid = "; ".join(g.name for g in catalog)
             raise UsageError(f"unknown GPU {name!r}; the catalog has: {valid}")
         chosen.extend(g for g in matches if g not in chosen)
     return chosen
+
+
+def ambiguous_names(names: list[str]) -> dict[str, list[str]]:
+    """Each of ``names`` that matches several catalog rows (and no row exactly), with them.
+
+    Example:
+        >>> ambiguous_names(["a100", "NVIDIA A10"])["a100"][0]
+        'NVIDIA A100 80GB SXM'
+    """
+    catalog = load_catalog()
+    found = {name: [g.name for g in _matches(name, catalog)] for name in names}
+    return {name: cards for name, cards in found.items() if len(cards) > 1}

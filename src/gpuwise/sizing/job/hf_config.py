@@ -40,6 +40,27 @@ SIZE_FIELDS: dict[str, int] = {
 published model (Llama 3.1 405B: 126 layers, width 16,384, vocabulary 128,256), far below
 what would exhaust memory while the model is built and traced."""
 
+SIZE_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+    "torch_dtype",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_inner",
+    "n_positions",
+    "d_model",
+    "num_layers",
+)
+"""Config fields that set a model's size; ``defaults_used`` names those a file leaves out."""
+
 
 def read_config(path: str | Path) -> Any:
     """The ``PretrainedConfig`` of ``path`` (a ``config.json`` or its folder), offline.
@@ -56,14 +77,67 @@ def read_config(path: str | Path) -> Any:
     try:
         if not file.is_file():  # a FIFO would block the read
             raise OSError(f"{file} is not a regular file")
-        check_fields(path, json.loads(file.read_text(encoding="utf-8")))
-        return AutoConfig.from_pretrained(str(file), local_files_only=True)
+        written = json.loads(file.read_text(encoding="utf-8"))
+        check_fields(path, written)
+        config = AutoConfig.from_pretrained(str(file), local_files_only=True)
     except (OSError, json.JSONDecodeError, ValueError, KeyError, RecursionError) as err:
         raise UsageError(
             f"--hf-config {path}: cannot read a Hugging Face config ({type(err).__name__}: "
             f"{str(err).splitlines()[0] if str(err) else ''}); pass the config.json of a model "
             "(as downloaded with the model, or written from its published values)"
         ) from err
+    config.gpuwise_written_keys = tuple(written) if isinstance(written, dict) else ()
+    return config
+
+
+def defaults_used(config: Any) -> dict[str, Any]:
+    """Size fields the config file left to its class's defaults, with the values used.
+
+    A field counts as written when the file names it or the name transformers maps it to
+    (``attribute_map``: GPT-2's ``n_embd`` is its ``hidden_size``); fields the class
+    derives from written ones (``head_dim``, ``num_key_value_heads``) are not defaults.
+
+    Example:
+        >>> from transformers import LlamaConfig
+        >>> config = LlamaConfig()
+        >>> config.gpuwise_written_keys = ("model_type", "hidden_size")
+        >>> defaults_used(config)["num_hidden_layers"]
+        32
+    """
+    written = set(getattr(config, "gpuwise_written_keys", ()))
+    aliases = dict(getattr(config, "attribute_map", {}) or {})
+    reverse = {v: k for k, v in aliases.items()}
+    used = {}
+    for key in SIZE_KEYS:
+        value = getattr(config, key, None) if hasattr(config, key) else None
+        named = {key, aliases.get(key, key), reverse.get(key, key)} & written
+        if value is not None and not named and (key in config.to_dict() or key in aliases):
+            used[key] = value
+    return {k: v for k, v in used.items() if not _derived(config, k, v)}
+
+
+def _derived(config: Any, key: str, value: Any) -> bool:
+    """Whether the class computed ``key`` from written fields rather than a default.
+
+    A head's width as the width over the heads; as many KV heads as heads.
+    """
+    width = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if key == "head_dim" and isinstance(width, int) and isinstance(heads, int) and heads:
+        return bool(value == width // heads)
+    return key == "num_key_value_heads" and value == heads
+
+
+def defaults_note(config: Any) -> str | None:
+    """One line naming the size fields a config file left to defaults, or None."""
+    used = defaults_used(config)
+    if not used:
+        return None
+    values = ", ".join(f"{k}={v}" for k, v in used.items())
+    return (
+        f"config.json leaves {values} to {type(config).__name__}'s defaults: a model's own "
+        "config.json names them; check the file is the whole config"
+    )
 
 
 def check_fields(path: str | Path, doc: Any) -> None:

@@ -23,6 +23,7 @@ from gpuwise.sizing.step import routes
 from gpuwise.sizing.step.attention import ATTENTIONS
 from gpuwise.sizing.step.checkpointing import enable_checkpointing
 from gpuwise.sizing.step.choices import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.step.heads import untie_head
 from gpuwise.sizing.step.in_backward import InBackward
 from gpuwise.sizing.step.losses import chunk_output_head, loss_name, parse_loss
 from gpuwise.sizing.step.optimizers import make_optimizer
@@ -58,6 +59,11 @@ class SizingJob:
         quantize_keeps_input: The quantized layers keep their input to the backward, as
             bitsandbytes before 0.43.2 did.
         quantize_head: Quantize the frozen output head too (Lightning Fabric, LitGPT).
+        offload_activations: The forward's saved activations wait in host memory until
+            the backward needs them (torchtune's ``enable_activation_offloading``,
+            ``step.offload``).
+        untie_head: Give an output head tied to the input embedding a weight of its own
+            (``heads.untie_head``), as a run that trains a separate head holds it.
         longest_first: The longest sequence (``seq_len``) runs first and later steps are
             shorter, as LitGPT's fine-tuning scripts put the longest sample in the first
             batch: the peak is the first step's, with nothing of an earlier step alive
@@ -91,6 +97,8 @@ class SizingJob:
     quantize: str | None = None
     quantize_keeps_input: bool = False
     quantize_head: bool = False
+    untie_head: bool = False
+    offload_activations: bool = False
     longest_first: bool = False
     checkpoint: str | None = None
     attention: str = "sdpa"
@@ -153,6 +161,8 @@ class SizingJob:
             "quantize_route": QUANT_NAMES.get(self.quantize or ""),
             "quantize_keeps_input": self.quantize_keeps_input,
             "quantize_head": self.quantize_head,
+            "untie_head": self.untie_head,
+            "offload_activations": self.offload_activations,
             "longest_first": self.longest_first,
             "checkpoint": self.checkpoint if self.training else None,
             "accumulation_steps": self.accumulation_steps,
@@ -173,6 +183,8 @@ def prepare_model(
     trainable parameters, over fp32 master copies for ``fp16-o2``.
     """
     routes.cast_model(net, job.precision)
+    if job.untie_head:
+        untie_head(net)
     if job.lora is not None:
         add_lora(net, job.lora)
     freeze_parameters(net, job.freeze)

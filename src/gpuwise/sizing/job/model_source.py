@@ -29,12 +29,13 @@ _DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException"
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A model to size: how to build it and its default input (if known)."""
+    """A model to size: how to build it, its default input (if known), notes on it."""
 
     name: str
     build: Callable[[], nn.Module]
     input_spec: InputSpec | None
     hf_config: Any = None
+    notes: tuple[str, ...] = ()
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -125,7 +126,9 @@ def resolve_model(model: ModelLike) -> ModelSource:
 def _hf_source(path: str) -> ModelSource:
     config = hf_config.read_config(path)
     name = (getattr(config, "architectures", None) or [config.model_type])[0]
-    return ModelSource(name, hf_config.builder(config), hf_config.input_of(config), config)
+    note = hf_config.defaults_note(config)
+    notes = (note,) if note else ()
+    return ModelSource(name, hf_config.builder(config), hf_config.input_of(config), config, notes)
 
 
 def shallow(source: ModelSource, layers: int) -> ModelSource:

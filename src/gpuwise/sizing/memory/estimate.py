@@ -41,6 +41,7 @@ from gpuwise.sizing.memory.shadow import ShadowValues
 from gpuwise.sizing.memory.trace_modes import forward_modes, recompute_modes
 from gpuwise.sizing.memory.tracer import Tracer
 from gpuwise.sizing.step.choices import OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.step.offload import ActivationOffload
 from gpuwise.sizing.step.optimizers import make_optimizer
 from gpuwise.sizing.step.peft import LoraSpec, freeze_parameters
 from gpuwise.sizing.step.quantize import QuantizedLinear
@@ -201,8 +202,9 @@ def estimate_job(job: SizingJob) -> MemoryEstimate:
         a, b = (_traced(job, model_source.shallow(source, n)) for n in layer_scaling.TRACED_LAYERS)
         if layer_scaling.same_peak_point(a, b):
             extra = layers - layer_scaling.TRACED_LAYERS[1]
-            return replace(layer_scaling.extrapolate(a, b, extra), model=source.name)
-    return _traced(job, source)
+            deep = layer_scaling.extrapolate(a, b, extra)
+            return replace(deep, model=source.name, notes=source.notes)
+    return replace(_traced(job, source), notes=source.notes)
 
 
 def _traced(job: SizingJob, source: model_source.ModelSource) -> MemoryEstimate:
@@ -247,13 +249,16 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
             tracer.opt = update
             state: dict[str, Any] = {}
             autocast = autocast_precision(job.precision)
-            cast = functools.partial(forward_modes, autocast, job.attention)
+            offload = ActivationOffload() if job.offload_activations else None
+            cast = functools.partial(forward_modes, autocast, job.attention, offload)
             recompute = functools.partial(recompute_modes, autocast, job.attention)
             with model_source.layer_errors(net, shape_text):
                 plans = _plans(training, job.accumulation_steps)
                 for i, plan in enumerate(plans):
                     last = i == len(plans) - 1
                     if last:
+                        if offload is not None:
+                            offload.reset()
                         tracker.bytes_moved.clear()
                         tracker.op_count.clear()
                         tracker.record_ops = True
@@ -285,7 +290,8 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
         time.perf_counter() - started,
         tracer.step_start[1] if first_only else None,
     )
-    return replace(summary, channels_last=job.channels_last, job=job)
+    offloaded = offload.offloaded_bytes if offload is not None else 0
+    return replace(summary, channels_last=job.channels_last, job=job, offloaded_bytes=offloaded)
 
 
 def _plans(training: bool, accumulation_steps: int) -> list[tuple[bool, bool]]:

@@ -37,6 +37,7 @@ _ADDITIVE = (
     "flops_backward",
     "op_count",
     "paged_state_bytes",
+    "offloaded_bytes",
 )
 
 

@@ -24,6 +24,7 @@ from gpuwise.sizing.job.models import InputSpec
 from gpuwise.sizing.memory.estimate import autocast_for, make_optimizer
 from gpuwise.sizing.memory.trace_modes import forward_modes, recompute_modes
 from gpuwise.sizing.step.cuda_ops import run_backward
+from gpuwise.sizing.step.offload import ActivationOffload
 from gpuwise.sizing.step.routes import MasterWeights, autocast_precision, build_model, cast_input
 
 
@@ -140,13 +141,15 @@ def measure_job_peak(job: SizingJob) -> int:
     if job.longest_first:  # later steps are shorter: the first step's peak is the job's
         plans = plans[:1]
 
+    offload = ActivationOffload() if job.offload_activations else None
+
     def steps() -> None:
         state: dict[str, Any] = {}
         for zero, step in plans:
             if zero:
                 update.zero_grad(set_to_none=True)
             inputs = (to_route(make_batch(spec, batch)),)
-            with forward_modes(autocast, job.attention):
+            with forward_modes(autocast, job.attention, offload):
                 state["out"] = net(*inputs)
                 state["loss"] = loss_fn(state["out"], inputs)
                 if getattr(loss_fn, "drops_output", False):

@@ -18,7 +18,10 @@ would run it:
 - convolutions record the activation bytes that cuDNN's NHWC kernels transpose when the
   tensors are NCHW (``layout_bytes``: the input forward; the output gradient twice, the
   input and the input gradient backward, weights excluded), and whether they are 1x1
-  with stride 1 (``pointwise``) (``roofline.layout_transpose_s``).
+  with stride 1 (``pointwise``) (``roofline.layout_transpose_s``);
+- matrix products and fused attention keep their shape (``dims``, ``opshape``), which sets
+  the rate they reach (``speed.class_rates``); a cast of integer codes to a float dtype is
+  a quantized weight's dequantization (``dequant``), which ``torch.compile`` does not fuse.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from torch.utils import flop_counter
 from torch.utils._pytree import tree_flatten
 
 from gpuwise.sizing.memory.flops import extra_formulas
+from gpuwise.sizing.memory.opshape import gemm_dims, is_dequant
 
 aten = torch.ops.aten
 
@@ -112,6 +116,9 @@ class OpCost:
             (``_layout_bytes``; weights excluded); 0 for other ops.
         pointwise: A 1x1 stride-1 convolution, which TF32 runs as an NCHW GEMM without
             transposes.
+        dims: ``(batch, M, N, K)`` of a matrix product; ``(batch x heads, query length,
+            key length, head dim)`` of fused attention; zeros otherwise.
+        dequant: Integer codes cast to a float dtype (a quantized weight dequantized).
     """
 
     name: str
@@ -124,6 +131,8 @@ class OpCost:
     kernels: int
     layout_bytes: int = 0
     pointwise: bool = False
+    dims: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dequant: bool = False
 
 
 def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
@@ -208,6 +217,7 @@ def op_cost(
         return None
     folded = _is_parameter_cast(name, args)
     moved = 0 if folded else _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
+    dequant = is_dequant(name, args, out)
     return OpCost(
         name=name,
         phase=phase,
@@ -215,8 +225,10 @@ def op_cost(
         bytes_moved=moved,
         matrix=name in _MATRIX_OPS,
         conv=name in _CONV_OPS,
-        fusible=name in _FUSIBLE_OPS,
+        fusible=name in _FUSIBLE_OPS and not dequant,
         kernels=0 if folded else 1,
         layout_bytes=_layout_bytes(name, args, out),
         pointwise=_pointwise(name, args),
+        dims=gemm_dims(name, args),
+        dequant=dequant,
     )

@@ -93,6 +93,10 @@ class MemoryEstimate:
         cpu_kernels: ``device="cpu"``: what the workspaces were measured with,
             ``{"isa", "threads", "flags"}`` (``torch.backends.cpu.get_cpu_capability()``,
             threads, the CPU's instruction-set flags such as ``avx512_bf16``).
+        notes: What the user should know about the input (a config's fields left to
+            defaults), one line each.
+        offloaded_bytes: Activation bytes a step moves to host memory and back
+            (``--offload-activations``, ``step.offload``); 0 without offloading.
     """
 
     model: str
@@ -125,6 +129,8 @@ class MemoryEstimate:
     cpu_workspace_unprobed_ops: int = 0
     cpu_kernels: dict[str, Any] | None = None
     paged_state_bytes: int = 0
+    offloaded_bytes: int = 0
+    notes: tuple[str, ...] = ()
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
     job: SizingJob | None = field(default=None, repr=False, compare=False)
 
@@ -171,6 +177,7 @@ class MemoryEstimate:
         data["job"] = self.job.describe() if self.job is not None else None
         data["bytes_moved"] = dict(self.bytes_moved)
         data["input_shape"] = list(self.input_shape) if self.input_shape else None
+        data["notes"] = list(self.notes)
         data["cuda_context_bytes"] = {
             "low": self.cuda_context_bytes[0],
             "high": self.cuda_context_bytes[1],

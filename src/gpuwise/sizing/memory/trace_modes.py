@@ -18,13 +18,20 @@ from typing import Any
 from gpuwise.sizing.step.attention import attention_mode
 from gpuwise.sizing.step.autocast_policy import CudaAutocastPolicy, cuda_autocast
 from gpuwise.sizing.step.cuda_ops import cuda_dropout
+from gpuwise.sizing.step.offload import ActivationOffload
 
 
 @contextmanager
-def forward_modes(precision: str, attention: str) -> Iterator[None]:
-    """Autocast at ``precision`` (``bf16``/``fp16``; else none) with the trace's swaps."""
+def forward_modes(
+    precision: str, attention: str, offload: ActivationOffload | None = None
+) -> Iterator[None]:
+    """Autocast at ``precision`` (``bf16``/``fp16``; else none) with the trace's swaps.
+
+    With ``offload``, the forward's saved activations go to host memory (``offload``).
+    """
+    hooks = offload.hooks() if offload is not None else nullcontext()
     # dropout's mode first: eager attention's own dropout then reaches it
-    with cuda_autocast(precision), cuda_dropout(), attention_mode(attention):
+    with hooks, cuda_autocast(precision), cuda_dropout(), attention_mode(attention):
         yield
 
 

@@ -53,13 +53,6 @@ def _share(gpu: GpuSpec, precision: str) -> float | None:
     return None
 
 
-def has_gemm_row(gpu: GpuSpec, precision: str) -> bool:
-    """Whether ``matmul_efficiency`` comes from this card's own published GEMM row."""
-    wanted = [precision] if precision == "fp32" else [precision, "fp16"]
-    wanted = ["fp16"] if precision == "tf32" else wanted
-    return any(_share(gpu, p) is not None for p in wanted)
-
-
 def matmul_efficiency(gpu: GpuSpec, precision: str) -> float:
     """Achieved share of the datasheet matrix rate, from the large-GEMM microbenchmarks.
 

@@ -13,12 +13,14 @@ The batch's PCIe copy overlaps the previous step's kernels (a prefetching loader
 from pinned memory on a side stream, ``data.prefetch``), so it bounds the step only when
 it is the longest part.
 
-Rates are the catalog's datasheet figures times the card's microbenchmarked share
-(``gemm_share.matmul_efficiency``, ``calibration.copy_efficiency``) times the generation's fitted
-``calibration.kernel_factor`` (one for fp16/bf16 steps, one for fp32/TF32 ones). Matrix
-operators run at the precision's tensor-core rate; convolutions under fp32 run at TF32 on
-cards that have it (cuDNN's default in PyTorch); operators whose FLOPs are not matrix work
-run at the fp32 vector rate.
+Rates are per operator class (``class_rates``): matrix products at the card's published
+GEMM rate times their shape's wave fill, fused attention at FlashAttention-2's share of
+it by sequence length, convolutions at the tensor-core rate, memory-bound kernels
+(elementwise, norms, optimizer, QLoRA's dequantization) at the achieved bandwidth, each
+figure with its source (``StepTime.sources``). Matrix operators run at the precision's
+tensor-core rate; convolutions under fp32 run at TF32 on cards that have it (cuDNN's
+default in PyTorch); operators whose FLOPs are not matrix work run at the fp32 vector
+rate. ``StepTime.by_class`` says where the time goes.
 
 fp32 on cards with TF32 (Ampere and newer): PyTorch's defaults are assumed, so
 convolutions run in TF32 (``torch.backends.cudnn.allow_tf32`` is True) and matmuls in
@@ -42,14 +44,19 @@ gives about a quarter for ResNet-50 (``tests/sizing/speed/test_layout_trace.py``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuwise.sizing.hardware.calibration import copy_efficiency, kernel_factor
 from gpuwise.sizing.hardware.catalog import GpuSpec
 from gpuwise.sizing.memory.opcost import OpCost
 from gpuwise.sizing.memory.result import MemoryEstimate
-from gpuwise.sizing.speed.gemm_share import matmul_efficiency
+from gpuwise.sizing.speed.class_rates import (
+    attention_efficiency,
+    class_rates,
+    gemm_shape_efficiency,
+    op_class,
+    scaled_dims,
+)
 
 MIN_KERNEL_S = 3e-6
 """Shortest time a kernel occupies the GPU (launch latency and tail), a few microseconds."""
@@ -105,6 +112,11 @@ class DeviceRates:
     tf32_convolutions: bool = False
     """Convolutions run in TF32 (fp32 or tf32 steps on a card with TF32): cuDNN's
     TF32 kernels are NHWC, so NCHW convolutions pay transposes (``transposed``)."""
+    sm_count: int | None = None
+    """Streaming multiprocessors: a matrix product's rate is scaled by its wave fill
+    (``class_rates.gemm_shape_efficiency``); None leaves every product at the full rate."""
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    """Where each rate comes from (``gemm``, ``conv``, ``vector``, ``bandwidth``)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,9 @@ class StepTime:
         bound: ``compute``, ``memory``, ``overhead`` (host launch or kernel minimums) or
             ``h2d`` (the batch's copy is longer than the step's kernels).
         precision: Precision the matrix operators ran at.
+        by_class: Seconds per operator class (``class_rates.OP_CLASSES``), transposes
+            under ``memory``; their sum is ``kernels_s``.
+        sources: Where each rate comes from (``DeviceRates.sources``).
     """
 
     step_s: float
@@ -131,33 +146,53 @@ class StepTime:
     h2d_s: float
     bound: str
     precision: str
+    by_class: dict[str, float] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    rate_values: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return asdict(self)
 
+    def rates(self) -> dict[str, float]:
+        """The achieved rates it was timed at (FLOP/s per class, bytes/s; may be empty)."""
+        return dict(self.rate_values)
+
 
 def gpu_rates(gpu: GpuSpec, precision: str) -> DeviceRates | None:
     """Achieved rates of ``gpu`` at ``precision``; None when its matrix units lack it."""
-    peak = gpu.peak_flops(precision)
-    if peak is None:
+    rates = class_rates(gpu, precision)
+    if rates is None:
         return None
-    factor = kernel_factor(gpu.name, precision)
-    matrix = peak * matmul_efficiency(gpu, precision) * factor
-    conv = matrix
-    if precision == "fp32" and gpu.tflops.get("tf32"):
-        tf32 = gpu.peak_flops("tf32") or peak
-        conv = tf32 * matmul_efficiency(gpu, "tf32") * factor
-    vector = (gpu.peak_flops("fp32") or peak) * matmul_efficiency(gpu, "fp32") * factor
-    bandwidth = gpu.bandwidth_gbs * 1e9 * copy_efficiency(gpu.name, gpu.bandwidth_gbs) * factor
     tf32 = precision in ("fp32", "tf32") and bool(gpu.tflops.get("tf32"))
-    return DeviceRates(matrix, conv, vector, bandwidth, tf32_convolutions=tf32)
+    return DeviceRates(
+        rates.gemm.value,
+        rates.conv.value,
+        rates.vector.value,
+        rates.bandwidth.value,
+        tf32_convolutions=tf32,
+        sm_count=rates.sm_count,
+        sources={name: item["source"] for name, item in rates.to_dict().items()},
+    )
 
 
 def _scaled(op: OpCost, scale: float) -> tuple[float, float]:
     if op.phase == "optimizer":
         return float(op.flops), float(op.bytes_moved)
     return op.flops * scale, op.bytes_moved * scale
+
+
+def _flop_rate(op: OpCost, kind: str, rates: DeviceRates, scale: float) -> float:
+    """The FLOP/s ``op`` of class ``kind`` runs at: its shape's share of the class rate."""
+    if kind == "conv":
+        return rates.conv_flops_s
+    if kind == "attention":
+        return rates.matrix_flops_s * attention_efficiency(op.phase, op.dims[2])
+    if kind == "gemm":
+        grow = scale if op.phase != "optimizer" else 1.0
+        fill = gemm_shape_efficiency(*scaled_dims(op.dims, grow), rates.sm_count)
+        return rates.matrix_flops_s * fill
+    return rates.vector_flops_s
 
 
 def step_time(
@@ -194,13 +229,14 @@ def step_time(
     )
     compute = memory = 0.0
     by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+    by_class: dict[str, float] = {}
     kernels = 0
     for op in ops:
         if op.kernels == 0 or (compiled and op.fusible):
             continue
         flops, moved = _scaled(op, batch_scale)
-        rate = rates.conv_flops_s if op.conv else rates.matrix_flops_s
-        op_compute = flops / (rate if op.matrix else rates.vector_flops_s)
+        kind = op_class(op)
+        op_compute = flops / _flop_rate(op, kind, rates, batch_scale) if flops else 0.0
         op_memory = moved / rates.bandwidth_bytes_s
         compute += op_compute
         memory += op_memory
@@ -209,18 +245,38 @@ def step_time(
             by_bound["overhead"] += op_s
         else:
             by_bound["compute" if op_compute >= op_memory else "memory"] += op_s
+        by_class[kind] = by_class.get(kind, 0.0) + op_s
         kernels += op.kernels
         if transposes and transposed(op, rates, precision):
             transpose_s = layout_transpose_s(op, rates, batch_scale)
             memory += transpose_s
             by_bound["memory"] += transpose_s
+            by_class["memory"] = by_class.get("memory", 0.0) + transpose_s
             kernels += TRANSPOSE_KERNELS.get(op.phase, 2)
     kernels_s = sum(by_bound.values())
     launch = kernels * launch_s_per_kernel
     bound = "overhead" if launch > kernels_s else max(by_bound, key=by_bound.__getitem__)
     bound = "h2d" if h2d_s > max(kernels_s, launch) else bound
     step = max(kernels_s, launch, h2d_s)  # the copy overlaps the kernels
-    return StepTime(step, kernels_s, compute, memory, launch, h2d_s, bound, precision)
+    values = {
+        "gemm_flops_s": rates.matrix_flops_s,
+        "conv_flops_s": rates.conv_flops_s,
+        "vector_flops_s": rates.vector_flops_s,
+        "bandwidth_bytes_s": rates.bandwidth_bytes_s,
+    }
+    return StepTime(
+        step,
+        kernels_s,
+        compute,
+        memory,
+        launch,
+        h2d_s,
+        bound,
+        precision,
+        by_class,
+        rates.sources,
+        values,
+    )
 
 
 def _aggregate_ops(est: MemoryEstimate) -> tuple[OpCost, ...]:
@@ -258,7 +314,8 @@ def gpu_step_time(
         batch_size: Batch to predict for (default: the traced batch; scaled linearly).
         launch_s_per_kernel: Host cost of one launch.
         with_h2d: Bound the step by the PCIe copy of the batch, overlapped with the
-            kernels (False: leave the copy out).
+            kernels (False: leave the copy out). Offloaded activations
+            (``est.offloaded_bytes``) cross PCIe either way.
         compiled: ``torch.compile`` fuses elementwise operators.
         channels_last: NHWC activations (default: the estimate's ``channels_last``).
 
@@ -269,7 +326,10 @@ def gpu_step_time(
     if rates is None:
         return None
     batch = batch_size or est.batch_size
-    h2d = est.input_bytes / est.batch_size * batch / gpu.pcie_bytes_s if with_h2d else 0.0
+    scale = batch / est.batch_size
+    # offloaded activations cross PCIe each way beside the kernels, as the batch does
+    crossing = ((est.input_bytes if with_h2d else 0) + est.offloaded_bytes) * scale
+    h2d = crossing / gpu.pcie_bytes_s
     return step_time(
         est.ops or _aggregate_ops(est),
         rates,

@@ -25,6 +25,7 @@ OPTIMIZERS = (
     "adam8bit",
     "adamw8bit",
     "paged_adamw8bit",
+    "paged_adamw",
     "lamb",
     "lion",
 )

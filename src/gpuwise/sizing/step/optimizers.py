@@ -17,6 +17,9 @@ implementations:
   state in CUDA unified memory (``cudaMallocManaged``): outside PyTorch's allocator, so
   ``max_memory_allocated`` never counts it, and paged out to the host when the device
   runs short; the trace marks it ``paged``.
+- ``paged_adamw`` (``bnb.optim.PagedAdamW``, 32-bit): bitsandbytes' 32-bit optimizers keep
+  both moments in fp32 whatever the parameters' dtype (``Optimizer2State.init_state``
+  with ``optim_bits=32``: 8 bytes a parameter), paged as above.
 - ``adafactor``: the state of PyTorch's ``torch.optim.Adafactor``: for a matrix a row
   and a column vector of second moments (factored), for a vector a full one; no first
   moment. PyTorch's class reads the weights' norm with ``.item()`` every step, which a
@@ -127,20 +130,31 @@ class Adafactor(_PerParameter):
 class Adam8bit(_PerParameter):
     """Memory stand-in for bitsandbytes' ``Adam8bit``/``AdamW8bit``: uint8 moments + scales.
 
-    The update is a plain SGD step (the trace needs its traffic, not its numbers).
+    With ``bits=32``, bitsandbytes' 32-bit ``AdamW`` (two fp32 moments a parameter). The
+    update is a plain SGD step (the trace needs its traffic, not its numbers).
     """
 
     def __init__(
-        self, params: Iterable[nn.Parameter], lr: float = 1e-3, paged: bool = False
+        self,
+        params: Iterable[nn.Parameter],
+        lr: float = 1e-3,
+        paged: bool = False,
+        bits: int = 8,
     ) -> None:
         super().__init__(params, lr=lr)
         self.paged = paged
+        self.bits = bits
 
     def update(self, p: torch.Tensor, state: dict[str, Any], group: dict[str, Any]) -> None:
-        """Allocate the quantized state on first use; step the weight."""
+        """Allocate the state on first use; step the weight."""
         if not state:
-            state.update(_bnb_state(p))
+            state.update(_bnb_state(p) if self.bits == 8 else _bnb_state32(p))
         p.sub_(group["lr"] * p.grad)
+
+
+def _bnb_state32(p: torch.Tensor) -> dict[str, torch.Tensor]:
+    fp32 = torch.float32
+    return {"state1": torch.zeros_like(p, dtype=fp32), "state2": torch.zeros_like(p, dtype=fp32)}
 
 
 def _bnb_state(p: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -164,7 +178,8 @@ def make_optimizer(name: str, params: list[nn.Parameter], foreach: bool) -> torc
 
     Args:
         name: ``sgd``, ``sgd_momentum``, ``adam``, ``adamw``, ``adadelta``, ``adafactor``,
-            ``adam8bit``, ``adamw8bit``, ``paged_adamw8bit``, ``lamb`` or ``lion``.
+            ``adam8bit``, ``adamw8bit``, ``paged_adamw8bit``, ``paged_adamw``, ``lamb`` or
+            ``lion``.
         params: The trainable parameters.
         foreach: Use PyTorch's multi-tensor path where the class has one (CUDA's default).
 
@@ -186,6 +201,8 @@ def make_optimizer(name: str, params: list[nn.Parameter], foreach: bool) -> torc
         return Adafactor(params)
     if name in ("adam8bit", "adamw8bit", "paged_adamw8bit"):
         return Adam8bit(params, paged=name.startswith("paged"))
+    if name == "paged_adamw":
+        return Adam8bit(params, paged=True, bits=32)
     if name == "lamb":
         return Lamb(params)
     if name == "lion":
@@ -212,6 +229,8 @@ def state_bytes_per_parameter(name: str, param: torch.Tensor) -> int:
             lead = n // (rows * cols)
             return lead * (rows + cols) * size
         return n * size
+    if name == "paged_adamw":
+        return 2 * n * 4  # fp32 moments whatever the parameter's dtype
     if name in ("adam8bit", "adamw8bit", "paged_adamw8bit"):
         if n < BNB_MIN_8BIT_SIZE:
             return 2 * n * 4

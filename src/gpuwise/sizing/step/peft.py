@@ -130,8 +130,13 @@ def _weight(module: nn.Module) -> torch.Tensor:
     return weight
 
 
-def _features(module: nn.Module) -> tuple[int, int] | None:
-    """(in, out) of a linear layer: ``nn.Linear`` or transformers' ``Conv1D`` (GPT-2)."""
+def linear_features(module: nn.Module) -> tuple[int, int] | None:
+    """(in, out) of a layer that computes a linear map, else None.
+
+    ``nn.Linear`` and every subclass of it (a model's own ``Linear`` that only changes
+    initialisation or casting still computes ``x @ W.T + b``), and transformers'
+    ``Conv1D`` (GPT-2), which stores its weight as (in, out).
+    """
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
     if type(module).__name__ == "Conv1D" and _weight(module).dim() == 2:
@@ -150,7 +155,7 @@ def default_targets(model: nn.Module) -> tuple[str, ...]:
     model_type = getattr(config, "model_type", None)
     if model_type in DEFAULT_TARGETS:
         return DEFAULT_TARGETS[model_type]
-    names = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if _features(m)}
+    names = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if linear_features(m)}
     if set(BUILTIN_TARGETS) <= names:
         return BUILTIN_TARGETS
     raise UsageError(
@@ -188,7 +193,7 @@ def add_lora(model: nn.Module, spec: LoraSpec) -> int:
     every = targets == ("all-linear",)
     chosen = []
     for name, module in model.named_modules():
-        features = _features(module)
+        features = linear_features(module)
         if features is None or not name:
             continue
         leaf = name.rsplit(".", 1)[-1]

@@ -1,8 +1,10 @@
 """Quantized frozen base weights (QLoRA): NF4 with and without double quantization, int8.
 
-``quantize_frozen`` replaces each frozen ``nn.Linear`` (LoRA's base layers, layers frozen
-with ``--freeze``) but the output head by a ``QuantizedLinear`` that holds its weight in
-the format's bytes and dequantizes it to the compute dtype for each matmul:
+``quantize_frozen`` replaces each frozen layer that computes a linear map
+(``peft.linear_features``: ``nn.Linear`` and its subclasses, GPT-2's ``Conv1D``; LoRA's
+base layers, layers frozen with ``--freeze``) but the output head by a
+``QuantizedLinear`` that holds its weight in the format's bytes and dequantizes it to the
+compute dtype for each matmul:
 
 - ``nf4`` (bitsandbytes ``Linear4bit``, ``quant_type="nf4"``; QLoRA): two 4-bit codes a
   byte, one fp32 absmax per block of 64 weights: ``n/2 + 4 * ceil(n/64)`` bytes, 4.5 bits
@@ -41,7 +43,7 @@ import torch
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.step.peft import OUTPUT_HEADS
+from gpuwise.sizing.step.peft import OUTPUT_HEADS, LoraLinear, linear_features
 
 QUANTIZATIONS = ("nf4", "nf4-dq", "int8")
 QUANT_NAMES = {
@@ -84,6 +86,29 @@ def _layout(fmt: str, out_features: int, in_features: int) -> dict[str, tuple[in
     return layout
 
 
+def _nothing_to_quantize(net: nn.Module, fmt: str) -> str:
+    """Why ``--quantize`` found no layer: nothing frozen, or no frozen linear map."""
+    if not any(isinstance(m, LoraLinear) for m in net.modules()) and all(
+        p.requires_grad for p in net.parameters()
+    ):
+        return (
+            f"--quantize {fmt}: no frozen linear layer to quantize; add adapters with --lora "
+            "(QLoRA) or freeze layers with --freeze"
+        )
+    frozen = sorted(
+        {
+            type(m).__name__
+            for m in net.modules()
+            if any(not p.requires_grad for p in m.parameters(recurse=False))
+        }
+    )
+    return (
+        f"--quantize {fmt}: none of the frozen layers computes a linear map (nn.Linear or "
+        f"a subclass, GPT-2's Conv1D); frozen layers are {', '.join(frozen) or 'none'}; "
+        "gpuwise can quantize only linear layers"
+    )
+
+
 class _DequantMatmul(torch.autograd.Function):
     """``x @ dequant(q).T``: saves the quantized weight, dequantizes again for grad x."""
 
@@ -105,15 +130,19 @@ class QuantizedLinear(nn.Module):
     """A frozen linear layer whose weight is held quantized (``fmt`` in ``QUANTIZATIONS``)."""
 
     def __init__(
-        self, base: nn.Linear, fmt: str, compute_dtype: torch.dtype, keeps_input: bool = False
+        self, base: nn.Module, fmt: str, compute_dtype: torch.dtype, keeps_input: bool = False
     ) -> None:
         super().__init__()
         self.fmt, self.compute_dtype, self.keeps_input = fmt, compute_dtype, keeps_input
-        self.in_features, self.out_features = base.in_features, base.out_features
-        device = base.weight.device
+        features = linear_features(base)
+        if features is None:
+            raise UsageError(f"{type(base).__name__} does not compute a linear map")
+        self.in_features, self.out_features = features
+        device = base.get_parameter("weight").device
         for name, (count, dtype) in _layout(fmt, self.out_features, self.in_features).items():
             self.register_buffer(name, torch.zeros(count, dtype=dtype, device=device))
-        self.bias = base.bias
+        bias = getattr(base, "bias", None)
+        self.bias: nn.Parameter | None = bias if isinstance(bias, nn.Parameter) else None
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """The weight in ``dtype``: one pass over the codes (values not the weight's)."""
@@ -162,15 +191,12 @@ def quantize_frozen(
     chosen = [
         (name, m)
         for name, m in net.named_modules()
-        if type(m) is nn.Linear
-        and not m.weight.requires_grad
+        if linear_features(m) is not None
+        and not m.get_parameter("weight").requires_grad
         and (head or name.rsplit(".", 1)[-1] not in OUTPUT_HEADS)
     ]
     if not chosen:
-        raise UsageError(
-            f"--quantize {fmt}: no frozen linear layer to quantize; add adapters with --lora "
-            "(QLoRA) or freeze layers with --freeze"
-        )
+        raise UsageError(_nothing_to_quantize(net, fmt))
     for name, module in chosen:
         parent_name, _, leaf = name.rpartition(".")
         setattr(

@@ -9,7 +9,8 @@ No module imports ``reader`` or this package back:
    the steps below; ``read_trace`` and ``TraceRead``, re-exported here.
 2. ``intervals``: time intervals in flat columns and the union arithmetic.
 3. ``events``: each event, one at a time, reduced to intervals and counts (``EventTally``);
-   ``excerpt``: where the job's device work begins when the trace is an excerpt.
+   ``members``: what each event category is, copies by direction and memory kind, and the
+   trace's ``deviceProperties`` and ``distributedInfo`` members; ``excerpt``: where the job's device work begins when the trace is an excerpt.
 4. ``steps``: the profiler steps and the measured window, each step's device split and
    phases.
 5. ``device``: device events by name, class and stream; ``host``: launches, graph
@@ -19,10 +20,13 @@ No module imports ``reader`` or this package back:
    batching and the batch over time; ``weights``: GEMMs by their weight format.
 8. ``job``: what kind of job the trace recorded; ``facts``: the device columns turned into
    the job's ``TraceFacts``.
-9. ``rank``: one rank's trace of a many-rank job, read by ``reader`` with a tally that also
-   keeps every collective call, reduced to the ``RankSummary`` a worker process hands
-   back (``gpuwise analyze rank*.json.gz``). It sits on top of ``reader``; nothing here
-   imports it.
+9. ``timeline``: the host spans that tell steps apart (optimizer steps, backward passes,
+   evaluation); ``phases``: the steps, the phases of the timeline (start-up, warm-up,
+   steady state, evaluation, teardown) and the one-time costs, read once the stream ends.
+10. ``rank``: one rank's trace of a many-rank job, read by ``reader`` with a tally that
+    also keeps every collective call, reduced to the ``RankSummary`` a worker process hands
+    back (``gpuwise analyze rank*.json.gz``). It sits on top of ``reader``; nothing here
+    imports it.
 
 Example:
     >>> from gpuwise.telemetry.readers.kineto import read_trace

@@ -7,7 +7,8 @@ operation: NCCL and RCCL (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``,
 ``two_shot_all_reduce_kernel``, ``multimem_all_gather_kernel``), the custom all-reduce of
 vLLM and SGLang (``cross_device_reduce_1stage``/``2stage``), TensorRT-LLM's
 (``oneShotAllReduceKernel``, ``allreduce_fusion_kernel``), AMD's quick reduce, NVSHMEM
-(``nvshmemi_*``, ``nvshmemx_*``), DeepEP's expert dispatch/combine, MSCCL++ and Gloo;
+(``nvshmemi_*``, ``nvshmemx_*``), expert-parallel dispatch/combine (DeepEP's or any
+namespace's, ``_EP_EXCHANGE``), MSCCL++ and Gloo;
 or when the profiler tagged it with a collective name (``args["Collective name"]``).
 
 Its kind (``records.trace.COLLECTIVES``) comes from the tag when there is one, else from
@@ -30,6 +31,17 @@ _LIBRARY = re.compile(
 _OPERATION = re.compile(
     r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall", re.IGNORECASE
 )
+_EP_EXCHANGE = re.compile(
+    r"(?:^|[^a-z0-9])(?:(?:ep|a2a|all2all|expert|intranode|internode(?:_ll)?|low_latency)"
+    r"(?:::\w+)?(?:::|_|)|moe::(?:\w+::)?)(?:dispatch|combine)",
+    re.IGNORECASE,
+)
+"""Expert-parallel token exchange under any namespace: DeepEP's ``deep_ep::intranode::
+dispatch``, ``uccl::ep::combine``, ``mori::moe::EpDispatchIntraNodeKernel``,
+``a2a_dispatch_send``. The word before ``dispatch``/``combine`` must say expert parallel
+or all-to-all: ``flash_fwd_splitkv_combine_kernel`` (attention) and ``fused_moe_kernel``
+(expert GEMMs) are compute."""
+
 _KINDS = (
     ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
     ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
@@ -37,7 +49,7 @@ _KINDS = (
         "all_to_all",
         re.compile(
             r"all_?to_?all|alltoall|sendrecv|deep_ep.*(dispatch|combine)|"
-            r"(dispatch|combine).*deep_ep",
+            r"(dispatch|combine).*deep_ep|" + _EP_EXCHANGE.pattern,
             re.IGNORECASE,
         ),
     ),
@@ -62,7 +74,7 @@ def is_communication(name: str, args: dict[str, Any]) -> bool:
     """True when a device kernel moves data between ranks (see module docstring)."""
     if any(k in args for k in _TAG_KEYS):
         return True
-    return bool(_LIBRARY.search(name) or _OPERATION.search(name))
+    return bool(_LIBRARY.search(name) or _OPERATION.search(name) or _EP_EXCHANGE.search(name))
 
 
 def collective_kind(name: str, tag: str | None = None) -> str:

@@ -22,55 +22,31 @@ from gpuwise.telemetry.readers.kineto.engine_steps import EngineSteps
 from gpuwise.telemetry.readers.kineto.excerpt import outside_wait
 from gpuwise.telemetry.readers.kineto.host import HostCalls
 from gpuwise.telemetry.readers.kineto.intervals import US, Intervals, busy_before
-from gpuwise.telemetry.readers.kineto.job import COMPILED, CONV, LOADER, STEP, JobMarks
+from gpuwise.telemetry.readers.kineto.job import (
+    BACKWARD,
+    COMPILED,
+    CONV,
+    LOADER,
+    OPTIMIZER,
+    STEP,
+    JobMarks,
+    kernel_marks,
+)
+from gpuwise.telemetry.readers.kineto.members import (
+    EVENT_KINDS,
+    copy_kind,
+    device_dict,
+    distributed_info,
+    image_like,
+)
+from gpuwise.telemetry.readers.kineto.phases import read_timeline
+from gpuwise.telemetry.readers.kineto.timeline import Timeline
 
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
 NEW_CATEGORIES = frozenset(
     {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"}
 )
-_KINDS = {
-    "kernel": "kernel",
-    "memcpy": "memcpy",
-    "gpu_memcpy": "memcpy",
-    "memset": "memset",
-    "gpu_memset": "memset",
-    "operator": "cpu",
-    "cpu_op": "cpu",
-    "user_annotation": "cpu",
-    "python_function": "cpu",
-    "runtime": "runtime",
-    "cuda_runtime": "runtime",
-    "cuda_driver": "runtime",
-    "cuda_sync": "sync",
-    "trace": "trace",
-    "cuda_profiler_range": "range",
-    "mtia_ccp_events": "kernel",
-    "mtia_runtime": "runtime",
-    "privateuse1_runtime": "runtime",
-}
-_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h"}
-
-
-def _image_like(args: Any) -> bool:
-    """True when a convolution's first input is 4-D with 1 or 3 channels (N, C, H, W)."""
-    dims = args.get("Input Dims") if isinstance(args, dict) else None
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
-        return False
-    first = dims[0]
-    return len(first) == 4 and first[1] in (1, 3)
-
-
-def _copy_kind(name: str) -> tuple[str, str]:
-    """``"Memcpy HtoD (Pageable -> Device)"`` -> ``("h2d", "pageable")``."""
-    parts = name.split()
-    direction = _DIRECTIONS.get(parts[1], "other") if len(parts) > 1 else "other"
-    if "(" not in name or "->" not in name:
-        return direction, "unknown"
-    inner = name[name.index("(") + 1 : name.rindex(")")]
-    src, _, dst = inner.partition("->")
-    side = dst if direction == "d2h" else src
-    return direction, side.strip().lower() or "unknown"
 
 
 class EventTally:
@@ -87,6 +63,7 @@ class EventTally:
         self.h2d: list[tuple[float, float, int, bool, int]] = []
         self.copies: dict[tuple[str, str], list[float]] = {}
         self.sync_by_name: Counter[str] = Counter()
+        self.sync_at: list[tuple[float, str]] = []  # (start, name) of each cuda_sync event
         self.categories: set[str] = set()
         self.gpu_ids: set[int] = set()
         self.device_props: list[dict[str, Any]] = []
@@ -104,6 +81,8 @@ class EventTally:
         self.image_inputs: bool | None = None
         self.distributed: dict[str, Any] = {}
         self._head_wait: tuple[tuple[float, float] | None] | None = None
+        self.timeline = Timeline()
+        self._phases: dict[str, Any] | None = None
 
     def add_member(self, key: str, value: Any) -> None:
         """Take a top-level member other than ``traceEvents``."""
@@ -112,7 +91,7 @@ class EventTally:
         elif key == "distributedInfo" and isinstance(value, dict):
             rank = value.get("rank")
             self.rank = rank if isinstance(rank, int) else None
-            self.distributed = _distributed_info(value)
+            self.distributed = distributed_info(value)
         elif key == "baseTimeNanoseconds" and isinstance(value, int):
             self.distributed["base_time_ns"] = value
 
@@ -165,7 +144,9 @@ class EventTally:
             elif kind == "kernel" or kind == "memcpy" or kind == "memset":
                 self._device_event(ev, kind, start, end)
             elif kind == "sync":
-                self.sync_by_name[str(ev.get("name", ""))] += 1
+                sync_name = str(ev.get("name", ""))
+                self.sync_by_name[sync_name] += 1
+                self.sync_at.append((start, sync_name))
             elif kind == "range":
                 self.profiler_ranges += 1
             elif kind is None:
@@ -175,7 +156,7 @@ class EventTally:
     def _kind(self, cat: Any) -> str | None:
         kind = self._kind_of.get(cat, "?")
         if kind == "?":
-            kind = _KINDS.get(cat.lower()) if isinstance(cat, str) else None
+            kind = EVENT_KINDS.get(cat.lower()) if isinstance(cat, str) else None
             self._kind_of[cat] = kind
             if isinstance(cat, str):
                 self.categories.add(cat)
@@ -213,6 +194,7 @@ class EventTally:
         if cat == "cpu_op" or cat == "Operator":
             self.host.cpu_op(name, ev.get("args"))
         self.engine_steps.host(name, start, end, ev)
+        self.timeline.host(name, start, end)
         mark = self.marks.host(name)
         if not mark:
             return
@@ -224,12 +206,12 @@ class EventTally:
             self.compiled_regions += 1
             self.compiled.add(start, end)
         elif mark & CONV and self.image_inputs is not True:
-            self.image_inputs = _image_like(ev.get("args"))
+            self.image_inputs = image_like(ev.get("args"))
 
     def _memcpy(self, name: str, args: dict[str, Any], start: float, end: float) -> None:
         kind = self._copy_of.get(name)
         if kind is None:
-            kind = self._copy_of[name] = _copy_kind(name)
+            kind = self._copy_of[name] = copy_kind(name)
         nbytes = args.get("bytes")
         nbytes = nbytes if isinstance(nbytes, int) and nbytes >= 0 else 0
         stats = self.copies.setdefault(kind, [0, 0, 0.0, float("inf"), 0.0])
@@ -256,6 +238,9 @@ class EventTally:
         if self.steps:
             spans = self.steps.values()
             return (min(s for s, _ in spans), max(s + d for s, d in spans), "profiler_steps")
+        steady = self.phases()["steady_us"]
+        if steady is not None:
+            return steady[0], steady[1], "steady_state"
         starts, ends = self.gpu_all()
         if starts.size:
             wait = self.head_wait()
@@ -264,6 +249,22 @@ class EventTally:
         if self.span[0] <= self.span[1]:
             return self.span[0], self.span[1], "whole_trace"
         return 0.0, 0.0, "empty"
+
+    def phases(self) -> dict[str, Any]:
+        """The timeline's steps, phases and one-time costs (``phases``), read once."""
+        if self._phases is None:
+            trained = self.marks.host_count(BACKWARD | OPTIMIZER) > 0 or (
+                not self.marks.spans and any(kernel_marks(n) & BACKWARD for n in self.device.names)
+            )
+            self._phases = read_timeline(
+                self.timeline,
+                sorted(self.steps.values()),
+                (self.span[0], self.span[1]) if self.span[0] <= self.span[1] else (0.0, 0.0),
+                self.host,
+                (self.device.names, lambda: self.device.columns(self.host)),
+                trained,
+            )
+        return self._phases
 
     def head_wait(self) -> tuple[float, float] | None:
         """``(wait_from, cut)`` of a wait on work queued before the trace began (µs).
@@ -322,15 +323,22 @@ class EventTally:
     def sync_stats(self, lo: float, hi: float) -> dict[str, Any]:
         """Return ``cuda_sync`` event counts and the host calls that blocked in the window.
 
-        ``runtime_calls``/``runtime_s`` count the synchronize calls (CUDA and HIP);
+        ``events``/``by_name`` count the profiler's ``cuda_sync`` events: the whole
+        trace's, or the window's where the window is the steady state (start-up's are
+        one-time costs); ``runtime_calls``/``runtime_s`` count the synchronize calls (CUDA
+        and HIP);
         ``blocking`` lists every blocking call by name: synchronisations, allocator calls
         and synchronous copies, with their host time and call site.
         """
         blocking = self.host.blocking(lo, hi, busy_before(*self.gpu_all()))
         syncs = [b for b in blocking if b["kind"] == "sync"]
+        by_name = self.sync_by_name
+        if not self.steps and self.phases()["steady_us"] is not None:
+            # the steady state is judged: start-up's sync events are one-time costs
+            by_name = Counter(n for at, n in self.sync_at if lo <= at < hi)
         return {
-            "events": int(sum(self.sync_by_name.values())),
-            "by_name": dict(self.sync_by_name),
+            "events": int(sum(by_name.values())),
+            "by_name": dict(by_name),
             "runtime_calls": sum(int(b["calls"]) for b in syncs),
             "runtime_s": sum(float(b["time_s"]) for b in syncs),
             "blocking": blocking,
@@ -339,38 +347,4 @@ class EventTally:
     def device_dicts(self) -> list[dict[str, Any]]:
         """Return the GPUs that ran work (all listed ones when none did) as device dicts."""
         props = [p for p in self.device_props if p.get("id") in self.gpu_ids]
-        return [_device(p) for p in (props or self.device_props)]
-
-
-def _distributed_info(value: dict[str, Any]) -> dict[str, Any]:
-    """Return ``backend``/``rank``/``world_size`` of a trace's ``distributedInfo``.
-
-    The default process group's size and backend (``pg_config``) stand in for fields the
-    profiler left out.
-    """
-    out = {k: value.get(k) for k in ("backend", "rank", "world_size") if value.get(k) is not None}
-    groups = value.get("pg_config")
-    default = groups[0] if isinstance(groups, list) and groups else None
-    if isinstance(default, dict):
-        size, config = default.get("pg_size"), default.get("backend_config")
-        if "world_size" not in out and isinstance(size, int):
-            out["world_size"] = size
-        if "backend" not in out and isinstance(config, str) and config:
-            out["backend"] = config
-    return out
-
-
-def _device(p: dict[str, Any]) -> dict[str, Any]:
-    index = p.get("id")
-    major, minor = p.get("computeMajor"), p.get("computeMinor")
-    return {
-        "id": f"gpu{index}",
-        "index": index,
-        "name": p.get("name"),
-        "uuid": None,
-        "memory_total_bytes": p.get("totalGlobalMem"),
-        "compute_capability": f"{major}.{minor}" if major is not None else None,
-        "driver_version": None,
-        "cuda_driver_version": None,
-        "sm_count": p.get("numSms"),
-    }
+        return [device_dict(p) for p in (props or self.device_props)]

@@ -34,6 +34,7 @@ from gpuwise.telemetry.readers.kineto.device import (
 from gpuwise.telemetry.readers.kineto.events import EventTally
 from gpuwise.telemetry.readers.kineto.intervals import US, busy_before, median, union_s
 from gpuwise.telemetry.readers.kineto.job import job_kind
+from gpuwise.telemetry.readers.kineto.phases import timeline_doc
 from gpuwise.telemetry.readers.kineto.serving import batching
 from gpuwise.telemetry.readers.kineto.steps import Pair, both, step_facts
 from gpuwise.telemetry.readers.kineto.weights import weights
@@ -52,9 +53,13 @@ def trace_facts(t: EventTally) -> TraceFacts:
     """Compute the device facts of everything ``t`` has read."""
     every = t.device.columns(t.host)
     cols = _steady(every, sorted(t.steps.values()))
-    wait = t.head_wait()
+    w0, w1, source = t.window()
+    wait = None if source == "steady_state" else t.head_wait()
     if wait is not None:
         cols = cols.subset(cols.starts >= wait[1])  # the excerpt's edge, not the job's
+    if source == "steady_state":  # start-up and teardown are judged apart (phases)
+        when = np.where(np.isnan(cols.launches), cols.starts, cols.launches)
+        cols = cols.subset((when >= w0) & (when < w1))
     n = len(cols.starts)
     lo = float(cols.starts.min()) if n else 0.0
     hi = float(cols.ends.max()) if n else 0.0
@@ -80,7 +85,7 @@ def trace_facts(t: EventTally) -> TraceFacts:
         communication=_communication(cols, comp, lo, hi, _by_parallelism(t, every, lo, hi)),
         idle_by_stream=idle,
         h2d=_h2d(cols, durations, idle),
-        launch=_launch(cols, len(t.steps)),
+        launch=_launch(cols, _steady_steps(t, source)),
         top_kernels=_top_kernels(cols, durations),
         steps=step_facts(every, sorted(t.steps.values())),
         gemm_precision_s=_precision(cols, durations),
@@ -95,7 +100,22 @@ def trace_facts(t: EventTally) -> TraceFacts:
         vendor=t.vendor(),
         graphs=_graphs(t, cols, durations),
         excerpt=_excerpt(t, every, hi, wait) if n else {},
+        timeline=_timeline(t),
     )
+
+
+def _steady_steps(t: EventTally, source: str) -> int:
+    """Steps the steady columns hold: profiler steps but the cut last one, or steady steps."""
+    if source == "steady_state":
+        return int(t.phases()["steady_steps"])
+    n = len(t.steps)
+    return n - 1 if n >= 2 else n
+
+
+def _timeline(t: EventTally) -> dict[str, Any]:
+    """The timeline's phases and one-time costs in seconds from the recording's start."""
+    t0 = t.span[0] if t.span[0] <= t.span[1] else 0.0  # the recording's first event
+    return timeline_doc(t.phases(), t0, len(t.engine_steps.embed_at))
 
 
 def _name_totals(cols: DeviceColumns) -> dict[int, float]:
@@ -336,6 +356,8 @@ def _top_kernels(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> list[T
     grand = float(totals.sum()) or 1.0
     out = []
     for i in np.argsort(-totals, kind="stable")[:TOP_KERNELS]:
+        if not counts[i]:
+            break  # names seen only outside the steady columns
         out.append(
             TopKernel(
                 name=cols.names[i],

@@ -10,7 +10,8 @@ CUDA and ROCm (HIP) runtime/driver calls are read alike. Each call name is class
   (``cudaDeviceSynchronize``, ``hipStreamSynchronize``, ...);
 - ``alloc``: allocates or frees device or pinned memory (``cudaMalloc``, ``hipFree``, ...);
   ``cudaFree``/``hipFree`` also synchronise the device;
-- ``copy``: a synchronous copy (``cudaMemcpy``, ``hipMemcpyWithStream``, ...; not ``*Async``).
+- ``copy``: a synchronous copy (``cudaMemcpy``, ``hipMemcpyWithStream``, ...; not ``*Async``);
+- ``create``: stream and event creation, a one-time cost kept apart (``phases``).
 
 Blocking calls are kept with their time, name and ``External id`` (which names the CPU op
 that made them: the call site), in flat columns.
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-LAUNCH, GRAPH, SYNC, ALLOC, COPY, OTHER, CAPTURE = range(7)
+LAUNCH, GRAPH, SYNC, ALLOC, COPY, OTHER, CAPTURE, CREATE = range(8)
 BLOCKING_KINDS = {SYNC: "sync", ALLOC: "alloc", COPY: "copy"}
 """Kinds of host calls that block the host, by the name the trace section uses."""
 
@@ -42,6 +43,9 @@ _COPY = re.compile(
 )
 _GRAPH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
 _CAPTURE = re.compile(r"^(cuda|hip|cu)(StreamBeginCapture|StreamEndCapture|GraphInstantiate)")
+_CREATE = re.compile(r"^(cuda|hip|cu)(Stream|Event)Create")
+SLOW_LAUNCH_US = 1000.0
+"""A launch call of a millisecond or more loads its module or initialises the context."""
 _LAUNCH = re.compile(r"Launch|^(cuda|cu|hip)Memcpy|^(cuda|cu|hip)Memset")
 
 
@@ -57,6 +61,8 @@ def call_kind(name: str) -> int:
         return ALLOC
     if _COPY.match(name):
         return COPY
+    if _CREATE.match(name):
+        return CREATE
     return LAUNCH if _LAUNCH.search(name) else OTHER
 
 
@@ -78,6 +84,8 @@ class HostCalls:
         self.names: list[str] = []
         self._ids: dict[str, int] = {}
         self._kind_of: dict[str, int] = {}
+        self.create_starts, self.create_ends = array("d"), array("d")
+        self.slow_starts, self.slow_ends = array("d"), array("d")
 
     def name_id(self, name: str) -> int:
         """Intern ``name``; return its index in ``names``."""
@@ -108,6 +116,13 @@ class HostCalls:
             self.launch_calls += 1
             if type(corr) is int:
                 self.launch_corr.append(corr)
+            if end - start >= SLOW_LAUNCH_US:
+                self.slow_starts.append(start)
+                self.slow_ends.append(end)
+            return
+        if kind == CREATE:
+            self.create_starts.append(start)
+            self.create_ends.append(end)
             return
         if kind == CAPTURE:
             self.capture_calls += 1

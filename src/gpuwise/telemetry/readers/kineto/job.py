@@ -40,13 +40,27 @@ ENGINES = {
 }
 """Engine marks, most specific first (``llm_serving``: serving kernels, engine unnamed)."""
 ENGINE_BITS = sum(ENGINES)
-COUNTED = JOB_BITS | ENGINE_BITS
+FORK = 16384
+"""A Python frame in a package whose name holds an engine's but is not it (``my_vllm_fork``):
+a fork, told apart from the engine, whose kernels (``vllm::``) may still be the engine's."""
+COUNTED = JOB_BITS | ENGINE_BITS | FORK
 
 COMPILED_OPS = ("CompiledFunction", "Torch-Compiled Region", "## Call CompiledFxGraph")
 """Host spans that torch.compile leaves around compiled regions."""
 
 CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::cudnn_convolution"})
 """The first convolution's input shape tells whether the inputs are image batches."""
+
+_WORD = r"(?:^|[^a-z0-9_])(?:{})(?:[^a-z0-9_]|$)"
+"""An engine's name as a whole word (its package, ``vllm::`` op namespace, annotation):
+a fork's package (``vllm_fork``, ``my-sglang``) is not the engine it was forked from."""
+
+_FRAME = re.compile(r"^(.*)\.py\(\d+\): ")
+"""A Python frame span: ``path/to/module.py(LINE): function``."""
+
+ENGINE_PACKAGES = {"vllm": VLLM, "sglang": SGLANG, "tensorrt_llm": TRTLLM}
+"""Engines told from a Python frame by their package root: a folder of the frame's path
+named exactly so."""
 
 _HOST_MARKS = (
     (BACKWARD, re.compile(r"autograd::engine::evaluate_function|Backward\d*$|AccumulateGrad")),
@@ -60,10 +74,15 @@ _HOST_MARKS = (
             r"validation_step|test_step|predict_step|eval_step|(^|[^a-z_])evaluate([^a-z_]|$)"
         ),
     ),
-    (VLLM, re.compile(r"vllm|^gpu_model_runner: |^core step: ", re.IGNORECASE)),
-    (SGLANG, re.compile(r"sglang|sgl_kernel", re.IGNORECASE)),
-    (TRTLLM, re.compile(r"tensorrt_llm|trtllm|^\[Executor\] _forward_step", re.IGNORECASE)),
-    (TRITON_SERVER, re.compile(r"tritonserver|triton_server", re.IGNORECASE)),
+    (VLLM, re.compile(rf"{_WORD.format('vllm')}|^gpu_model_runner: |^core step: ", re.I)),
+    (SGLANG, re.compile(_WORD.format("sglang|sgl_kernel"), re.IGNORECASE)),
+    (
+        TRTLLM,
+        re.compile(
+            rf"{_WORD.format('tensorrt_llm|trtllm')}|^\[Executor\] _forward_step", re.IGNORECASE
+        ),
+    ),
+    (TRITON_SERVER, re.compile(_WORD.format("tritonserver|triton_server"), re.IGNORECASE)),
     (PREFILL, re.compile(r"prefill|context_attention|extend_attention", re.IGNORECASE)),
     (DECODE, re.compile(r"decode|paged_attention|splitkv", re.IGNORECASE)),
 )
@@ -100,9 +119,19 @@ def host_marks(name: str) -> int:
         mark |= COMPILED
     elif name in CONV_OPS:
         mark |= CONV
+    frame = _FRAME.match(name)
     for bit, pattern in _HOST_MARKS:
+        if bit in ENGINE_PACKAGES.values() and frame is not None:
+            continue  # a frame names its engine by its package root, below
         if pattern.search(name):
             mark |= bit
+    if frame is not None:
+        folders = re.split(r"[/\\]", frame.group(1))[:-1]
+        for package, bit in ENGINE_PACKAGES.items():
+            if package in folders:
+                mark |= bit
+            elif any(package in folder for folder in folders):
+                mark |= FORK
     return mark
 
 
@@ -207,6 +236,10 @@ def _engine(marks: JobMarks, k_time: dict[int, float], evidence: dict[str, Any])
     named = {k: v for k, v in host.items() if k != "llm_serving"} or host
     if named:
         return max(named, key=lambda k: named[k])
+    forks = marks.host_count(FORK)
+    if forks:  # a fork runs the engine's kernels under its own frames: an unnamed engine
+        evidence["fork_marks"] = forks
+        return "llm_serving" if any(k_time.get(bit) for bit in ENGINES) else None
     by_time = {name: k_time.get(bit, 0.0) for bit, name in ENGINES.items() if k_time.get(bit)}
     named_t = {k: v for k, v in by_time.items() if k != "llm_serving"} or by_time
     return max(named_t, key=lambda k: named_t[k]) if named_t else None

@@ -78,7 +78,9 @@ class TraceRead:
             without ProfilerSteps the span of the device work (the host's prologue and
             epilogue of an excerpt are not the job's idle); without device work the span
             of all timed events.
-        window_source: ``"profiler_steps"``, ``"device_span"`` (no ProfilerStep: first
+        window_source: ``"profiler_steps"``, ``"steady_state"`` (no ProfilerStep: the
+            steady steps of the optimizer steps or the recurring kernel, after start-up
+            and warm-up; ``phases``), ``"device_span"`` (neither: first
             device event to last) or ``"whole_trace"`` (no device event either).
         step_durations_s: Duration of each ProfilerStep, in order.
         dataloader_s: Time inside DataLoader ``__next__`` within the window.

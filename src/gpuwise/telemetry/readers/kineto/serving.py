@@ -146,7 +146,9 @@ def _steps(
     if s.size:
         return s, e, phases, requests, "engine"
     at = np.sort(np.frombuffer(engine.embed_at, dtype=np.float64))
-    if at.size >= MIN_STEPS:
+    if at.size >= MIN_STEPS or (at.size and not profiler_steps):
+        # a few embedding calls and no ProfilerStep: still one forward each (too few to
+        # tell a batching pattern, which ``_pattern`` says)
         s, e = at, np.append(at[1:], np.inf)
         source = "embedding_calls"
     elif profiler_steps:
@@ -154,7 +156,8 @@ def _steps(
         e = s + np.array([d for _, d in profiler_steps], dtype=np.float64)
         source = "profiler_steps"
     else:
-        return at, at, at, at, ""
+        none = np.zeros(0, dtype=np.float64)
+        return none, none, none.astype(np.int8), none.astype(np.int64), ""
     return s, e, np.zeros(s.shape, np.int8), np.full(s.shape, -1, np.int64), source
 
 

@@ -1,0 +1,285 @@
+"""What a card reaches per operator class, and where each figure comes from.
+
+The step-time model (``roofline.step_time``) charges each traced operator at the rate
+of its class on the card, at the job's precision:
+
+- ``gemm`` (``mm``, ``addmm``, ``bmm``): the card's large-GEMM rate (``gemm_share``:
+  the best of its published GEMM rows, ``measured_calibration.csv``: a library's best
+  over shapes from Stas Bekman's Maximum Achievable Matmul FLOPS table, or a
+  plain-PyTorch GEMM microbenchmark; else the share of the card nearest in power
+  headroom) times the shape's wave fill
+  (``gemm_shape_efficiency``: output tiles spread over the SMs in whole waves).
+- ``conv``: the tensor-core rate times ``CONV_EFFICIENCY`` (fitted).
+- ``attention`` (the fused flash / memory-efficient kernels): FlashAttention-2's
+  published share of the GEMM rate, forward and backward, rolling off at short
+  sequences (``attention_efficiency``).
+- ``memory`` (elementwise, norms, reductions, casts, copies), ``optimizer`` and
+  ``dequant`` (QLoRA's integer codes to bf16 before each matmul, never fused away by
+  ``torch.compile``): bytes at the achieved bandwidth (``memory_bandwidth``): the copy
+  microbenchmark's share of the datasheet times ``MEMORY_EFFICIENCY``, capped by what the
+  SMs keep in flight (``BYTES_PER_SM_CLOCK``, Little's law: a kernel reaches a bandwidth
+  only with bandwidth x latency bytes in flight, and PyTorch's elementwise kernels keep
+  about the same per SM on every card, so the largest memories are not filled).
+
+The three fitted numbers (``CONV_EFFICIENCY``, ``MEMORY_EFFICIENCY``, ``BYTES_PER_SM_CLOCK``)
+are fitted on published training runs and checked on runs of sources the fit never saw
+(``benchmarks/sizing_sources.py``, leave one source out).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpuwise.sizing.hardware.calibration import copy_efficiency, load_measurements, same_card
+from gpuwise.sizing.speed.gemm_share import watts_per_sm_ghz
+
+if TYPE_CHECKING:
+    from gpuwise.sizing.hardware.catalog import GpuSpec
+    from gpuwise.sizing.memory.opcost import OpCost
+
+FITTED = "fitted on published training runs, checked leaving each source out"
+"""Source line of the fitted numbers (``benchmarks/sizing_sources.py`` prints the fit)."""
+
+CONV_EFFICIENCY = 1.0
+"""cuDNN convolutions' share of the card's GEMM rate (fitted: the published ResNet-50
+runs are bounded by their memory traffic, and the fit puts convolutions at the GEMM rate)."""
+MEMORY_EFFICIENCY = 0.8
+"""Memory-bound kernels' share of the copy microbenchmark's bandwidth (fitted)."""
+BYTES_PER_SM_CLOCK = 7.0
+"""Bytes a memory-bound kernel moves per SM per clock at most (fitted): the cap of
+``memory_bandwidth``."""
+
+TILE = 128
+"""Edge of the output tile one thread block of a tensor-core GEMM computes (cuBLAS's
+common 128 x 128 and 256 x 128 tiles; NVIDIA's "Matrix Multiplication Background" guide,
+tile and wave quantization)."""
+
+FLASH_SHARE = {"forward": 0.73, "backward": 0.63}
+"""FlashAttention-2 reaches up to 73 % (forward) and 63 % (backward) of the A100's peak
+(Dao, FlashAttention-2, 2023, section 4.1)."""
+A100_MAMF_SHARE = 271.2 / 312
+"""The A100 SXM's best GEMM over its peak (the MAMF row of ``measured_calibration.csv``):
+FlashAttention-2's shares over it are its shares of the GEMM rate, 0.84 forward and 0.72
+backward."""
+FLASH_HALF_SEQ = 128
+"""Sequence length at which a fused attention kernel runs at half its long-sequence rate:
+an assumption (one 128-key block per 128-query block leaves its pipeline half used)."""
+
+OP_CLASSES = ("gemm", "conv", "attention", "memory", "optimizer", "dequant")
+"""The operator classes, each with its own rate."""
+
+
+def op_class(op: OpCost) -> str:
+    """The class of one traced operator (``OP_CLASSES``).
+
+    Example:
+        >>> from gpuwise.sizing.memory.opcost import OpCost
+        >>> op_class(OpCost("mm", "forward", 8, 8, True, False, False, 1))
+        'gemm'
+    """
+    if op.dequant:
+        return "dequant"
+    if op.phase == "optimizer":
+        return "optimizer"
+    if op.conv:
+        return "conv"
+    if op.matrix:
+        return "attention" if "attention" in op.name else "gemm"
+    return "memory"
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One figure of the model and where it comes from."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class ClassRates:
+    """What one card reaches per operator class at one precision (FLOP/s and bytes/s).
+
+    Attributes:
+        gemm: Matrix products (and fused attention, times ``attention_efficiency``).
+        conv: Convolutions.
+        vector: Non-matrix FLOPs (fp32 units).
+        bandwidth: Memory-bound kernels (``memory_bandwidth``).
+        sm_count: Streaming multiprocessors (wave fill of a GEMM).
+    """
+
+    gemm: Factor
+    conv: Factor
+    vector: Factor
+    bandwidth: Factor
+    sm_count: int | None
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """JSON form: each class's rate and its source."""
+        names = {"gemm": "flops_s", "conv": "flops_s", "vector": "flops_s", "bandwidth": "bytes_s"}
+        return {
+            name: {unit: getattr(self, name).value, "source": getattr(self, name).source}
+            for name, unit in names.items()
+        }
+
+
+def gemm_shape_efficiency(batch: int, m: int, n: int, k: int, sms: int | None) -> float:
+    """Share of a card's best GEMM rate a product of this shape reaches (its wave fill).
+
+    The output splits into ``TILE x TILE`` tiles, one thread block each, run in waves of
+    one block per SM; a last partial wave leaves SMs idle. A product with fewer tiles than
+    SMs is split along K (cuBLAS's split-K) when K is long enough to share.
+
+    Example:
+        >>> gemm_shape_efficiency(1, 8192, 8192, 8192, 128)
+        1.0
+        >>> round(gemm_shape_efficiency(1, 128, 128, 128, 100), 2)
+        0.01
+    """
+    if not sms or min(batch, m, n, k) <= 0:
+        return 1.0
+    tiles = batch * math.ceil(m / TILE) * math.ceil(n / TILE)
+    if tiles < sms:
+        tiles *= max(1, min(math.ceil(sms / tiles), k // (2 * TILE)))
+    waves = math.ceil(tiles / sms)
+    return min(1.0, tiles / (waves * sms))
+
+
+def scaled_dims(dims: tuple[int, int, int, int], scale: float) -> tuple[int, int, int, int]:
+    """A product's ``(batch, M, N, K)`` at ``scale`` times the traced batch.
+
+    A batched product (``bmm``: attention scores) grows in its batch; a plain one in the
+    longer of M and K, its token dimension (M for the forward and the input gradient, K
+    for the weight gradient, whose output keeps the weight's shape).
+    """
+    b, m, n, k = dims
+    if scale == 1.0 or not any(dims):
+        return dims
+    if b > 1:
+        return max(1, round(b * scale)), m, n, k
+    if m >= k:
+        return b, max(1, round(m * scale)), n, k
+    return b, m, n, max(1, round(k * scale))
+
+
+def attention_efficiency(phase: str, seq: int) -> float:
+    """Share of the card's GEMM rate a fused attention kernel reaches at ``seq`` keys.
+
+    Example:
+        >>> round(attention_efficiency("forward", 4096), 2)
+        0.81
+    """
+    share = FLASH_SHARE["backward" if phase == "backward" else "forward"] / A100_MAMF_SHARE
+    return share * seq / (seq + FLASH_HALF_SEQ) if seq > 0 else share
+
+
+@functools.cache
+def _gemm_rows() -> tuple[tuple[str, str, float, str], ...]:
+    """``(card, precision, TFLOP/s, source)`` of every published GEMM row.
+
+    The ``achieved_tflops`` rows of ``measured_calibration.csv``: plain-PyTorch GEMM
+    microbenchmarks of one large shape (chsasank/device-benchmarks) and the best of a
+    search over shapes (Stas Bekman's MAMF table), which is what a library reaches at
+    the shapes it is tuned for.
+    """
+    return tuple(
+        (m.gpu, m.precision, m.value, m.source.split(" (")[0])
+        for m in load_measurements()
+        if m.metric == "achieved_tflops" and m.precision != "n/a"
+    )
+
+
+def own_share(gpu: GpuSpec, kind: str) -> Factor | None:
+    """The best share of the datasheet rate among the card's own GEMM rows, or None.
+
+    Args:
+        gpu: The card.
+        kind: ``tensor`` (fp16/bf16 rows; TF32 runs on the same units) or ``fp32``.
+    """
+    best: Factor | None = None
+    for card, precision, value, source in _gemm_rows():
+        if (precision in ("fp16", "bf16")) != (kind == "tensor") or not same_card(card, gpu.name):
+            continue
+        peak = gpu.tflops.get(precision)
+        share = min(value / peak, 1.0) if peak else None
+        if share is not None and (best is None or share > best.value):
+            best = Factor(share, f"{card}: {value:g} of {peak:g} TFLOP/s, {source}")
+    return best
+
+
+def gemm_share(gpu: GpuSpec, kind: str) -> Factor:
+    """Share of the datasheet matrix rate the card's GEMMs reach (``tensor`` or ``fp32``).
+
+    The card's own best published row (a library's best over shapes is what well-shaped
+    training GEMMs reach); else that of the card nearest in power per SM-GHz
+    (``gemm_share.headroom_share``'s rule); else 0.6, a guess.
+    """
+    own = own_share(gpu, kind)
+    if own is not None:
+        return own
+    from gpuwise.sizing.hardware.catalog import load_catalog
+
+    mine = watts_per_sm_ghz(gpu)
+    best: tuple[float, GpuSpec, Factor] | None = None
+    for card in load_catalog() if mine is not None else ():
+        theirs, share = watts_per_sm_ghz(card), own_share(card, kind)
+        if card.name == gpu.name or theirs is None or share is None or mine is None:
+            continue
+        distance = abs(math.log(theirs / mine))
+        if best is None or distance < best[0]:
+            best = (distance, card, share)
+    if best is None:
+        return Factor(0.6, "no published GEMM row for this card or one like it (a guess)")
+    _, card, share = best
+    return Factor(share.value, f"as {card.name}, nearest in power per SM-GHz: {share.source}")
+
+
+def memory_bandwidth(gpu: GpuSpec) -> Factor:
+    """Bytes/s a memory-bound kernel reaches on ``gpu``.
+
+    The copy microbenchmark's share of the datasheet bandwidth times
+    ``MEMORY_EFFICIENCY``, at most ``BYTES_PER_SM_CLOCK`` per SM per boost clock.
+    """
+    share = copy_efficiency(gpu.name, gpu.bandwidth_gbs)
+    achieved = gpu.bandwidth_gbs * 1e9 * share * MEMORY_EFFICIENCY
+    text = f"{share:.2f} of {gpu.bandwidth_gbs:g} GB/s (copy microbenchmark) x {MEMORY_EFFICIENCY}"
+    if gpu.sm_count and gpu.boost_clock_mhz:
+        cap = gpu.sm_count * gpu.boost_clock_mhz * 1e6 * BYTES_PER_SM_CLOCK
+        if cap < achieved:
+            text = (
+                f"{gpu.sm_count} SMs x {gpu.boost_clock_mhz:g} MHz x {BYTES_PER_SM_CLOCK:g} B "
+                f"(bytes in flight cap the {achieved / 1e9:,.0f} GB/s of the copy)"
+            )
+            achieved = cap
+    return Factor(achieved, f"{text}; {FITTED}")
+
+
+def class_rates(gpu: GpuSpec, precision: str) -> ClassRates | None:
+    """Per-class rates of a catalog card at ``precision`` (None: no such matrix units).
+
+    ``fp16``/``bf16`` run matmuls and convolutions on the tensor cores; ``tf32`` too, at
+    TF32's rate; ``fp32`` keeps matmuls on the fp32 units (PyTorch's default) while cuDNN
+    runs convolutions in TF32 on cards that have it.
+    """
+    peak = gpu.peak_flops(precision)
+    if peak is None:
+        return None
+    tf32 = gpu.peak_flops("tf32") if gpu.tflops.get("tf32") else None
+    fp32 = gpu.peak_flops("fp32") or peak
+    tensor, plain = gemm_share(gpu, "tensor"), gemm_share(gpu, "fp32")
+    if precision in ("fp16", "bf16") or (precision == "tf32" and tf32):
+        gemm = Factor(peak * tensor.value, tensor.source)
+        conv_peak = peak
+    else:
+        gemm = Factor(fp32 * plain.value, plain.source)
+        conv_peak = tf32 or fp32
+    conv_share = tensor.value if tf32 or precision in ("fp16", "bf16") else plain.value
+    conv = Factor(
+        conv_peak * conv_share * CONV_EFFICIENCY,
+        f"{CONV_EFFICIENCY:g} x the GEMM share ({FITTED})",
+    )
+    vector = Factor(fp32 * plain.value, plain.source)
+    return ClassRates(gemm, conv, vector, memory_bandwidth(gpu), gpu.sm_count)

@@ -1,0 +1,115 @@
+"""The per-operator-class rates: their published sources, shapes, attention and QLoRA."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuwise.sizing.hardware.catalog import find_gpus
+from gpuwise.sizing.job.job import SizingJob
+from gpuwise.sizing.memory.estimate import estimate, estimate_job
+from gpuwise.sizing.memory.opcost import OpCost
+from gpuwise.sizing.speed import class_rates as cr
+from gpuwise.sizing.speed.roofline import DeviceRates, gpu_step_time, step_time
+from gpuwise.sizing.step.peft import LoraSpec
+
+LLAMA = "tests.sizing.factories:tiny_llama"
+
+
+def test_a_gemm_reaches_the_rate_its_tiles_fill_in_whole_waves() -> None:
+    assert cr.gemm_shape_efficiency(1, 8192, 8192, 8192, 128) == 1.0  # 4096 tiles, 32 waves
+    # 129 tiles on 128 SMs: the second wave runs one block, the step two waves long
+    assert cr.gemm_shape_efficiency(1, 129 * 128, 128, 4096, 128) == pytest.approx(129 / 256)
+    # one output tile and a short K: one SM of 100 busy; a long K is split across them
+    assert cr.gemm_shape_efficiency(1, 128, 128, 128, 100) == pytest.approx(0.01)
+    assert cr.gemm_shape_efficiency(1, 128, 128, 256 * 100, 100) == 1.0
+    assert cr.gemm_shape_efficiency(1, 64, 64, 64, None) == 1.0  # no SM count: full rate
+
+
+def test_scaling_the_batch_grows_the_token_dimension() -> None:
+    assert cr.scaled_dims((1, 4096, 1024, 1024), 2.0) == (1, 8192, 1024, 1024)  # forward
+    assert cr.scaled_dims((1, 1024, 1024, 4096), 2.0) == (1, 1024, 1024, 8192)  # weight grad
+    assert cr.scaled_dims((96, 384, 384, 64), 0.5) == (48, 384, 384, 64)  # attention scores
+
+
+def test_fused_attention_takes_flashattention2s_share_rolling_off_with_length() -> None:
+    long_forward = cr.attention_efficiency("forward", 1 << 20)
+    assert long_forward == pytest.approx(0.73 / (271.2 / 312), rel=1e-3)
+    assert cr.attention_efficiency("backward", 1 << 20) == pytest.approx(
+        0.63 / (271.2 / 312), rel=1e-3
+    )
+    assert cr.attention_efficiency("forward", 128) == pytest.approx(long_forward / 2, rel=1e-3)
+
+
+def test_gemm_share_is_the_cards_best_published_row_else_the_nearest_cards() -> None:
+    a100 = cr.gemm_share(find_gpus(["A100 80GB SXM"])[0], "tensor")
+    assert a100.value == pytest.approx(271.2 / 312)  # MAMF, above chsasank's 237 of 312
+    assert "stas00/ml-engineering" in a100.source
+    fp32 = cr.gemm_share(find_gpus(["A100 80GB SXM"])[0], "fp32")
+    assert fp32.value == pytest.approx(19 / 19.5)
+    h200 = cr.gemm_share(find_gpus(["H200"])[0], "tensor")  # same SMs, clock and power
+    assert h200.value == pytest.approx(794.5 / 989.5)
+    assert h200.source.startswith("as NVIDIA H100 SXM, nearest in power per SM-GHz")
+    mi300x = cr.gemm_share(find_gpus(["MI300X"])[0], "tensor")
+    assert (mi300x.value, "a guess" in mi300x.source) == (0.6, True)
+
+
+def test_memory_bound_kernels_are_capped_by_bytes_in_flight_per_sm() -> None:
+    v100, h200 = find_gpus(["V100 SXM2 32GB"])[0], find_gpus(["H200"])[0]
+    # the V100's copy benchmark (766 GB/s) times the fitted share is under its SM cap
+    assert cr.memory_bandwidth(v100).value == pytest.approx(766e9 * cr.MEMORY_EFFICIENCY)
+    cap = 132 * 1980e6 * cr.BYTES_PER_SM_CLOCK  # the H200's 4.8 TB/s cannot be kept busy
+    assert cr.memory_bandwidth(h200).value == pytest.approx(cap)
+    assert "132 SMs" in cr.memory_bandwidth(h200).source
+
+
+def test_each_operator_is_timed_in_its_class() -> None:
+    rates = DeviceRates(100e12, 50e12, 10e12, 1e12, 5e-6, sm_count=4)
+    big = OpCost("mm", "forward", 10**12, 10**6, True, False, False, 1, dims=(1, 512, 512, 4096))
+    small = replace(big, dims=(1, 128, 128, 128))  # one tile of four SMs
+    attention = OpCost(
+        "_scaled_dot_product_flash_attention",
+        "forward",
+        10**12,
+        10**6,
+        True,
+        False,
+        False,
+        1,
+        dims=(8, 128, 128, 64),
+    )
+    dequant = OpCost("_to_copy", "forward", 0, 3 * 10**9, False, False, False, 1, dequant=True)
+    t = step_time([big, small, attention, dequant], rates, "bf16", compiled=True)
+    assert t.by_class["gemm"] == pytest.approx(0.01 + 0.04)  # full rate, then a quarter
+    assert t.by_class["attention"] == pytest.approx(
+        1 / (100 * cr.attention_efficiency("forward", 128))
+    )
+    assert t.by_class["dequant"] == pytest.approx(3e-3)  # compile does not fuse it away
+    assert sum(t.by_class.values()) == pytest.approx(t.kernels_s)
+
+
+def test_qlora_moves_its_dequantization_and_lora_does_not() -> None:
+    lora = LoraSpec(4, ("q_proj", "v_proj", "gate_proj"))
+    base = SizingJob(LLAMA, seq_len=64, batch_size=2, precision="bf16-pure", lora=lora)
+    plain = estimate_job(base)
+    quant = estimate_job(replace(base, quantize="nf4"))
+    assert not any(o.dequant for o in plain.ops)
+    dequants = [o for o in quant.ops if o.dequant]
+    assert dequants
+    assert not any(o.fusible for o in dequants)
+    card = find_gpus(["RTX 4090"])[0]
+    lora_step = gpu_step_time(plain, card, "bf16", with_h2d=False, compiled=True)
+    qlora_step = gpu_step_time(quant, card, "bf16", with_h2d=False, compiled=True)
+    assert lora_step is not None
+    assert qlora_step is not None
+    assert "dequant" not in lora_step.by_class
+    assert qlora_step.by_class["dequant"] > 0
+    assert qlora_step.step_s > lora_step.step_s
+
+
+def test_traced_products_keep_their_shapes() -> None:
+    est = estimate("mnist_mlp", batch_size=32, optimizer="sgd")
+    forward = [o.dims for o in est.ops if o.matrix and o.phase == "forward"]
+    assert forward[0] == (1, 32, 512, 784)  # 32 images x 784 pixels @ 784 x 512
+    assert all(o.dims == (0, 0, 0, 0) for o in est.ops if not o.matrix)
