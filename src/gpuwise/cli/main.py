@@ -124,5 +124,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpuwise {args.command}: error: {err}", file=sys.stderr)
         return err.exit_status
     except KeyboardInterrupt as err:  # Note [the stop rule]: what was measured is printed
-        print(f"gpuwise {args.command}: {err or 'interrupted'}", file=sys.stderr)
+        print(f"gpuwise {args.command}: {str(err) or 'interrupted'}", file=sys.stderr)
         return int(getattr(err, "exit_status", 130))
