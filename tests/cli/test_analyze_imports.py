@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.trace_events import event, kernel, write_trace
 
 NOT_NEEDED = (
-    "gpuwise.report.monitor_view",
+    "gpuwise.report.monitor.view",
     "gpuwise.report.html",
     "gpuwise.profiling.recording",
     "gpuwise.cli.monitor",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuwise.cli._monitor_keys import ViewState, keys_of, press
-from gpuwise.report.monitor_procs import SORT_KEYS
+from gpuwise.report.monitor.procs import SORT_KEYS
 
 
 def pressed(data: bytes, state: ViewState | None = None) -> ViewState:

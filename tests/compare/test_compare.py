@@ -13,7 +13,7 @@ from gpuwise.errors import UsageError
 from gpuwise.records import Finding, Run, Step
 from gpuwise.records.trace import Communication
 from gpuwise.records.trace_section import TraceSection
-from gpuwise.report.compare_text import headline
+from gpuwise.report.comparisons.compare_text import headline
 from tests.compare.traced import traced
 from tests.conftest import realdata
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuwise.diagnose.compare_stats import (
+from gpuwise.diagnose.compare.stats import (
     RatioInterval,
     block_length,
     is_regression,

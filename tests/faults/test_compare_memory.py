@@ -10,8 +10,8 @@ import tracemalloc
 
 import numpy as np
 
-from gpuwise.diagnose import compare_stats
-from gpuwise.diagnose.compare_stats import block_length, ratio_interval
+from gpuwise.diagnose.compare import stats as compare_stats
+from gpuwise.diagnose.compare.stats import block_length, ratio_interval
 
 
 def test_block_means_equal_the_explicit_resamples() -> None:

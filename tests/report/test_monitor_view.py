@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from gpuwise.records import Sample
-from gpuwise.report.monitor_history import MonitorHistory
-from gpuwise.report.monitor_view import (
+from gpuwise.report.monitor.history import MonitorHistory
+from gpuwise.report.monitor.view import (
     MonitorFrame,
     bar,
     gauge_widths,

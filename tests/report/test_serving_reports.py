@@ -10,8 +10,8 @@ from gpuwise.records.serving import (
     ServingSettings,
     SweepPoint,
 )
-from gpuwise.report.serving_html import render_serving_html
-from gpuwise.report.serving_text import render_serving
+from gpuwise.report.serving.html import render_serving_html
+from gpuwise.report.serving.text import render_serving
 
 
 def _run(app: str = "demo"):
@@ -81,8 +81,8 @@ def test_html_report_draws_histograms_and_the_sweep_curve_and_escapes():
 def test_html_latency_cdf_over_time_and_stage_shares() -> None:
     import re
 
-    from gpuwise.report.serving_plots import latency_cdf, latency_over_time, stage_shares
-    from gpuwise.report.serving_text import serving_result
+    from gpuwise.report.serving.plots import latency_cdf, latency_over_time, stage_shares
+    from gpuwise.report.serving.text import serving_result
 
     result = serving_result(_run())
     # 64 requests of 10.8 ms + 1 ms x (i % 8): eight at each of 10.8 ... 17.8 ms

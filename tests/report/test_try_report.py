@@ -6,8 +6,8 @@ from typing import Any
 
 from rich.console import Console
 
-from gpuwise.report.try_html import render_try_html
-from gpuwise.report.try_text import headline, render_try
+from gpuwise.report.comparisons.try_html import render_try_html
+from gpuwise.report.comparisons.try_text import headline, render_try
 
 
 def _doc() -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuwise.diagnose.compare_stats import beyond_bound, ratio_interval, trimmed_mean
+from gpuwise.diagnose.compare.stats import beyond_bound, ratio_interval, trimmed_mean
 from gpuwise.trials.outcome import loss_drift, numerics_of, outcome, verdict_of
 from gpuwise.trials.plan import Trial
 

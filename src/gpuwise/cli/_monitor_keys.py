@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.report.monitor_procs import SORT_KEYS
+from gpuwise.report.monitor.procs import SORT_KEYS
 
 ESC, ENTER, BACKSPACE = "\x1b", "\r", "\x7f"
 

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from gpuwise.records import Sample
-    from gpuwise.report.monitor_history import MonitorHistory
-    from gpuwise.report.monitor_view import MonitorFrame
+    from gpuwise.report.monitor.history import MonitorHistory
+    from gpuwise.report.monitor.view import MonitorFrame
     from gpuwise.telemetry.nvml import NvmlBackend
     from gpuwise.telemetry.sampler import Sampler
 
@@ -47,7 +47,7 @@ class LiveView:
     """
 
     def __init__(self, sampler: Sampler, *, sort: str | None, refresh_s: float, shown: str) -> None:
-        from gpuwise.report.monitor_history import MonitorHistory
+        from gpuwise.report.monitor.history import MonitorHistory
         from gpuwise.telemetry.host import HostBackend
         from gpuwise.telemetry.nvml import NvmlBackend
         from gpuwise.telemetry.proc_stats import ProcessStats
@@ -87,7 +87,7 @@ class LiveView:
 
     def frame(self) -> MonitorFrame:
         """Gather one frame: latest readings, processes, MIG instances, host."""
-        from gpuwise.report.monitor_view import MonitorFrame
+        from gpuwise.report.monitor.view import MonitorFrame
 
         procs, migs = [], []
         if self.nvml is not None:
@@ -143,7 +143,7 @@ class LiveView:
         """Redraw until ``end`` (``time.monotonic``), ``q`` or Ctrl-C, in the alternate screen."""
         from rich.live import Live
 
-        from gpuwise.report.monitor_view import render
+        from gpuwise.report.monitor.view import render
 
         self.rows = console.size.height
 

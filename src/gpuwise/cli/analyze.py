@@ -103,7 +103,7 @@ def _annotatable(args: argparse.Namespace, result: Run) -> bool:
 
 def _render(result: Run, console: Console) -> None:
     if result.serving is not None and not result.steps:  # a serve-bench run
-        from gpuwise.report.serving_text import render_serving
+        from gpuwise.report.serving.text import render_serving
 
         render_serving(result, console)
         return

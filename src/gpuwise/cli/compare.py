@@ -53,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
     else:
-        from gpuwise.report.compare_text import render_comparison
+        from gpuwise.report.comparisons.compare_text import render_comparison
 
         render_comparison(doc, make_console())
     if args.html:
-        from gpuwise.report.compare_html import write_compare_html
+        from gpuwise.report.comparisons.compare_html import write_compare_html
 
         write_compare_html(doc, args.html, runs)
         print(f"gpuwise compare: wrote {args.html}", file=sys.stderr)

@@ -28,7 +28,7 @@ from gpuwise.cli._common import (
     usage_error,
 )
 from gpuwise.cli._efficiency import open_prometheus
-from gpuwise.report.monitor_view import SORT_KEYS
+from gpuwise.report.monitor.view import SORT_KEYS
 from gpuwise.report.units import format_bytes
 
 if TYPE_CHECKING:

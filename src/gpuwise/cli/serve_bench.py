@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_dict())
     else:
-        from gpuwise.report.serving_text import render_serving
+        from gpuwise.report.serving.text import render_serving
 
         render_serving(report, make_console())
     if interrupted is not None:
@@ -174,6 +174,6 @@ def _write_files(args: argparse.Namespace, report: Run) -> None:
 
         write_run_json(report, args.out)
     if args.html:
-        from gpuwise.report.serving_html import write_serving_html
+        from gpuwise.report.serving.html import write_serving_html
 
         write_serving_html(report, args.html)

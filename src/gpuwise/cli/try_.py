@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
     else:
-        from gpuwise.report.try_text import render_try
+        from gpuwise.report.comparisons.try_text import render_try
 
         render_try(doc, make_console())
     if result.stopped_by is not None:
@@ -113,7 +113,7 @@ def _write_files(args: argparse.Namespace, result: Any, doc: dict[str, Any]) -> 
     from gpuwise.atomic import write_atomic
 
     if args.html:
-        from gpuwise.report.try_html import write_try_html
+        from gpuwise.report.comparisons.try_html import write_try_html
 
         write_try_html(doc, args.html)
         print(f"gpuwise try: wrote {args.html}", file=sys.stderr)

@@ -36,7 +36,7 @@ def framed(page: str, height_px: int = FRAME_HEIGHT_PX) -> str:
 def run_html(run: Run) -> str:
     """A Run's report, inline: the serving report for a serving run, else the run report."""
     if run.serving is not None:
-        from gpuwise.report.serving_html import render_serving_html
+        from gpuwise.report.serving.html import render_serving_html
 
         return framed(render_serving_html(run))
     from gpuwise.report.html import render_html
@@ -46,6 +46,6 @@ def run_html(run: Run) -> str:
 
 def comparison_html(comparison: Comparison | Any) -> str:
     """A comparison's report, inline (from its ``gpuwise.compare/1`` document)."""
-    from gpuwise.report.compare_html import render_compare_html
+    from gpuwise.report.comparisons.compare_html import render_compare_html
 
     return framed(render_compare_html(comparison.to_dict()), height_px=480)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuwise.diagnose.compare_stats import beyond_bound
+from gpuwise.diagnose.compare.stats import beyond_bound
 from gpuwise.trials.stats import Speedup, speedup_of, target_of
 
 DELIVERED_SHARE = 0.7

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuwise.diagnose.compare_stats import block_length
+from gpuwise.diagnose.compare.stats import block_length
 
 RESAMPLES = 2000
 """Bootstrap resamples; the interval's ends move by well under 1 % between seeds."""

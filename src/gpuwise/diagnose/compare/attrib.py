@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.diagnose.compare_stats import ratio_interval
+from gpuwise.diagnose.compare.stats import ratio_interval
 from gpuwise.records import PHASES, Run, Step, steady_steps
 
 FINDING_PART = {

@@ -15,7 +15,7 @@ from typing import Any
 from gpuwise._version import __version__
 from gpuwise.atomic import write_atomic
 from gpuwise.records import PHASES, Run
-from gpuwise.report.compare_text import headline, part_text
+from gpuwise.report.comparisons.compare_text import headline, part_text
 from gpuwise.report.svg import WIDTH
 from gpuwise.report.timeline import build_timeline, time_range
 from gpuwise.report.units import NA, PHASE_COLORS, format_seconds, format_speedup

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuwise._version import __version__
 from gpuwise.atomic import write_atomic
-from gpuwise.report.try_text import budget_line, headline, measured, row_notes, rows
+from gpuwise.report.comparisons.try_text import budget_line, headline, measured, row_notes, rows
 from gpuwise.report.units import format_seconds, format_speedup
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"

@@ -1,7 +1,7 @@
 """The live monitor's full-terminal view, drawn with ``rich`` from one ``MonitorFrame``.
 
 The library gathers the facts (``telemetry``: samples, processes, MIG instances), the
-history keeps the last minutes (``report.monitor_history``), this module turns one frame
+history keeps the last minutes (``report.monitor.history``), this module turns one frame
 of them into a renderable, and the CLI only decides when to draw it (``rich.live``).
 Nothing here reads a device or prints.
 
@@ -30,8 +30,8 @@ from typing import Any
 from rich.text import Text
 
 from gpuwise.records import Sample
-from gpuwise.report.monitor_history import MonitorHistory, metric_pct
-from gpuwise.report.monitor_procs import SORT_KEYS, ProcessTable, process_lines, sort_processes
+from gpuwise.report.monitor.history import MonitorHistory, metric_pct
+from gpuwise.report.monitor.procs import SORT_KEYS, ProcessTable, process_lines, sort_processes
 from gpuwise.report.units import format_bytes
 from gpuwise.telemetry.nvml_procs import DeviceProcess, MigInstance
 

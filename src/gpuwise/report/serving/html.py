@@ -25,8 +25,8 @@ from gpuwise.report.html import _CSP, _card, _css, _findings_section
 from gpuwise.report.html_sections import Paths, section_html
 from gpuwise.report.html_tables import definition_list
 from gpuwise.report.run_facts import command_line
-from gpuwise.report.serving_plots import latency_cdf, latency_over_time, stage_shares
-from gpuwise.report.serving_text import STAGE_COLORS, serving_result
+from gpuwise.report.serving.plots import latency_cdf, latency_over_time, stage_shares
+from gpuwise.report.serving.text import STAGE_COLORS, serving_result
 from gpuwise.report.units import format_seconds
 
 BINS = 40

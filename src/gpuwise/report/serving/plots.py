@@ -15,7 +15,7 @@ import numpy as np
 
 from gpuwise.records.serving import SERVING_STAGES, ServingResult
 from gpuwise.report import bars, svg
-from gpuwise.report.serving_text import STAGE_COLORS
+from gpuwise.report.serving.text import STAGE_COLORS
 
 
 def _pct(value: float) -> str:

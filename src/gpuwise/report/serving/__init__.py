@@ -1,0 +1,5 @@
+"""A serving run (``gpuwise serve-bench``) rendered.
+
+``text`` for the terminal, ``html`` for the report, ``plots`` for its latency and stage
+pictures.
+"""
