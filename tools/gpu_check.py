@@ -147,9 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-check: no CUDA GPU on this machine; nothing to check (wrote {args.out})")
         return 0
     chosen = [c for c in checks(args.quick) if not args.only or any(t in c.name for t in args.only)]
-    doc["checks"] = [run(c, args.limit_s) for c in chosen]
-    doc["passed"] = all(r["passed"] for r in doc["checks"])
-    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    doc["checks"] = []
+    for check in chosen:  # the file is rewritten after each check: a killed run keeps the rest
+        doc["checks"].append(run(check, args.limit_s))
+        doc["passed"] = all(r["passed"] for r in doc["checks"])
+        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
     print(f"gpu-check on {doc['gpu']['name']} (torch {doc['gpu']['torch']})")
     print(table(doc["checks"]))
     print(f"wrote {args.out}")
