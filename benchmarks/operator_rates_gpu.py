@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import statistics
 import subprocess
@@ -42,18 +43,18 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sizing_gpu import CASES, _autocast  # noqa: E402
+from sizing_gpu import CASES, _autocast
 
-from gpuwise.sizing.hardware.catalog import GpuSpec, find_gpus  # noqa: E402
-from gpuwise.sizing.job.inputs import input_spec  # noqa: E402
-from gpuwise.sizing.job.model_source import make_batch, make_loss, resolve_model  # noqa: E402
-from gpuwise.sizing.memory.estimate import estimate, make_optimizer  # noqa: E402
-from gpuwise.sizing.speed.class_rates import (  # noqa: E402
+from gpuwise.sizing.hardware.catalog import GpuSpec, find_gpus
+from gpuwise.sizing.job.inputs import input_spec
+from gpuwise.sizing.job.model_source import make_batch, make_loss, resolve_model
+from gpuwise.sizing.memory.estimate import estimate, make_optimizer
+from gpuwise.sizing.speed.class_rates import (
     attention_efficiency,
     class_rates,
     gemm_shape_efficiency,
 )
-from gpuwise.sizing.speed.roofline import gpu_step_time  # noqa: E402
+from gpuwise.sizing.speed.roofline import gpu_step_time
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -65,10 +66,12 @@ class Timer:
         self.device, self.repeats = device, repeats
 
     def sync(self) -> None:
+        """Wait for the device."""
         if self.device == "cuda":
             torch.cuda.synchronize()
 
     def __call__(self, fn: Callable[[], Any], inner: int = 5) -> float:
+        """Median seconds of one call over ``repeats`` batches of ``inner`` calls."""
         for _ in range(2):
             fn()
         self.sync()
@@ -102,11 +105,15 @@ def gemm_rows(timer: Timer, device: str, card: GpuSpec, small: bool) -> list[dic
         b = torch.randn(n, n, device=device, dtype=dtype)
         s = timer(lambda a=a, b=b: a @ b)
         rates = class_rates(card, name)
-        rows.append({
-            "what": "gemm", "shape": f"{n}x{n}x{n}", "precision": name,
-            "tflops": 2 * n**3 / s / 1e12,
-            "model_tflops": rates.gemm.value / 1e12 if rates else None,
-        })
+        rows.append(
+            {
+                "what": "gemm",
+                "shape": f"{n}x{n}x{n}",
+                "precision": name,
+                "tflops": 2 * n**3 / s / 1e12,
+                "model_tflops": rates.gemm.value / 1e12 if rates else None,
+            }
+        )
     torch.backends.cuda.matmul.allow_tf32 = False
     rates = class_rates(card, "bf16")
     shapes: dict[tuple[int, int, int, int], int] = {}
@@ -123,12 +130,16 @@ def gemm_rows(timer: Timer, device: str, card: GpuSpec, small: bool) -> list[dic
         b = torch.randn(bsz, k, n_, device=device, dtype=torch.bfloat16)
         s = timer(lambda a=a, b=b: torch.bmm(a, b), inner=10)
         eff = gemm_shape_efficiency(bsz, m, n_, k, card.sm_count)
-        rows.append({
-            "what": "gemm", "shape": f"{bsz}x{m}x{n_}x{k}", "precision": "bf16",
-            "tflops": 2 * bsz * m * n_ * k / s / 1e12,
-            "model_tflops": rates.gemm.value * eff / 1e12 if rates else None,
-            "model_shape_efficiency": eff,
-        })
+        rows.append(
+            {
+                "what": "gemm",
+                "shape": f"{bsz}x{m}x{n_}x{k}",
+                "precision": "bf16",
+                "tflops": 2 * bsz * m * n_ * k / s / 1e12,
+                "model_tflops": rates.gemm.value * eff / 1e12 if rates else None,
+                "model_shape_efficiency": eff,
+            }
+        )
     return rows
 
 
@@ -140,8 +151,10 @@ def attention_rows(timer: Timer, device: str, card: GpuSpec, small: bool) -> lis
     for seq in (128, 256) if small else (128, 256, 512, 1024, 2048, 4096, 8192):
         bh = max(1, tokens // seq)
         q, k, v = (
-            torch.randn(bh // 12 or 1, 12, seq, 64, device=device, dtype=torch.bfloat16,
-                        requires_grad=True) for _ in range(3)
+            torch.randn(
+                bh // 12 or 1, 12, seq, 64, device=device, dtype=torch.bfloat16, requires_grad=True
+            )
+            for _ in range(3)
         )
         flops_fwd = 4 * q.shape[0] * 12 * seq * seq * 64
         fwd = timer(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v))
@@ -155,11 +168,17 @@ def attention_rows(timer: Timer, device: str, card: GpuSpec, small: bool) -> lis
         bwd = max(total - fwd, 1e-9)
         for phase, s, flops in (("forward", fwd, flops_fwd), ("backward", bwd, 2.5 * flops_fwd)):
             model = rates.gemm.value * attention_efficiency(phase, seq) if rates else None
-            rows.append({
-                "what": "attention", "shape": f"{q.shape[0]}x12x{seq}x64", "phase": phase,
-                "precision": "bf16", "seq": seq, "tflops": flops / s / 1e12,
-                "model_tflops": model / 1e12 if model else None,
-            })
+            rows.append(
+                {
+                    "what": "attention",
+                    "shape": f"{q.shape[0]}x12x{seq}x64",
+                    "phase": phase,
+                    "precision": "bf16",
+                    "seq": seq,
+                    "tflops": flops / s / 1e12,
+                    "model_tflops": model / 1e12 if model else None,
+                }
+            )
     return rows
 
 
@@ -173,30 +192,36 @@ def memory_rows(timer: Timer, device: str, card: GpuSpec, small: bool) -> list[d
         y = torch.randn(numel, device=device)
         rows2d = x.view(-1, 1024)
         ln = torch.nn.LayerNorm(1024, device=device)
-        ops: dict[str, tuple[Callable[[], Any], int]] = {
-            "copy": (lambda: x.clone(), 2),
-            "add": (lambda: x + y, 3),
-            "addcmul_": (lambda: x.addcmul_(y, y, value=0.0), 4),
-            "gelu": (lambda: F.gelu(x), 2),
-            "layer_norm": (lambda: ln(rows2d), 2),
-            "softmax": (lambda: rows2d.softmax(-1), 2),
-            "to_bf16": (lambda: x.to(torch.bfloat16), 1.5),
+        ops: dict[str, tuple[Callable[[], Any], float]] = {
+            "copy": (x.clone, 2),
+            "add": (functools.partial(torch.add, x, y), 3),
+            "addcmul_": (functools.partial(x.addcmul_, y, y, value=0.0), 4),
+            "gelu": (functools.partial(F.gelu, x), 2),
+            "layer_norm": (functools.partial(ln, rows2d), 2),
+            "softmax": (functools.partial(rows2d.softmax, -1), 2),
+            "to_bf16": (functools.partial(x.to, torch.bfloat16), 1.5),
         }
         with torch.no_grad():
             for name, (fn, passes) in ops.items():
                 s = timer(fn, inner=10)
-                rows.append({
-                    "what": "memory", "op": name, "mib": mib,
-                    "gbs": passes * numel * 4 / s / 1e9,
-                    "model_gbs": rates.bandwidth.value / 1e9 if rates else None,
-                })
+                rows.append(
+                    {
+                        "what": "memory",
+                        "op": name,
+                        "mib": mib,
+                        "gbs": passes * numel * 4 / s / 1e9,
+                        "model_gbs": rates.bandwidth.value / 1e9 if rates else None,
+                    }
+                )
     return rows
 
 
 def optimizer_rows(timer: Timer, device: str, small: bool) -> list[dict[str, Any]]:
     """AdamW over BERT-base's parameters: foreach and fused, bytes/s (fp32 master state)."""
-    model = resolve_model("bert_base").build().to(device) if not small else torch.nn.Linear(
-        512, 512, device=device
+    model = (
+        resolve_model("bert_base").build().to(device)
+        if not small
+        else torch.nn.Linear(512, 512, device=device)
     )
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
@@ -207,10 +232,15 @@ def optimizer_rows(timer: Timer, device: str, small: bool) -> list[dict[str, Any
         opt = torch.optim.AdamW(params, lr=1e-4, **{mode: True})
         s = timer(opt.step, inner=3)
         # param, grad, exp_avg, exp_avg_sq read; param, exp_avg, exp_avg_sq written (fp32)
-        rows.append({
-            "what": "optimizer", "op": f"AdamW({mode}=True)", "params": count,
-            "seconds": s, "gbs": 7 * 4 * count / s / 1e9,
-        })
+        rows.append(
+            {
+                "what": "optimizer",
+                "op": f"AdamW({mode}=True)",
+                "params": count,
+                "seconds": s,
+                "gbs": 7 * 4 * count / s / 1e9,
+            }
+        )
     return rows
 
 
@@ -265,7 +295,10 @@ def class_rows(device: str, card: GpuSpec, small: bool, steps: int) -> list[dict
         source = resolve_model(case.model)
         spec = input_spec(source, None, case.seq)
         est = estimate(
-            case.model, batch_size=batch, precision=case.precision, seq_len=case.seq,
+            case.model,
+            batch_size=batch,
+            precision=case.precision,
+            seq_len=case.seq,
             channels_last=case.channels_last,
         )
         predicted = gpu_step_time(
@@ -283,8 +316,11 @@ def class_rows(device: str, card: GpuSpec, small: bool, steps: int) -> list[dict
 
         def step(model=model, x=x, opt=opt, loss_fn=loss_fn, scaler=scaler, case=case) -> None:
             opt.zero_grad(set_to_none=True)
-            ctx = _autocast(case.precision) if device == "cuda" else torch.autocast("cpu",
-                                                                               enabled=False)
+            ctx = (
+                _autocast(case.precision)
+                if device == "cuda"
+                else torch.autocast("cpu", enabled=False)
+            )
             with ctx, torch.device(device):
                 loss = loss_fn(model(x), (x,))
             scaler.scale(loss).backward()
@@ -305,12 +341,16 @@ def class_rows(device: str, card: GpuSpec, small: bool, steps: int) -> list[dict
                 cls = kernel_class(evt.name)
                 seconds = evt.time_range.elapsed_us() / 1e6 / steps
                 measured[cls] = measured.get(cls, 0.0) + seconds
-        rows.append({
-            "what": "classes", "case": case.label, "measured_s": measured,
-            "measured_kernels_s": sum(measured.values()),
-            "model_s": predicted.by_class if predicted else None,
-            "model_kernels_s": predicted.kernels_s if predicted else None,
-        })
+        rows.append(
+            {
+                "what": "classes",
+                "case": case.label,
+                "measured_s": measured,
+                "measured_kernels_s": sum(measured.values()),
+                "model_s": predicted.by_class if predicted else None,
+                "model_kernels_s": predicted.kernels_s if predicted else None,
+            }
+        )
         del model, opt, x
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -327,7 +367,10 @@ def versions() -> dict[str, Any]:
         try:
             smi = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20, check=False,
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
             )
             out["driver"] = smi.stdout.strip() or None
         except (OSError, subprocess.TimeoutExpired):
@@ -347,41 +390,91 @@ def csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     for r in doc["rows"]:
         base = {"gpu": gpu, "source": source, "batch": ""}
         if r["what"] == "gemm":
-            out.append(base | {"model": "GEMM", "task": r["shape"], "precision": r["precision"],
-                               "metric": "achieved_tflops", "value": f"{r['tflops']:.1f}",
-                               "unit": "TFLOP/s"})
+            out.append(
+                base
+                | {
+                    "model": "GEMM",
+                    "task": r["shape"],
+                    "precision": r["precision"],
+                    "metric": "achieved_tflops",
+                    "value": f"{r['tflops']:.1f}",
+                    "unit": "TFLOP/s",
+                }
+            )
         elif r["what"] == "attention":
-            out.append(base | {"model": f"SDPA {r['phase']}", "task": r["shape"],
-                               "precision": "bf16", "metric": "attention_tflops",
-                               "value": f"{r['tflops']:.1f}", "unit": "TFLOP/s"})
+            out.append(
+                base
+                | {
+                    "model": f"SDPA {r['phase']}",
+                    "task": r["shape"],
+                    "precision": "bf16",
+                    "metric": "attention_tflops",
+                    "value": f"{r['tflops']:.1f}",
+                    "unit": "TFLOP/s",
+                }
+            )
         elif r["what"] == "memory":
             metric = "achieved_bandwidth" if r["op"] == "copy" else "kernel_bandwidth"
-            out.append(base | {"model": r["op"], "task": f"{r['mib']} MiB fp32",
-                               "precision": "fp32", "metric": metric,
-                               "value": f"{r['gbs']:.0f}", "unit": "GB/s"})
+            out.append(
+                base
+                | {
+                    "model": r["op"],
+                    "task": f"{r['mib']} MiB fp32",
+                    "precision": "fp32",
+                    "metric": metric,
+                    "value": f"{r['gbs']:.0f}",
+                    "unit": "GB/s",
+                }
+            )
         elif r["what"] == "optimizer":
-            out.append(base | {"model": r["op"], "task": f"{r['params']} params",
-                               "precision": "fp32", "metric": "optimizer_bandwidth",
-                               "value": f"{r['gbs']:.0f}", "unit": "GB/s"})
+            out.append(
+                base
+                | {
+                    "model": r["op"],
+                    "task": f"{r['params']} params",
+                    "precision": "fp32",
+                    "metric": "optimizer_bandwidth",
+                    "value": f"{r['gbs']:.0f}",
+                    "unit": "GB/s",
+                }
+            )
         elif r["what"] == "h2d":
-            out.append(base | {"model": "copy H2D", "task": "pinned" if r["pinned"] else
-                               "pageable", "precision": "n/a", "metric": "h2d_bandwidth",
-                               "value": f"{r['gbs']:.1f}", "unit": "GB/s"})
+            out.append(
+                base
+                | {
+                    "model": "copy H2D",
+                    "task": "pinned" if r["pinned"] else "pageable",
+                    "precision": "n/a",
+                    "metric": "h2d_bandwidth",
+                    "value": f"{r['gbs']:.1f}",
+                    "unit": "GB/s",
+                }
+            )
         elif r["what"] == "launch":
-            out.append(base | {"model": "tiny kernel", "task": "host launch", "precision": "n/a",
-                               "metric": "launch_us", "value": f"{1e6 * r['seconds_per_kernel']:.2f}",
-                               "unit": "us"})
+            out.append(
+                base
+                | {
+                    "model": "tiny kernel",
+                    "task": "host launch",
+                    "precision": "n/a",
+                    "metric": "launch_us",
+                    "value": f"{1e6 * r['seconds_per_kernel']:.2f}",
+                    "unit": "us",
+                }
+            )
     return out
 
 
 def catalog_card(name: str) -> GpuSpec:
-    """The catalog row of a device name, dropping trailing words until one matches
-    (``NVIDIA H100 80GB HBM3`` is the H100 SXM, the first H100 row)."""
+    """The catalog row of a device name, dropping trailing words until one matches.
+
+    ``NVIDIA H100 80GB HBM3`` is the H100 SXM, the first H100 row.
+    """
     words = name.replace("NVIDIA ", "").replace("-", " ").split()
     for end in range(len(words), 0, -1):
         try:
             return find_gpus([" ".join(words[:end])])[0]
-        except Exception:  # noqa: BLE001 -- the catalog's UsageError: try a shorter name
+        except Exception:
             continue
     return find_gpus(["H100 SXM"])[0]
 
@@ -412,13 +505,18 @@ def main() -> None:
         "classes": lambda: class_rows(device, card, small, 2 if small else args.steps),
     }
     wanted = [p for p in args.only.split(",") if p] or list(parts)
-    doc: dict[str, Any] = {"benchmark": "operator_rates_gpu", "card": card.name,
-                           "versions": versions(), "rows": [], "errors": {}}
+    doc: dict[str, Any] = {
+        "benchmark": "operator_rates_gpu",
+        "card": card.name,
+        "versions": versions(),
+        "rows": [],
+        "errors": {},
+    }
     for part in wanted:
         t0 = time.perf_counter()
         try:
             doc["rows"].extend(parts[part]())
-        except Exception as err:  # noqa: BLE001 -- one failing part must not lose the others
+        except Exception as err:
             doc["errors"][part] = f"{type(err).__name__}: {err}"
         print(f"{part}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     text = json.dumps(doc, indent=1, default=str)
@@ -429,8 +527,17 @@ def main() -> None:
     if args.csv:
         rows = csv_rows(doc)
         with args.csv.open("w", newline="") as fh:
-            cols = ["model", "task", "batch", "precision", "gpu", "metric", "value", "unit",
-                    "source"]
+            cols = [
+                "model",
+                "task",
+                "batch",
+                "precision",
+                "gpu",
+                "metric",
+                "value",
+                "unit",
+                "source",
+            ]
             writer = csv.DictWriter(fh, fieldnames=cols)
             writer.writeheader()
             writer.writerows(rows)

@@ -4,7 +4,7 @@ Every published run that gpuwise can express is sized as its source ran it and t
 with the per-operator-class model (``sizing.speed.class_rates``): NVIDIA Deep Learning
 Examples, Lambda's benchmark results (ResNet-50 and BERT SQuAD), timm's benchmark CSVs
 (ResNet-50, ViT-B/16), the Zeus traces, torchtune's fine-tuning table and this project's
-own H100 check. The model's three fitted numbers (``CONV_EFFICIENCY``,
+own H100 and H200 checks. The model's three fitted numbers (``CONV_EFFICIENCY``,
 ``MEMORY_EFFICIENCY``, ``BYTES_PER_SM_CLOCK``) are fitted on all sources but one, and the
 rows of that source are predicted with them; each source takes its turn. So the accuracy
 printed is on sources the fit never saw. The shipped model (its numbers fitted on every
@@ -60,6 +60,7 @@ from gpuwise.sizing.speed.roofline import (  # noqa: E402
 DATA = ROOT / "src" / "gpuwise" / "sizing" / "hardware"
 CONFIGS = {"Llama 3.1 8B": ROOT / "tests" / "sizing" / "data" / "llama31_8b_config.json"}
 H100_RUN = ROOT / "tests" / "realdata" / "h100_layout_transposes.json"
+H200_RUN = ROOT / "benchmarks" / "results" / "sizing-gpu-h200.json"
 IMAGENET = 1_281_167
 SOURCES = {
     "DeepLearningExamples": "NVIDIA DLE",
@@ -68,6 +69,7 @@ SOURCES = {
     "zeus": "Zeus",
     "torchtune": "torchtune",
     "h100_layout": "gpuwise H100 check",
+    "h200_builtin": "gpuwise H200 check",
 }
 FITTED = ("CONV_EFFICIENCY", "MEMORY_EFFICIENCY", "BYTES_PER_SM_CLOCK")
 GRIDS = (np.linspace(0.4, 1.0, 13), np.linspace(0.6, 1.2, 13), np.linspace(4.0, 16.0, 13))
@@ -144,6 +146,28 @@ def h100_runs() -> list[Run]:
     return runs
 
 
+def h200_runs() -> list[Run]:
+    """This project's H200 check: the built-in models' steps (``sizing_gpu.py``)."""
+    import json
+
+    from sizing_gpu import CASES
+
+    gpu = _card("NVIDIA H200 SXM")
+    assert gpu is not None
+    measured = {r["case"]: r["measured_step_s"] for r in json.loads(H200_RUN.read_text())["rows"]}
+    runs = []
+    for case in CASES:
+        if case.label not in measured:
+            continue
+        key = f"builtin|{case.model}|{case.batch}|{case.precision}|{case.seq}|{case.channels_last}"
+        rate = case.batch / measured[case.label]
+        runs.append(
+            Run(SOURCES["h200_builtin"], case.model, gpu, case.batch, case.precision, rate, key,
+                case.channels_last)
+        )  # fmt: skip
+    return runs
+
+
 def bert_runs() -> list[Run]:
     """Lambda's BERT SQuAD rows (``measured_transformers.csv``) as DLE's run_squad runs."""
     runs = []
@@ -200,6 +224,17 @@ def _trace_resnet(key: str) -> MemoryEstimate:
     )
 
 
+def _trace_builtin(key: str) -> MemoryEstimate:
+    _, model, batch, precision, seq, channels_last = key.split("|")
+    return estimate(
+        model,
+        batch_size=int(batch),
+        precision=precision,
+        seq_len=None if seq == "None" else int(seq),
+        channels_last=channels_last == "True",
+    )
+
+
 def _trace_bert(key: str) -> MemoryEstimate:
     _, model, half = key.split("|")
     return _transformer_rows._trace(model, half == "True", "eager")
@@ -234,6 +269,7 @@ TRACERS: dict[str, Callable[[str], MemoryEstimate]] = {
     "bert": _trace_bert,
     "vit": _trace_vit,
     "ft": _trace_finetune,
+    "builtin": _trace_builtin,
 }
 
 
@@ -289,7 +325,7 @@ def run_arrays(run: Run, est: MemoryEstimate) -> RunArrays:
             continue
         grow = 1.0 if op.phase == "optimizer" else scale
         kind = cr.op_class(op)
-        rate = _flop_rate(op, kind, rates, scale)
+        rate = _flop_rate(op, kind, rates, scale, run.precision)
         if kind == "conv":
             rate /= cr.CONV_EFFICIENCY
         compute.append(op.flops * grow / rate if op.flops else 0.0)
@@ -400,7 +436,8 @@ def main() -> int:
     args = parser.parse_args()
     cache = None if args.no_cache else Path(tempfile.gettempdir()) / "gpuwise-sizing-sources"
     traces = Traces(cache)
-    runs = resnet_runs() + h100_runs() + bert_runs() + timm_vit_runs() + finetune_runs()
+    runs = resnet_runs() + h100_runs() + h200_runs() + bert_runs() + timm_vit_runs()
+    runs += finetune_runs()
     rows = []
     for run in runs:
         est = traces(run.key)

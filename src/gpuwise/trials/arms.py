@@ -121,15 +121,27 @@ def run_arm(
     run = profile_command(argv, profile)
     setup = run.extra.get("setup") or {}
     timed_out = "time_limit_s" in run.meta
-    return Arm(label, measured_steps(run, warmup, steps), list(setup.get("losses") or []),
+    chosen = measured_steps(run, warmup, steps, least_warmup=config.warmup)
+    return Arm(label, chosen, list(setup.get("losses") or []),
                int(run.exit_code or 0), run, setup.get("compile_s"), limit_s,
                timed_out)  # fmt: skip
 
 
-def measured_steps(run: Run, warmup: int, steps: int) -> list[Step]:
+def measured_steps(
+    run: Run, warmup: int, steps: int, least_warmup: int | None = None
+) -> list[Step]:
     """The lowest rank's steps after the warm-up, at most ``steps``.
 
     Training steps when the job trained; an evaluation or inference loop's steps otherwise.
+    A job that ended before ``warmup + steps`` (a trial's loader queue can ask for more
+    warm-up than a short job has: 16 workers x 4 batches, twice, is 128 steps) gives its
+    last ``steps`` steps, none of them among its first ``least_warmup``.
+
+    Example:
+        >>> from gpuwise.records.run import Run, Step
+        >>> run = Run("profile", steps=[Step(i, float(i), 0.0, 0.0, 1.0, 0.0) for i in range(40)])
+        >>> [s.index for s in measured_steps(run, 133, 20, least_warmup=5)][:3]
+        [20, 21, 22]
     """
     if not run.steps:
         return []
@@ -137,7 +149,11 @@ def measured_steps(run: Run, warmup: int, steps: int) -> list[Step]:
     mine = [s for s in run.steps if s.phase == phase]
     rank = min(s.rank for s in mine)
     mine = sorted((s for s in mine if s.rank == rank), key=lambda s: s.index)
-    return mine[warmup : warmup + steps]
+    chosen = mine[warmup : warmup + steps]
+    if len(chosen) < steps and least_warmup is not None and least_warmup < warmup:
+        start = max(least_warmup, len(mine) - steps)
+        chosen = mine[start : start + steps]
+    return chosen
 
 
 def check_baseline(arm: Arm, config: Any) -> None:

@@ -48,9 +48,14 @@ def test_gemm_share_is_the_cards_best_published_row_else_the_nearest_cards() -> 
     assert "stas00/ml-engineering" in a100.source
     fp32 = cr.gemm_share(find_gpus(["A100 80GB SXM"])[0], "fp32")
     assert fp32.value == pytest.approx(19 / 19.5)
-    h200 = cr.gemm_share(find_gpus(["H200"])[0], "tensor")  # same SMs, clock and power
-    assert h200.value == pytest.approx(794.5 / 989.5)
-    assert h200.source.startswith("as NVIDIA H100 SXM, nearest in power per SM-GHz")
+    h200 = cr.gemm_share(find_gpus(["H200"])[0], "tensor")  # this project's H200 check
+    assert h200.value == pytest.approx(777 / 989.5)
+    assert "benchmarks/operator_rates_gpu.py" in h200.source
+    tf32 = cr.gemm_share(find_gpus(["H200"])[0], "tf32")  # its own TF32 row
+    assert tf32.value == pytest.approx(405 / 494.5)
+    a40 = cr.gemm_share(find_gpus(["A40"])[0], "tensor")  # no row of its own
+    assert a40.source.startswith("as NVIDIA A100 80GB PCIe, nearest in power per SM-GHz")
+    assert cr.gemm_share(find_gpus(["A40"])[0], "tf32") == a40  # no TF32 row: the fp16 share
     mi300x = cr.gemm_share(find_gpus(["MI300X"])[0], "tensor")
     assert (mi300x.value, "a guess" in mi300x.source) == (0.6, True)
 
@@ -113,3 +118,24 @@ def test_traced_products_keep_their_shapes() -> None:
     forward = [o.dims for o in est.ops if o.matrix and o.phase == "forward"]
     assert forward[0] == (1, 32, 512, 784)  # 32 images x 784 pixels @ 784 x 512
     assert all(o.dims == (0, 0, 0, 0) for o in est.ops if not o.matrix)
+
+
+def test_misaligned_rows_cost_tensor_core_products_on_hopper_only() -> None:
+    # measured on an H200: GPT-2's vocabulary (50257, odd) at 0.16-0.18 of the large-GEMM
+    # rate, BERT's (30522, 4-byte aligned) at 0.29-0.31
+    assert cr.alignment_efficiency((1, 8192, 50257, 768), 2) == cr.ALIGNMENT_SHARE[2]
+    assert cr.alignment_efficiency((1, 12288, 30522, 768), 2) == cr.ALIGNMENT_SHARE[4]
+    assert cr.alignment_efficiency((1, 12288, 30528, 768), 2) == 1.0  # padded to 8
+    assert cr.alignment_efficiency((1, 12288, 30522, 768), 4) == cr.ALIGNMENT_SHARE[8]
+    from gpuwise.sizing.memory.opcost import OpCost
+    from gpuwise.sizing.speed.roofline import gpu_rates, step_time
+
+    head = OpCost("mm", "forward", 2 * 8192 * 50257 * 768, 0, True, False, False, 1,
+                  dims=(1, 8192, 50257, 768))  # fmt: skip
+    padded = OpCost("mm", "forward", 2 * 8192 * 50304 * 768, 0, True, False, False, 1,
+                    dims=(1, 8192, 50304, 768))  # fmt: skip
+    for card, slower in (("H200", True), ("A100 80GB SXM", False)):
+        rates = gpu_rates(find_gpus([card])[0], "bf16")
+        assert rates is not None
+        odd, even = (step_time([op], rates, "bf16").kernels_s for op in (head, padded))
+        assert (odd > 3 * even) is slower, card

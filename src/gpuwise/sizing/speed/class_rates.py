@@ -8,7 +8,9 @@ of its class on the card, at the job's precision:
   over shapes from Stas Bekman's Maximum Achievable Matmul FLOPS table, or a
   plain-PyTorch GEMM microbenchmark; else the share of the card nearest in power
   headroom) times the shape's wave fill
-  (``gemm_shape_efficiency``: output tiles spread over the SMs in whole waves).
+  (``gemm_shape_efficiency``: output tiles spread over the SMs in whole waves), times its
+  alignment on tensor cores (``alignment_efficiency``: rows not a multiple of 16 bytes
+  fall to slower kernels, measured on an H200).
 - ``conv``: the tensor-core rate times ``CONV_EFFICIENCY`` (fitted).
 - ``attention`` (the fused flash / memory-efficient kernels): FlashAttention-2's
   published share of the GEMM rate, forward and backward, rolling off at short
@@ -148,6 +150,36 @@ def gemm_shape_efficiency(batch: int, m: int, n: int, k: int, sms: int | None) -
     return min(1.0, tiles / (waves * sms))
 
 
+ALIGNMENT_SHARE = {8: 0.5, 4: 0.3, 2: 0.17, 1: 0.17}
+"""Share of the GEMM rate a tensor-core product keeps when a dimension's rows are not
+16-byte aligned, by the alignment they have (bytes). cuBLAS's fast tensor-core kernels
+load 16-byte vectors, so a leading dimension that is not a multiple of 8 half-precision
+elements (GPT-2's vocabulary of 50257, BERT's 30522) falls to slower kernels. Measured on
+an H200 (``benchmarks/operator_rates_gpu.py``, ``benchmarks/results/operator-rates-h200``):
+4-byte aligned 0.29-0.31 of the large-GEMM rate, 2-byte 0.16-0.18; 8 bytes interpolated."""
+
+
+def alignment_efficiency(dims: tuple[int, int, int, int], element_bytes: int) -> float:
+    """Share of the GEMM rate kept by a product whose M, N or K rows are misaligned.
+
+    In training every product of a layer has the layer's widths as some operand's
+    leading dimension (the output, the input gradient, the weight gradient), so the
+    least aligned of M, N and K decides.
+
+    Example:
+        >>> alignment_efficiency((1, 8192, 50257, 768), 2)
+        0.17
+        >>> alignment_efficiency((1, 8192, 50304, 768), 2)
+        1.0
+    """
+    worst = 16
+    for dim in dims[1:]:
+        if dim > 0:
+            size = dim * element_bytes
+            worst = min(worst, size & -size)  # the largest power of two dividing it
+    return 1.0 if worst >= 16 else ALIGNMENT_SHARE.get(worst, ALIGNMENT_SHARE[1])
+
+
 def scaled_dims(dims: tuple[int, int, int, int], scale: float) -> tuple[int, int, int, int]:
     """A product's ``(batch, M, N, K)`` at ``scale`` times the traced batch.
 
@@ -197,11 +229,13 @@ def own_share(gpu: GpuSpec, kind: str) -> Factor | None:
 
     Args:
         gpu: The card.
-        kind: ``tensor`` (fp16/bf16 rows; TF32 runs on the same units) or ``fp32``.
+        kind: ``tensor`` (fp16/bf16 rows), ``tf32`` (TF32 rows: the same units, a share
+            of their own peak) or ``fp32``.
     """
     best: Factor | None = None
     for card, precision, value, source in _gemm_rows():
-        if (precision in ("fp16", "bf16")) != (kind == "tensor") or not same_card(card, gpu.name):
+        mine = "tensor" if precision in ("fp16", "bf16") else precision
+        if mine != kind or not same_card(card, gpu.name):
             continue
         peak = gpu.tflops.get(precision)
         share = min(value / peak, 1.0) if peak else None
@@ -211,7 +245,7 @@ def own_share(gpu: GpuSpec, kind: str) -> Factor | None:
 
 
 def gemm_share(gpu: GpuSpec, kind: str) -> Factor:
-    """Share of the datasheet matrix rate the card's GEMMs reach (``tensor`` or ``fp32``).
+    """Share of the datasheet matrix rate the card's GEMMs reach (``tensor``, ``tf32``, ``fp32``).
 
     The card's own best published row (a library's best over shapes is what well-shaped
     training GEMMs reach); else that of the card nearest in power per SM-GHz
@@ -220,6 +254,8 @@ def gemm_share(gpu: GpuSpec, kind: str) -> Factor:
     own = own_share(gpu, kind)
     if own is not None:
         return own
+    if kind == "tf32":  # no TF32 row of its own: the fp16/bf16 share stands for it
+        return gemm_share(gpu, "tensor")
     from gpuwise.sizing.hardware.catalog import load_catalog
 
     mine = watts_per_sm_ghz(gpu)
@@ -270,13 +306,17 @@ def class_rates(gpu: GpuSpec, precision: str) -> ClassRates | None:
     tf32 = gpu.peak_flops("tf32") if gpu.tflops.get("tf32") else None
     fp32 = gpu.peak_flops("fp32") or peak
     tensor, plain = gemm_share(gpu, "tensor"), gemm_share(gpu, "fp32")
-    if precision in ("fp16", "bf16") or (precision == "tf32" and tf32):
+    on_tf32 = gemm_share(gpu, "tf32") if tf32 else tensor
+    if precision in ("fp16", "bf16"):
         gemm = Factor(peak * tensor.value, tensor.source)
-        conv_peak = peak
+        conv_peak, conv_share = peak, tensor.value
+    elif precision == "tf32" and tf32:
+        gemm = Factor(peak * on_tf32.value, on_tf32.source)
+        conv_peak, conv_share = peak, on_tf32.value
     else:
         gemm = Factor(fp32 * plain.value, plain.source)
         conv_peak = tf32 or fp32
-    conv_share = tensor.value if tf32 or precision in ("fp16", "bf16") else plain.value
+        conv_share = on_tf32.value if tf32 else plain.value
     conv = Factor(
         conv_peak * conv_share * CONV_EFFICIENCY,
         f"{CONV_EFFICIENCY:g} x the GEMM share ({FITTED})",

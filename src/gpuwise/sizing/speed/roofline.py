@@ -47,10 +47,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuwise.sizing.hardware.calibration import generation
 from gpuwise.sizing.hardware.catalog import GpuSpec
 from gpuwise.sizing.memory.opcost import OpCost
 from gpuwise.sizing.memory.result import MemoryEstimate
 from gpuwise.sizing.speed.class_rates import (
+    alignment_efficiency,
     attention_efficiency,
     class_rates,
     gemm_shape_efficiency,
@@ -115,6 +117,10 @@ class DeviceRates:
     sm_count: int | None = None
     """Streaming multiprocessors: a matrix product's rate is scaled by its wave fill
     (``class_rates.gemm_shape_efficiency``); None leaves every product at the full rate."""
+    aligned_loads: bool = False
+    """Tensor-core products need 16-byte aligned rows for the fast kernels (measured on
+    Hopper, whose kernels load tiles with the tensor memory accelerator):
+    ``class_rates.alignment_efficiency`` applies."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     """Where each rate comes from (``gemm``, ``conv``, ``vector``, ``bandwidth``)."""
 
@@ -172,6 +178,7 @@ def gpu_rates(gpu: GpuSpec, precision: str) -> DeviceRates | None:
         rates.bandwidth.value,
         tf32_convolutions=tf32,
         sm_count=rates.sm_count,
+        aligned_loads=generation(gpu.name) in ALIGNED_GENERATIONS,
         sources={name: item["source"] for name, item in rates.to_dict().items()},
     )
 
@@ -182,7 +189,15 @@ def _scaled(op: OpCost, scale: float) -> tuple[float, float]:
     return op.flops * scale, op.bytes_moved * scale
 
 
-def _flop_rate(op: OpCost, kind: str, rates: DeviceRates, scale: float) -> float:
+ALIGNED_GENERATIONS = ("hopper", "blackwell")
+"""Generations whose tensor-core kernels load tiles with the tensor memory accelerator,
+which needs 16-byte aligned rows (``DeviceRates.aligned_loads``); the penalty was
+measured on an H200 and is not charged on earlier cards, where nobody here measured it."""
+TENSOR_ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "tf32": 4}
+"""Element size of the precisions whose products run on tensor cores (alignment)."""
+
+
+def _flop_rate(op: OpCost, kind: str, rates: DeviceRates, scale: float, precision: str) -> float:
     """The FLOP/s ``op`` of class ``kind`` runs at: its shape's share of the class rate."""
     if kind == "conv":
         return rates.conv_flops_s
@@ -190,8 +205,11 @@ def _flop_rate(op: OpCost, kind: str, rates: DeviceRates, scale: float) -> float
         return rates.matrix_flops_s * attention_efficiency(op.phase, op.dims[2])
     if kind == "gemm":
         grow = scale if op.phase != "optimizer" else 1.0
-        fill = gemm_shape_efficiency(*scaled_dims(op.dims, grow), rates.sm_count)
-        return rates.matrix_flops_s * fill
+        dims = scaled_dims(op.dims, grow)
+        fill = gemm_shape_efficiency(*dims, rates.sm_count)
+        element = TENSOR_ELEMENT_BYTES.get(precision)  # fp32 products: the fp32 units
+        aligned = alignment_efficiency(dims, element) if element and rates.aligned_loads else 1.0
+        return rates.matrix_flops_s * fill * aligned
     return rates.vector_flops_s
 
 
@@ -236,7 +254,7 @@ def step_time(
             continue
         flops, moved = _scaled(op, batch_scale)
         kind = op_class(op)
-        op_compute = flops / _flop_rate(op, kind, rates, batch_scale) if flops else 0.0
+        op_compute = flops / _flop_rate(op, kind, rates, batch_scale, precision) if flops else 0.0
         op_memory = moved / rates.bandwidth_bytes_s
         compute += op_compute
         memory += op_memory
