@@ -41,6 +41,7 @@ from gpuwise.sizing.memory.shadow import ShadowValues
 from gpuwise.sizing.memory.trace_modes import forward_modes, recompute_modes
 from gpuwise.sizing.memory.tracer import Tracer
 from gpuwise.sizing.step.choices import OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.step.loss_scaling import scaler_for
 from gpuwise.sizing.step.offload import ActivationOffload
 from gpuwise.sizing.step.optimizers import make_optimizer
 from gpuwise.sizing.step.peft import LoraSpec, freeze_parameters
@@ -244,7 +245,9 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
                 # full-precision weights nor the build's copies of them are ever on the device
                 tracker.drop_finished("build")
             spec = with_vocab(spec, net) if spec is not None else None
-            tracer = Tracer(tracker, net, None)
+            in_backward = job.optimizer_in_backward
+            scaler = scaler_for(job.precision, training, in_backward)
+            tracer = Tracer(tracker, net, None, scaler)
             tracer.mark([*net.parameters(), *net.buffers()], "parameters")
             tracer.opt = update
             state: dict[str, Any] = {}

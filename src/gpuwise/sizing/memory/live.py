@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from gpuwise.sizing.memory.opcost import OpCost, op_cost
+from gpuwise.sizing.memory.traffic import moved_bytes
 
 if TYPE_CHECKING:
     from gpuwise.sizing.memory.cpu_workspace import CpuWorkspaces
@@ -153,8 +154,7 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
         if self.workspaces is not None:
             self.workspaces.note(self.seq, func, args, kwargs or {})
         if not getattr(func, "is_view", False) and getattr(func, "namespace", "aten") == "aten":
-            inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-            moved = sum(t.numel() * t.element_size() for t in (*inputs, *outputs))
+            moved = moved_bytes(func, args, kwargs or {}, out)
             self.bytes_moved[self.phase] = self.bytes_moved.get(self.phase, 0) + moved
             self.op_count[self.phase] = self.op_count.get(self.phase, 0) + 1
         if self.record_ops:

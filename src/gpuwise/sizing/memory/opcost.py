@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 from torch.utils import flop_counter
-from torch.utils._pytree import tree_flatten
 
 from gpuwise.sizing.memory.flops import extra_formulas
 from gpuwise.sizing.memory.opshape import gemm_dims, is_dequant
+from gpuwise.sizing.memory.traffic import host_only, moved_bytes
 
 aten = torch.ops.aten
 
@@ -145,16 +145,6 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -
     return int(formula(*args, **kwargs, out_val=out))
 
 
-def _tensor_bytes(tree: Any) -> int:
-    return sum(
-        t.numel() * t.element_size() for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)
-    )
-
-
-def _act_bytes(t: Any) -> int:
-    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) and t.dim() == 4 else 0
-
-
 def _layout_bytes(name: str, args: tuple[Any, ...], out: Any) -> int:
     """Activation bytes cuDNN transposes around an NCHW convolution (weights excluded).
 
@@ -213,10 +203,10 @@ def op_cost(
     if phase == "input":
         return None  # the batch arrives by the host-to-device copy, counted apart
     name = func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func)
-    if name in _NO_KERNEL_OPS:
+    if name in _NO_KERNEL_OPS or host_only(name, args):
         return None
     folded = _is_parameter_cast(name, args)
-    moved = 0 if folded else _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
+    moved = 0 if folded else moved_bytes(func, args, kwargs, out)
     dequant = is_dequant(name, args, out)
     return OpCost(
         name=name,

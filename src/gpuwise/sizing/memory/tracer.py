@@ -19,6 +19,7 @@ from torch import nn
 from gpuwise.sizing.job.job import Update
 from gpuwise.sizing.memory.live import LiveBytesMode
 from gpuwise.sizing.step.cuda_ops import run_backward
+from gpuwise.sizing.step.loss_scaling import LossScaler
 from gpuwise.sizing.step.routes import MasterWeights
 
 LossFn = Callable[[Any, tuple[Any, ...]], torch.Tensor]
@@ -31,10 +32,17 @@ class Tracer:
         mode: The live-bytes tracker.
         model: The prepared model.
         opt: Its optimizer (or master-weights update); None for inference.
+        scaler: fp16 autocast's loss scaling (``loss_scaling``), or None.
     """
 
-    def __init__(self, mode: LiveBytesMode, model: nn.Module, opt: Update | None):
-        self.mode, self.model, self.opt = mode, model, opt
+    def __init__(
+        self,
+        mode: LiveBytesMode,
+        model: nn.Module,
+        opt: Update | None,
+        scaler: LossScaler | None = None,
+    ):
+        self.mode, self.model, self.opt, self.scaler = mode, model, opt, scaler
         self.forward_end: list[int] = []
         self.step_start: list[int] = []
         self.flops = {"forward": 0, "backward": 0}
@@ -77,14 +85,21 @@ class Tracer:
         if self.opt is None:
             return
         with mode.in_phase("backward"), backward_modes():
-            run_backward(state["loss"])
+            loss = state["loss"] if self.scaler is None else self.scaler.scale(state["loss"])
+            run_backward(loss)
         if count:
             self.flops["backward"] = _phase_flops(mode, "backward")
         self.mark([p.grad for p in self.model.parameters() if p.grad is not None], "gradients")
         if not update:
             return
         with mode.in_phase("optimizer"):
-            self.opt.step()
+            if self.scaler is None:
+                self.opt.step()
+            else:
+                grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+                found_inf = self.scaler.unscale(grads)
+                self.opt.step()
+                self.scaler.update(found_inf)
         if isinstance(self.opt, MasterWeights):
             params = {id(p) for p in self.opt.params}
             self.mark([m for m in self.opt.master if id(m) not in params], "optimizer_state")
