@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import hashlib
 import math
 import pickle
@@ -273,6 +274,16 @@ TRACERS: dict[str, Callable[[str], MemoryEstimate]] = {
 }
 
 
+@functools.cache
+def tracing_code() -> str:
+    """A digest of the code a trace depends on: a change to it makes the cache miss."""
+    digest = hashlib.sha1()
+    for folder in ("job", "memory", "step"):
+        for path in sorted((ROOT / "src" / "gpuwise" / "sizing" / folder).glob("*.py")):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 class Traces:
     """Traces by key, kept in memory and (unless disabled) pickled to a cache folder."""
 
@@ -287,7 +298,8 @@ class Traces:
         path = None
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
-            path = self.folder / (hashlib.sha1(key.encode()).hexdigest() + ".pkl")
+            name = hashlib.sha1((key + tracing_code()).encode()).hexdigest()
+            path = self.folder / (name + ".pkl")
         if path is not None and path.exists():
             est: MemoryEstimate = pickle.loads(path.read_bytes())
         else:

@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from gpuwise.sizing.memory.opcost import OpCost, op_cost
-from gpuwise.sizing.memory.traffic import moved_bytes
+from gpuwise.sizing.memory.traffic import host_only, moved_bytes
 
 if TYPE_CHECKING:
     from gpuwise.sizing.memory.cpu_workspace import CpuWorkspaces
@@ -153,7 +153,7 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
             self.track(tensor)
         if self.workspaces is not None:
             self.workspaces.note(self.seq, func, args, kwargs or {})
-        if not getattr(func, "is_view", False) and getattr(func, "namespace", "aten") == "aten":
+        if self._launches(func, args):
             moved = moved_bytes(func, args, kwargs or {}, out)
             self.bytes_moved[self.phase] = self.bytes_moved.get(self.phase, 0) + moved
             self.op_count[self.phase] = self.op_count.get(self.phase, 0) + 1
@@ -162,6 +162,14 @@ class LiveBytesMode(TorchDispatchMode):  # type: ignore[misc]
             if cost is not None:
                 self.ops.append(cost)
         return out
+
+    @staticmethod
+    def _launches(func: Any, args: tuple[Any, ...]) -> bool:
+        """Whether a CUDA build runs this operator as a kernel (not a view, nor host-only)."""
+        if getattr(func, "is_view", False) or getattr(func, "namespace", "aten") != "aten":
+            return False
+        packet = getattr(func, "_overloadpacket", None)
+        return not host_only(getattr(packet, "__name__", ""), args)
 
     def all_records(self) -> list[StorageRecord]:
         """Every storage seen: the freed ones, then those still alive."""
