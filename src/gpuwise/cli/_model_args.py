@@ -92,7 +92,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch_default: int = 32
         "--precision",
         PRECISION_ROUTES,
         "fp32",
-        "precision route: fp32, tf32; bf16/fp16 autocast over fp32 weights; fp16-o2 (fp16 "
+        "precision route: fp32, tf32; bf16/fp16 autocast over fp32 weights (fp16 with a "
+        "GradScaler, as PyTorch's AMP recipe runs it); fp16-o2 (fp16 "
         "model, fp32 master weights and optimizer state: apex O2, DeepSpeed fp16); bf16-pure "
         "(bf16 weights, gradients and optimizer state)",
     )

@@ -2,7 +2,8 @@
 
 Imports ``sizing.step``, ``sizing.job`` and ``sizing.hardware``. In reading order:
 
-- ``flops``, ``opcost``: each traced operator's FLOPs, bytes and how CUDA runs it.
+- ``flops``, ``traffic``, ``opcost``: each traced operator's FLOPs, the bytes it reads and
+  writes (from its schema), and how CUDA runs it.
 - ``cpu_workspace``: memory a CPU kernel allocates and frees inside itself.
 - ``live``: live-bytes accounting of every tensor storage during the trace.
 - ``shadow``: real values for small tensors, so ``.item()`` works on fake ones.

@@ -6,6 +6,7 @@ build on ``cuda_ops`` and ``peft``.
 
 - ``choices``: the names a job accepts, and the check that names the valid ones.
 - ``routes``: precision routes (fp32, tf32, autocast, fp16-o2, bf16-pure), master weights.
+- ``loss_scaling``: fp16 autocast's ``GradScaler`` (scale, unscale, update) in the step.
 - ``autocast_policy``: CUDA's autocast casts, applied while tracing on the CPU.
 - ``optimizers``: the optimizers a job may name, each with exactly the state it keeps.
 - ``in_backward``: the optimizer stepped inside the backward.

@@ -2,7 +2,8 @@
 
 - ``fp32``, ``tf32``: fp32 weights, gradients and optimizer state.
 - ``bf16``, ``fp16``: autocast (``torch.autocast``) over fp32 weights: matmuls and
-  convolutions run in half precision on cast copies, gradients and optimizer state fp32.
+  convolutions run in half precision on cast copies, gradients and optimizer state fp32;
+  fp16 steps through a ``GradScaler`` (``loss_scaling``), bf16 needs none.
 - ``fp16-o2``: the model itself is fp16 (weights, activations, gradients) and the
   optimizer updates an fp32 master copy of every trainable weight, as apex's O2 level and
   DeepSpeed's fp16 mode do: 2 + 2 bytes a parameter on the model, 4 for the master weight,
