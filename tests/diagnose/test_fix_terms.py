@@ -128,3 +128,32 @@ def test_framework_is_read_from_the_stack_most_specific_first():
     assert framework_of([fabric, trainer, "train.py"]) == "lightning"  # the Trainer on Fabric
     assert framework_of([accelerate, hf, "train.py"]) == "hf_trainer"
     assert framework_of([accelerate, "train.py"]) == "accelerate"
+
+
+def test_accelerate_fix_goes_on_the_optimizer_and_loader_handed_to_prepare():
+    setup = _setup("accelerate", cls="AdamW")
+    plain = dict(setup["optimizers"][0])
+    prepared = dict(plain, line=21, prepared_at={"file": "/x/train.py", "line": 30})
+    setup["optimizers"] = [plain, prepared]  # a reference optimizer beside the prepared one
+    setup["loaders"].append(dict(setup["loaders"][0], line=13, prepared_at={"line": 30}))
+    opt, loader = _hows(in_user_terms(_findings(), setup))
+    assert opt == ["torch.optim.AdamW(..., fused=True), before accelerator.prepare(model, "
+                   "optimizer)  # at train.py:21"]  # fmt: skip
+    assert loader[0].endswith("before accelerator.prepare(..., loader)  # at train.py:13")
+
+
+def test_an_update_with_no_faster_flag_is_spread_with_the_frameworks_accumulation():
+    accelerate = (
+        "Accelerator(gradient_accumulation_steps=4), the step inside "
+        "`with accelerator.accumulate(model):`"
+    )
+    for framework, accumulate in [
+        ("plain", "gradient accumulation"),
+        ("accelerate", accelerate),
+        ("lightning", "Trainer(accumulate_grad_batches=4)"),
+        ("hf_trainer", "TrainingArguments(gradient_accumulation_steps=4)"),
+    ]:
+        setup = _setup(framework, cls="LBFGS", offers=[])
+        (how,) = _hows(in_user_terms(_findings()[:1], setup))[0]
+        spread = "a larger batch (see the batch fix) or fewer optimizer steps per sample"
+        assert how == f"{spread} ({accumulate})"

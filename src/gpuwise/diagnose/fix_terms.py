@@ -44,6 +44,16 @@ COMPILE = {
     "accelerate": 'Accelerator(dynamo_backend="inductor")',
 }
 
+ACCUMULATE = {
+    "lightning": "Trainer(accumulate_grad_batches=4)",
+    "hf_trainer": "TrainingArguments(gradient_accumulation_steps=4)",
+    "accelerate": (
+        "Accelerator(gradient_accumulation_steps=4), the step inside "
+        "`with accelerator.accumulate(model):`"
+    ),
+}
+"""Gradient accumulation where the framework owns it (4 batches per optimizer step)."""
+
 HANDED_OVER = {
     "fabric": ("fabric.setup_dataloaders(loader)", "fabric.setup(model, optimizer)"),
     "accelerate": ("accelerator.prepare(..., loader)", "accelerator.prepare(model, optimizer)"),
@@ -63,9 +73,16 @@ def _at(record: Mapping[str, Any] | None) -> str:
     return f"  # at {Path(str(record['file'])).name}:{record.get('line')}"
 
 
-def _first(setup: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    items = setup.get(key) or []
-    return dict(items[0]) if items else None
+def first_record(setup: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """The loader or optimizer record a fix goes on (``key``: ``loaders``, ``optimizers``).
+
+    The first one the job built, or for Accelerate the first it handed to
+    ``accelerator.prepare`` (``prepared_at``): the one Accelerate trains with.
+    """
+    items = [dict(r) for r in setup.get(key) or [] if isinstance(r, Mapping)]
+    prepared = [r for r in items if r.get("prepared_at")]
+    chosen = prepared or items
+    return chosen[0] if chosen else None
 
 
 def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: bool = True) -> str:
@@ -77,7 +94,7 @@ def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: b
         at: End with a comment naming the file:line that built the loader.
     """
     framework = setup.get("framework", "plain")
-    loader = _first(setup, "loaders")
+    loader = first_record(setup, "loaders")
     if framework == "hf_trainer":
         hf = {HF_LOADER_ARGS[k]: v for k, v in kwargs.items() if k in HF_LOADER_ARGS}
         return f"TrainingArguments({_args(hf)})"
@@ -91,7 +108,7 @@ def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: b
 
 def optimizer_setting(flag: str, setup: Mapping[str, Any], *, at: bool = True) -> str:
     """The optimizer flag on the user's own class, in their framework's terms."""
-    opt = _first(setup, "optimizers") or {}
+    opt = first_record(setup, "optimizers") or {}
     cls = str(opt.get("class") or "AdamW")
     framework = setup.get("framework", "plain")
     if framework == "hf_trainer":
@@ -182,7 +199,7 @@ def _rewrite(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
 
 
 def _optimizer_fix(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
-    opt = _first(setup, "optimizers")
+    opt = first_record(setup, "optimizers")
     if opt is None:
         return [fix]
     cls, offers = str(opt.get("class")), list(opt.get("offers") or [])
@@ -201,11 +218,13 @@ def _optimizer_fix(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
         )
         return [Fix(action, optimizer_setting("foreach", setup))]
     device = opt.get("device", "this device")
+    framework = str(setup.get("framework", "plain"))
+    accumulate = ACCUMULATE.get(framework, "gradient accumulation")
     return [
         Fix(
             f"{cls} offers no fused or foreach update on {device} (or runs it already); "
             "spread the update's fixed cost over more samples",
-            "a larger batch (see the batch fix) or fewer optimizer steps per sample "
-            "(gradient accumulation)",
+            f"a larger batch (see the batch fix) or fewer optimizer steps per sample "
+            f"({accumulate})",
         )
     ]

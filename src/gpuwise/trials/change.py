@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuwise.diagnose.fix_terms import HF_LOADER_ARGS, framework_setting
+from gpuwise.diagnose.fix_terms import HF_LOADER_ARGS, first_record, framework_setting
 from gpuwise.trials.plan import Trial
 
 
@@ -114,8 +114,8 @@ def _edits(
 ) -> Iterable[tuple[str, Any, str, dict[str, Any]]]:
     """``(record kind, record, callee, kwargs)`` for each call the trial edits."""
     framework = setup.get("framework", "plain")
-    loader = (setup.get("loaders") or [None])[0]
-    opt = (setup.get("optimizers") or [None])[0]
+    loader = first_record(setup, "loaders")
+    opt = first_record(setup, "optimizers")
     hf = framework == "hf_trainer"
     if "loader" in trial.spec and loader is not None:
         kwargs = dict(trial.spec["loader"])
@@ -171,7 +171,7 @@ def statement_line(text: str, line: int) -> int:
 
 def _optimizer_site(setup: Mapping[str, Any]) -> tuple[str, int | None, str] | None:
     """``(file, line, callee)`` of the optimizer the job built, in the process that trains."""
-    opt = (setup.get("optimizers") or [None])[0]
+    opt = first_record(setup, "optimizers")
     if opt is None or not opt.get("file") or setup.get("framework", "plain") != "plain":
         return None
     return str(opt["file"]), opt.get("line"), str(opt.get("class"))
