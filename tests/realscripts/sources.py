@@ -76,16 +76,20 @@ def wikitext_file(directory: Path) -> None:
     (directory / "data" / "wikitext-2.txt").write_text("\n".join(lines) + "\n")
 
 
-def tiny_llama(directory: Path) -> None:
-    """A random-init 2-layer Llama and its word-level tokenizer, saved in ``tiny-llama/``.
+def tiny_llama_and_instructions(directory: Path) -> None:
+    """A random-init 2-layer Llama in ``tiny-llama/`` and 200 made-up instructions in ``alpaca/``.
 
-    Hidden size 64, 128 positions, a vocabulary of 200 words ``w0`` .. ``w199`` (and the
-    prompt markup of Alpaca's format), saved the way a downloaded checkpoint is, so that
-    ``from_pretrained("tiny-llama")`` reads it with nothing fetched.
+    The model (hidden size 64, 128 positions) and its word-level tokenizer are saved the way
+    a downloaded checkpoint is, so ``from_pretrained("tiny-llama")`` reads them with nothing
+    fetched; ``alpaca/train.json`` has the instruction/input/output records of Alpaca's
+    format, on a 200-word vocabulary, which ``load_dataset("alpaca")`` reads from the disk.
     """
+    import json
+
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+    rng = random.Random(0)
     words = [f"w{i}" for i in range(200)]
     special = ["<unk>", "<s>", "</s>"]
     markup = ["###", "Instruction", "Input", "Response", ":"]
@@ -111,44 +115,15 @@ def tiny_llama(directory: Path) -> None:
     LlamaForCausalLM(config).save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
 
+    def text(low: int, high: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(rng.randint(low, high)))
 
-def _words(rng: random.Random, low: int, high: int) -> str:
-    return " ".join(f"w{rng.randrange(200)}" for _ in range(rng.randint(low, high)))
-
-
-def tiny_llama_and_instructions(directory: Path) -> None:
-    """``tiny_llama`` and 200 made-up instructions in ``alpaca/train.json``.
-
-    The records have the instruction/input/output fields of Alpaca's format, on the model's
-    200-word vocabulary, which ``load_dataset("alpaca")`` reads from the disk.
-    """
-    import json
-
-    tiny_llama(directory)
-    rng = random.Random(0)
     records = [
-        {
-            "instruction": _words(rng, 4, 12),
-            "input": _words(rng, 0, 8) if i % 2 else "",
-            "output": _words(rng, 8, 40),
-        }
+        {"instruction": text(4, 12), "input": text(0, 8) if i % 2 else "", "output": text(8, 40)}
         for i in range(200)
     ]
     (directory / "alpaca").mkdir(exist_ok=True)
     (directory / "alpaca" / "train.json").write_text(json.dumps(records))
-
-
-def tiny_llama_and_text(directory: Path) -> None:
-    """``tiny_llama`` and made-up text files ``train.txt`` and ``validation.txt``.
-
-    400 training lines of 16 to 48 words (about 12,800 tokens: 400 blocks of 32) and 40
-    validation lines, on the model's vocabulary, which ``load_dataset("text")`` reads.
-    """
-    tiny_llama(directory)
-    rng = random.Random(0)
-    for name, count in (("train.txt", 400), ("validation.txt", 40)):
-        lines = [_words(rng, 16, 48) for _ in range(count)]
-        (directory / name).write_text("\n".join(lines) + "\n")
 
 
 GRAYKODE = ("graykode/nlp-tutorial", "d05e31ec81d56d70c1db89b99ab07e948f7ebc11")
