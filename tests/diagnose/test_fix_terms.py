@@ -157,3 +157,27 @@ def test_an_update_with_no_faster_flag_is_spread_with_the_frameworks_accumulatio
         (how,) = _hows(in_user_terms(_findings()[:1], setup))[0]
         spread = "a larger batch (see the batch fix) or fewer optimizer steps per sample"
         assert how == f"{spread} ({accumulate})"
+
+
+def test_accelerate_settings_point_at_the_accelerator_that_prepared_the_optimizer():
+    from gpuwise.diagnose.fix_terms import first_record
+    from gpuwise.records import Fix
+
+    setup = _setup("accelerate", cls="AdamW")
+    site = {"file": "/x/train.py", "line": 5}
+    setup["optimizers"][0]["prepared_at"] = {"file": "/x/train.py", "line": 30, "accelerator": site}
+    other = {"file": "/x/train.py", "line": 40, "accelerator": {"file": "/x/train.py", "line": 35}}
+    setup["loaders"] = [
+        {"file": "/x/train.py", "line": 12, "prepared_at": other},  # another accelerator's
+        {"file": "/x/train.py", "line": 14, "prepared_at": dict(site, line=30, accelerator=site)},
+    ]
+    assert first_record(setup, "loaders")["line"] == 14  # handed over with the optimizer
+    precision = Finding("fp32", "info", "p", {}, 1.5, (Fix("bf16", "with torch.autocast(x)"),))
+    pinned = Finding("pageable_h2d", "info", "h", {}, 1.5, (Fix("pin", "pin_memory=True"),))
+    (how,), (pin,) = _hows(in_user_terms([precision, pinned], setup))
+    assert how == 'Accelerator(mixed_precision="bf16")  # at train.py:5'
+    assert pin == (
+        "DataLoader(..., pin_memory=True), before accelerator.prepare(..., loader); "
+        "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
+        "  # at train.py:14"
+    )

@@ -124,9 +124,10 @@ def accelerate_script(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)), "test_utils", "scripts", name)
 
 
-def line_of(text: str, code: str) -> int:
-    """The 1-based line of the first line of ``text`` that starts (stripped) with ``code``."""
+def line_of(text: str, code: str, after: int = 0) -> int:
+    """The first line (1-based) past ``after`` of ``text`` that starts (stripped) with ``code``."""
     lines = [i for i, x in enumerate(text.splitlines(), 1) if x.strip().startswith(code)]
+    lines = [i for i in lines if i > after]
     assert lines, code
     return lines[0]
 
@@ -174,6 +175,16 @@ def test_accelerates_own_sync_script_is_fixed_on_what_it_prepares(tmp_path: Path
     assert (plain["line"], plain.get("prepared_at")) == (line_of(text, "opt = AdamW("), None)
     ddp_opt = line_of(text, "ddp_opt = AdamW(")
     assert (prepared["class"], prepared["line"]) == ("AdamW", ddp_opt)
+    # the Accelerator that prepared it: built in the test function that called the helper
+    caller = line_of(text, "def test_gradient_accumulation_with_opt_and_scheduler(")
+    built_at = line_of(text, "accelerator = Accelerator(", after=caller)
+    assert prepared["prepared_at"]["accelerator"]["line"] == built_at
+    assert [r["prepared_at"]["accelerator"]["line"] for r in setup["loaders"]] == [
+        line_of(text, "accelerator = Accelerator(", after=line_of(text, "def test_dataloader_b")),
+        line_of(text, "accelerator = Accelerator(", after=line_of(text, "def test_dataloader_b")),
+        line_of(text, "accelerator = Accelerator(", after=line_of(text, "def main(")),
+        built_at,
+    ]
     findings = [
         Finding("optimizer_bound", "warning", "opt", {}, 1.5, (fused_optimizer(),)),
         Finding("input_bound", "warning", "in", {}, 1.5, (loader_workers(4, 1),)),
@@ -185,10 +196,9 @@ def test_accelerates_own_sync_script_is_fixed_on_what_it_prepares(tmp_path: Path
         f"  # at test_sync.py:{ddp_opt}"
     )
     assert loader_fix.how.startswith("DataLoader(..., num_workers=")
-    first = setup["loaders"][0]["line"]
-    handed = ", before accelerator.prepare(..., loader)"
-    assert loader_fix.how.endswith(f"{handed}  # at test_sync.py:{first}")
-    assert precision.how == 'Accelerator(mixed_precision="bf16")'
+    handed = ", before accelerator.prepare(..., loader)"  # the loader prepared with it
+    assert loader_fix.how.endswith(f"{handed}  # at test_sync.py:{built}")
+    assert precision.how == f'Accelerator(mixed_precision="bf16")  # at test_sync.py:{built_at}'
     # the patch edits the optimizer Accelerate trains with, not the plain one beside it
     spec = {"optimizer": {"fused": True}}
     diff = patch_for([Trial("optimizer_fused", "", None, None, spec)], setup)
@@ -196,3 +206,10 @@ def test_accelerates_own_sync_script_is_fixed_on_what_it_prepares(tmp_path: Path
     added = [x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")]
     assert removed == [text.splitlines()[ddp_opt - 1]]
     assert added == [removed[0].replace("lr=1e-3)", "lr=1e-3, fused=True)")]
+    # bf16 is set where Accelerate owns it: on that Accelerator(...) call, not torch.autocast
+    diff = patch_for([Trial("autocast_bf16", "", None, None, {"autocast": True})], setup)
+    removed = [x[1:] for x in diff.splitlines() if x.startswith("-") and not x.startswith("---")]
+    added = [x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")]
+    last_arg = line_of(text, "gradient_accumulation_plugin=", after=built_at)
+    assert removed == [text.splitlines()[last_arg - 1]]
+    assert added == [removed[0].replace("_plugin,", '_plugin, mixed_precision="bf16",')]

@@ -54,6 +54,9 @@ ACCUMULATE = {
 }
 """Gradient accumulation where the framework owns it (4 batches per optimizer step)."""
 
+NON_BLOCKING = "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
+"""Accelerate's copies of pinned batches overlap compute only with ``non_blocking``."""
+
 HANDED_OVER = {
     "fabric": ("fabric.setup_dataloaders(loader)", "fabric.setup(model, optimizer)"),
     "accelerate": ("accelerator.prepare(..., loader)", "accelerator.prepare(model, optimizer)"),
@@ -77,12 +80,44 @@ def first_record(setup: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     """The loader or optimizer record a fix goes on (``key``: ``loaders``, ``optimizers``).
 
     The first one the job built, or for Accelerate the first it handed to
-    ``accelerator.prepare`` (``prepared_at``): the one Accelerate trains with.
+    ``accelerator.prepare`` (``prepared_at``): the one Accelerate trains with. A loader
+    handed over with the prepared optimizer (the same ``prepare`` call, else the same
+    ``Accelerator``) comes before the others.
     """
     items = [dict(r) for r in setup.get(key) or [] if isinstance(r, Mapping)]
     prepared = [r for r in items if r.get("prepared_at")]
+    if key == "loaders" and prepared:
+        opt = first_record(setup, "optimizers") or {}
+        handed = opt.get("prepared_at") or {}
+        for same in (_call_of, _accelerator_of):
+            known = same(handed) if handed else (None, None)
+            beside = [r for r in prepared if known[0] and same(r["prepared_at"]) == known]
+            if beside:
+                return beside[0]
     chosen = prepared or items
     return chosen[0] if chosen else None
+
+
+def _call_of(prepared_at: Mapping[str, Any]) -> tuple[Any, Any]:
+    return prepared_at.get("file"), prepared_at.get("line")
+
+
+def _accelerator_of(prepared_at: Mapping[str, Any]) -> tuple[Any, Any]:
+    site = prepared_at.get("accelerator") or {}
+    return (site.get("file"), site.get("line")) if site else (None, None)
+
+
+def accelerator_record(setup: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where an Accelerate script built its ``Accelerator`` (``{"file", "line"}``), if known.
+
+    The one that prepared the job's optimizer, else its loader (``prepared_at``).
+    """
+    for key in ("optimizers", "loaders"):
+        record = first_record(setup, key) or {}
+        site = (record.get("prepared_at") or {}).get("accelerator")
+        if isinstance(site, Mapping) and site.get("file"):
+            return dict(site)
+    return None
 
 
 def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: bool = True) -> str:
@@ -130,6 +165,8 @@ def framework_setting(name: str, spec: Mapping[str, Any], setup: Mapping[str, An
     parts = []
     if "loader" in spec:
         parts.append(loader_setting(spec["loader"], setup, at=False))
+        if framework == "accelerate" and spec["loader"].get("pin_memory"):
+            parts.append(NON_BLOCKING)
     if spec.get("torch_threads"):
         parts.append(f"torch.set_num_threads({spec['torch_threads']})")
     for flag, on in (spec.get("optimizer") or {}).items():
@@ -189,12 +226,16 @@ def _rewrite(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
     if "pin_memory=True" in fix.how and framework == "hf_trainer":
         return [Fix(fix.action, "TrainingArguments(dataloader_pin_memory=True); "
                     "batches then cross with non_blocking copies")]  # fmt: skip
+    if "pin_memory=True" in fix.how and framework == "accelerate":
+        how = f"{loader_setting({'pin_memory': True}, setup, at=False)}; {NON_BLOCKING}"
+        return [Fix(fix.action, how + _at(first_record(setup, "loaders")))]
     if "pin_memory=True" in fix.how and framework in HANDED_OVER:
         return [Fix(fix.action, loader_setting({"pin_memory": True}, setup))]
+    at = _at(accelerator_record(setup)) if framework == "accelerate" else ""
     if "torch.compile(" in fix.how and framework in COMPILE:
-        return [Fix(fix.action, COMPILE[framework])]
+        return [Fix(fix.action, COMPILE[framework] + at)]
     if "torch.autocast(" in fix.how and framework in PRECISION:
-        return [Fix(fix.action, PRECISION[framework])]
+        return [Fix(fix.action, PRECISION[framework] + at)]
     return [fix]
 
 
@@ -220,11 +261,12 @@ def _optimizer_fix(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
     device = opt.get("device", "this device")
     framework = str(setup.get("framework", "plain"))
     accumulate = ACCUMULATE.get(framework, "gradient accumulation")
+    at = _at(accelerator_record(setup)) if framework == "accelerate" else ""
     return [
         Fix(
             f"{cls} offers no fused or foreach update on {device} (or runs it already); "
             "spread the update's fixed cost over more samples",
             f"a larger batch (see the batch fix) or fewer optimizer steps per sample "
-            f"({accumulate})",
+            f"({accumulate}){at}",
         )
     ]

@@ -20,7 +20,11 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-from gpuwise.profiling.accelerate_prepare import rebuilt_by_accelerate, watch_prepare
+from gpuwise.profiling.accelerate_prepare import (
+    accelerator_site,
+    rebuilt_by_accelerate,
+    watch_prepare,
+)
 
 SETUP_FILES = "setup-*.json"
 
@@ -210,13 +214,18 @@ class JobSetup:
         if not self._watching and record["framework"] == "accelerate":
             self._watching = watch_prepare(self.prepared)
 
-    def prepared(self, objects: tuple[Any, ...]) -> None:
-        """Mark the records of ``objects`` handed to ``accelerator.prepare`` at the user's line."""
+    def prepared(self, accelerator: Any, objects: tuple[Any, ...]) -> None:
+        """Mark the records of ``objects`` handed to ``accelerator.prepare`` at the user's line.
+
+        Each mark names the ``prepare`` call and, where it is found, the
+        ``Accelerator(...)`` call that built ``accelerator`` (``accelerator_site``).
+        """
         file, line, _ = user_frame(3)
+        site = accelerator_site(accelerator, sys._getframe(1), _is_library)
         for obj in objects:
             record = self._by_id.get(id(obj))
             if record is not None and record.get("prepared_at") is None:
-                record["prepared_at"] = {"file": file, "line": line}
+                record["prepared_at"] = {"file": file, "line": line, "accelerator": site}
         self.write()
 
     def process_started(self, process: Any) -> None:

@@ -2,10 +2,12 @@
 
 A winning trial's overrides become edits of the user's own source: keyword arguments of
 the ``DataLoader(...)`` or optimizer call found (with ``ast``) at the captured file:line,
-or of the ``TrainingArguments(...)`` call for a Hugging Face Trainer job, whose loaders and
-optimizer the Trainer builds from those arguments. The result is a unified diff against
-the real file (``difflib``), nothing applied. What cannot be a keyword edit (autocast,
-``torch.compile``) is a line of text in the framework's own terms.
+of the ``TrainingArguments(...)`` call for a Hugging Face Trainer job, whose loaders and
+optimizer the Trainer builds from those arguments, or, for an Accelerate script, of its
+``Accelerator(...)`` call (mixed precision, compilation). The result is a unified diff
+against the real file (``difflib``), nothing applied. What cannot be a keyword edit
+(autocast and ``torch.compile`` outside Accelerate) is a line of text in the framework's
+own terms.
 """
 
 from __future__ import annotations
@@ -16,8 +18,19 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuwise.diagnose.fix_terms import HF_LOADER_ARGS, first_record, framework_setting
+from gpuwise.diagnose.fix_terms import (
+    HF_LOADER_ARGS,
+    accelerator_record,
+    first_record,
+    framework_setting,
+)
 from gpuwise.trials.plan import Trial
+
+ACCELERATOR_ARGS = {
+    "autocast": ("mixed_precision", "bf16"),
+    "compile": ("dynamo_backend", "inductor"),
+}
+"""Trial overrides an Accelerate script sets on its ``Accelerator(...)`` call."""
 
 
 def _py(value: Any) -> str:
@@ -129,6 +142,10 @@ def _edits(
                 yield "optimizer", opt, "TrainingArguments", {"optim": "adamw_torch_fused"}
         else:
             yield "optimizer", opt, str(opt.get("class")), flags
+    site = accelerator_record(setup) if framework == "accelerate" else None
+    owned = {k: v for k, v in ACCELERATOR_ARGS.items() if trial.spec.get(k)}
+    if site is not None and owned:
+        yield "accelerator", site, "Accelerator", dict(owned.values())
 
 
 def changes_for(winners: list[Trial], setup: Mapping[str, Any]) -> list[dict[str, Any]]:
