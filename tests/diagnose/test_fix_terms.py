@@ -95,7 +95,7 @@ def test_fabric_and_accelerate_fixes_are_made_before_the_framework_takes_over():
     assert loader[0].endswith(", before fabric.setup_dataloaders(loader)  # at train.py:12")
     opt, loader = _hows(in_user_terms(_findings(), _setup("accelerate")))
     assert opt[0].endswith(", before accelerator.prepare(model, optimizer)  # at train.py:20")
-    assert loader[0].endswith(", before accelerator.prepare(..., loader)  # at train.py:12")
+    assert ", before accelerator.prepare(..., loader); " in loader[0]
 
 
 def test_precision_and_compile_in_fabric_and_accelerate_terms():
@@ -139,7 +139,7 @@ def test_accelerate_fix_goes_on_the_optimizer_and_loader_handed_to_prepare():
     opt, loader = _hows(in_user_terms(_findings(), setup))
     assert opt == ["torch.optim.AdamW(..., fused=True), before accelerator.prepare(model, "
                    "optimizer)  # at train.py:21"]  # fmt: skip
-    assert loader[0].endswith("before accelerator.prepare(..., loader)  # at train.py:13")
+    assert loader[0].endswith("DataLoaderConfiguration(non_blocking=True))  # at train.py:13")
 
 
 def test_an_update_with_no_faster_flag_is_spread_with_the_frameworks_accumulation():
@@ -181,3 +181,35 @@ def test_accelerate_settings_point_at_the_accelerator_that_prepared_the_optimize
         "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
         "  # at train.py:14"
     )
+
+
+def test_fp16_tensor_cores_get_each_frameworks_fp16_setting():
+    from gpuwise.diagnose.fixes import mixed_precision
+
+    fp16 = mixed_precision("7.0", cpu_bf16=False)
+    assert fp16 is not None
+    finding = [Finding("fp32", "info", "p", {}, 1.5, (fp16,))]
+    for framework, how in [
+        ("accelerate", 'Accelerator(mixed_precision="fp16")'),
+        ("lightning", 'Trainer(precision="16-mixed")'),
+        ("fabric", 'Fabric(precision="16-mixed")'),
+        ("hf_trainer", "TrainingArguments(fp16=True)"),
+    ]:
+        assert _hows(in_user_terms(finding, _setup(framework))) == [[how]]
+    bf16 = mixed_precision("8.0", cpu_bf16=False)
+    assert bf16 is not None
+    bf16_finding = [Finding("fp32", "info", "p", {}, 1.5, (bf16,))]
+    assert _hows(in_user_terms(bf16_finding, _setup("accelerate"))) == [
+        ['Accelerator(mixed_precision="bf16")']
+    ]
+
+
+def test_accelerate_loader_workers_with_pinned_memory_copy_without_blocking():
+    setup = _setup("accelerate")
+    _, loader = _hows(in_user_terms(_findings(), setup))
+    assert loader == [
+        "DataLoader(..., num_workers=4, persistent_workers=True, pin_memory=True), before "
+        "accelerator.prepare(..., loader); "
+        "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
+        "  # at train.py:12"
+    ]

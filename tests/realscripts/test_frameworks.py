@@ -196,8 +196,9 @@ def test_accelerates_own_sync_script_is_fixed_on_what_it_prepares(tmp_path: Path
         f"  # at test_sync.py:{ddp_opt}"
     )
     assert loader_fix.how.startswith("DataLoader(..., num_workers=")
-    handed = ", before accelerator.prepare(..., loader)"  # the loader prepared with it
-    assert loader_fix.how.endswith(f"{handed}  # at test_sync.py:{built}")
+    handed = ", before accelerator.prepare(..., loader); "  # the loader prepared with it
+    non_blocking = "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
+    assert loader_fix.how.endswith(f"{handed}{non_blocking}  # at test_sync.py:{built}")
     assert precision.how == f'Accelerator(mixed_precision="bf16")  # at test_sync.py:{built_at}'
     # the patch edits the optimizer Accelerate trains with, not the plain one beside it
     spec = {"optimizer": {"fused": True}}

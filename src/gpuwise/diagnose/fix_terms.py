@@ -37,6 +37,14 @@ PRECISION = {
     "accelerate": 'Accelerator(mixed_precision="bf16")',
 }
 
+PRECISION_FP16 = {
+    "lightning": 'Trainer(precision="16-mixed")',
+    "hf_trainer": "TrainingArguments(fp16=True)",
+    "fabric": 'Fabric(precision="16-mixed")',
+    "accelerate": 'Accelerator(mixed_precision="fp16")',
+}
+"""fp16 (tensor cores without bf16); each framework keeps the gradient scaler itself."""
+
 COMPILE = {
     "lightning": "model = torch.compile(model)  # before trainer.fit(model)",
     "hf_trainer": "TrainingArguments(torch_compile=True)",
@@ -222,6 +230,9 @@ def _rewrite(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
         kwargs: dict[str, Any] = {"num_workers": int(workers.group(1)), "persistent_workers": True}
         if "pin_memory=True" in fix.how:
             kwargs["pin_memory"] = True
+        if kwargs.get("pin_memory") and framework == "accelerate":
+            how = f"{loader_setting(kwargs, setup, at=False)}; {NON_BLOCKING}"
+            return [Fix(fix.action, how + _at(first_record(setup, "loaders")))]
         return [Fix(fix.action, loader_setting(kwargs, setup))]
     if "pin_memory=True" in fix.how and framework == "hf_trainer":
         return [Fix(fix.action, "TrainingArguments(dataloader_pin_memory=True); "
@@ -235,7 +246,8 @@ def _rewrite(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
     if "torch.compile(" in fix.how and framework in COMPILE:
         return [Fix(fix.action, COMPILE[framework] + at)]
     if "torch.autocast(" in fix.how and framework in PRECISION:
-        return [Fix(fix.action, PRECISION[framework] + at)]
+        fp16 = "torch.float16" in fix.how
+        return [Fix(fix.action, (PRECISION_FP16 if fp16 else PRECISION)[framework] + at)]
     return [fix]
 
 
