@@ -20,10 +20,14 @@ from gpuwise.sizing.speed.gemm_share import matmul_efficiency
 
 def test_shipped_rows_carry_numbers_and_sources() -> None:
     rows = load_measurements()
-    assert len(rows) == 86  # every published row of the CSV
+    assert len(rows) == 91  # every published or measured row of the CSV
     assert all(r.source for r in rows)
     gemm = [r for r in rows if r.metric == "achieved_tflops"]
-    assert len(gemm) == 24  # 21 of one large shape, 3 the best over a search of shapes
+    # 21 of one large shape, 3 the best over a search of shapes, 4 of this project's H200
+    assert len(gemm) == 28
+    h200 = {r.precision: r.value for r in gemm if r.gpu == "NVIDIA H200 SXM"}
+    assert h200 == {"bf16": 777, "fp16": 745, "tf32": 405, "fp32": 51}
+    assert all("driver 580.159.04" in r.source for r in rows if r.gpu == "NVIDIA H200 SXM")
     a100 = next(r for r in gemm if r.precision == "bf16" and "A100" in r.gpu)
     assert a100.value == 237.0
     mamf = [r for r in gemm if "MAMF" in r.task]
@@ -81,7 +85,7 @@ def test_headroom_rule_predicts_shares_better_than_the_generation_mean() -> None
             errors["headroom"].append(abs(math.log(nearest / share)))
             mean = gemm_share.generation_mean_share(card, precision, exclude=name)
             errors["generation"].append(abs(math.log(mean / share)))
-        assert len(errors["headroom"]) == 7
+        assert len(errors["headroom"]) == 8  # the H200 check among them
         assert statistics.median(errors["headroom"]) < statistics.median(errors["generation"])
     assert copy_efficiency("NVIDIA A100 80GB SXM", 2039) == pytest.approx(1490 / 2039)
     assert copy_efficiency("NVIDIA L40S", 864) == 0.78  # no copy row
