@@ -27,7 +27,9 @@ def test_shipped_rows_carry_numbers_and_sources() -> None:
     assert len(gemm) == 28
     h200 = {r.precision: r.value for r in gemm if r.gpu == "NVIDIA H200 SXM"}
     assert h200 == {"bf16": 777, "fp16": 745, "tf32": 405, "fp32": 51}
-    assert all("driver 580.159.04" in r.source for r in rows if r.gpu == "NVIDIA H200 SXM")
+    own = [r for r in rows if "operator_rates_gpu.py" in r.source]
+    assert len(own) == 5  # and its copy bandwidth
+    assert all("driver 580.159.04" in r.source and "CUDA 13.0" in r.source for r in own)
     a100 = next(r for r in gemm if r.precision == "bf16" and "A100" in r.gpu)
     assert a100.value == 237.0
     mamf = [r for r in gemm if "MAMF" in r.task]
