@@ -51,3 +51,38 @@ def test_children_and_the_busiest_host_processes() -> None:
     finally:
         child.kill()
         child.wait(timeout=10)
+
+
+def test_between_scans_only_the_listed_runners_up_and_new_are_read(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from gpuwise.telemetry import proc_stats
+
+    now = [0.0]
+    stats = ProcessStats(scan_s=6.0, clock=lambda: now[0])
+    read: list[int] = []
+    real = proc_stats._proc_stat
+    monkeypatch.setattr(proc_stats, "_proc_stat", lambda pid: read.append(pid) or real(pid))
+    stats.busiest(limit=3)
+    stats.busiest(limit=3)  # the first two calls read everything: they prime the rates
+    everything = len(read) // 2
+    read.clear()
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        for now[0] in (2.0, 4.0):
+            stats.busiest(limit=3)
+            assert len(read) <= 3 * 3  # listed, as many runners-up, new ones
+            assert child.pid not in read  # started after the scan: not seen yet
+            read.clear()
+        now[0] = 6.0
+        stats.busiest(limit=3)  # a full scan: every process, the new busy one too
+        assert len(read) >= min(everything, 10)
+        assert child.pid in read
+        read.clear()
+        now[0] = 8.0
+        listed = stats.busiest(limit=3)  # the new process is re-read: it now has a rate
+        assert child.pid in read
+        assert len(read) <= 3 * 3
+        rates = [p.cpu_pct or 0.0 for p in listed]
+        assert rates == sorted(rates, reverse=True)
+    finally:
+        child.kill()
+        child.wait(timeout=10)

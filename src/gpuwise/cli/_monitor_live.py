@@ -141,19 +141,15 @@ class LiveView:
 
     def run(self, console: Console, end: float | None) -> None:
         """Redraw until ``end`` (``time.monotonic``), ``q`` or Ctrl-C, in the alternate screen."""
-        from rich.live import Live
+        from gpuwise.cli._monitor_screen import alternate_screen
+        from gpuwise.report.monitor.view import frame_lines
 
-        from gpuwise.report.monitor.view import render
+        def draw() -> None:
+            width, self.rows = console.size
+            screen.draw(frame_lines(self.current(), width, self.rows), width, self.rows)
 
-        self.rows = console.size.height
-
-        def draw() -> Any:
-            return render(self.current(), width=console.size.width, height=console.size.height)
-
-        with (
-            cbreak(sys.stdin) as keys,
-            Live(draw(), console=console, screen=True, auto_refresh=False) as live,
-        ):
+        with cbreak(sys.stdin) as keys, alternate_screen(console) as screen:
+            draw()
             next_draw = time.monotonic() + self.refresh_s
             while not self.state.quit and (end is None or time.monotonic() < end):
                 stop = next_draw if end is None else min(next_draw, end)
@@ -165,7 +161,7 @@ class LiveView:
                 else:
                     next_draw = time.monotonic() + self.refresh_s
                 if not self.state.quit:
-                    live.update(draw(), refresh=True)
+                    draw()
 
 
 @contextlib.contextmanager

@@ -121,6 +121,9 @@ class MonitorHistory:
         """The window as ``width`` block characters scaled 0 to ``top`` (gaps: spaces)."""
         means = self.means(device, metric, now_s)
         per = max(1, math.ceil(len(means) / max(width, 1)))  # buckets per character
+        if per == 1:  # one bucket a character: the common, wide case, without chunks
+            line = "".join(" " if m is None else _block(m, top) for m in means)
+            return line.rjust(width)
         cells = []
         for i in range(len(means) % per, len(means), per):  # the newest bucket ends a cell
             chunk = [m for m in means[i : i + per] if m is not None]
