@@ -86,3 +86,26 @@ def test_between_scans_only_the_listed_runners_up_and_new_are_read(monkeypatch) 
     finally:
         child.kill()
         child.wait(timeout=10)
+
+
+def test_descendants_depth_first_from_one_pass() -> None:
+    sleep = "import time; time.sleep(30)"
+    code = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {sleep!r}]); {sleep}"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        stats = ProcessStats()
+        deadline = time.monotonic() + 20
+        tree: list[DeviceProcess] = []
+        while len(tree) < 2 and time.monotonic() < deadline:  # the grandchild starts
+            time.sleep(0.1)
+            tree = stats.descendants([os.getpid(), child.pid])[os.getpid()]
+        mine = [p for p in tree if p.pid == child.pid or p.ppid == child.pid]
+        assert [p.pid for p in mine[:1]] == [child.pid]  # the child, then its own child
+        assert mine[1].ppid == child.pid
+        assert stats.descendants([child.pid])[child.pid][0].pid == mine[1].pid
+        assert stats.children(child.pid)[0].pid == mine[1].pid
+    finally:
+        for proc in stats.children(child.pid):
+            os.kill(proc.pid, 9)
+        child.kill()
+        child.wait(timeout=10)

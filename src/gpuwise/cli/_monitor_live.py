@@ -98,7 +98,7 @@ class LiveView:
             procs = self._stats.busiest(limit=min(max(self.rows - 8, 5), HOST_ROWS))
         children = {}
         if self.state.tree:
-            children = {p.pid: self._stats.children(p.pid) for p in procs}
+            children = self._stats.descendants([p.pid for p in procs])
         host = self._host.read(time.monotonic() - self._t0)[0] if self._host else None
         latest = [s.t_s for s in self.history.latest.values()]
         return self._dressed(
@@ -130,8 +130,8 @@ class LiveView:
         if self._last is None or not self.state.paused:
             self._last = self.frame()
         elif self.state.tree and not self._last.children:
-            self._last = replace(self._last, children={
-                p.pid: self._stats.children(p.pid) for p in self._last.processes})  # fmt: skip
+            pids = [p.pid for p in self._last.processes]
+            self._last = replace(self._last, children=self._stats.descendants(pids))
         return self._dressed(self._last)
 
     def press(self, data: bytes) -> None:

@@ -117,12 +117,29 @@ class ProcessStats:
 
     def children(self, pid: int) -> list[DeviceProcess]:
         """Every descendant of ``pid`` (depth first), as host processes with their facts."""
-        proc = self._procs.get(pid)
-        try:
-            kids = (proc or psutil.Process(pid)).children(recursive=True)
-        except (psutil.Error, OSError):
-            return []
-        return [self._fill(DeviceProcess("host", kid.pid), self._cpu(kid.pid)) for kid in kids]
+        return self.descendants([pid])[pid]
+
+    def descendants(self, pids: Sequence[int]) -> dict[int, list[DeviceProcess]]:
+        """Each pid's descendants (depth first), reading every process's parent once.
+
+        One pass over the host's processes serves all the listed ones, so a tree view
+        costs one scan a frame, not one per row.
+        """
+        kids: dict[int, list[int]] = {}
+        for pid, ppid in _parents().items():
+            kids.setdefault(ppid, []).append(pid)
+        out: dict[int, list[DeviceProcess]] = {}
+        for root in pids:
+            found, stack, seen = [], sorted(kids.get(root, []), reverse=True), {root}
+            while stack:
+                pid = stack.pop()
+                if pid in seen:  # a cycle would need a reused pid: stop there
+                    continue
+                seen.add(pid)
+                found.append(self._fill(DeviceProcess("host", pid), self._cpu(pid)))
+                stack += sorted(kids.get(pid, []), reverse=True)
+            out[root] = found
+        return out
 
     def busiest(self, limit: int = 40) -> list[DeviceProcess]:
         """The host's processes with the most CPU since their last reading (for a CPU device).
@@ -247,6 +264,16 @@ def _proc_stat(pid: int) -> tuple[int, int] | None:
         return int(fields[11]) + int(fields[12]), int(fields[21]) * _PAGE_BYTES
     except (IndexError, ValueError):
         return None
+
+
+def _parents() -> dict[int, int]:
+    """Every visible process's parent pid (``psutil``'s one pass over the process table)."""
+    out = {}
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid is not None:
+            out[proc.pid] = int(ppid)
+    return out
 
 
 def _text(value: object) -> str | None:
