@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from gpuwise.telemetry.nvml_procs import DeviceProcess
 from gpuwise.telemetry.proc_stats import ProcessStats
 
@@ -107,5 +109,28 @@ def test_descendants_depth_first_from_one_pass() -> None:
     finally:
         for proc in stats.children(child.pid):
             os.kill(proc.pid, 9)
+        child.kill()
+        child.wait(timeout=10)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads Linux's /proc")
+def test_what_proc_says_matches_psutil() -> None:
+    import psutil
+
+    from gpuwise.telemetry import proc_stats
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        for pid in (os.getpid(), child.pid):
+            got = proc_stats._proc_static(pid, psutil.boot_time())
+            want = psutil.Process(pid).as_dict(["username", "cmdline", "create_time", "ppid"])
+            assert got is not None
+            assert got.user == want["username"]
+            assert got.command == proc_stats.short_command(want["cmdline"])
+            assert got.ppid == want["ppid"]
+            assert got.started_epoch_s is not None
+            assert abs(got.started_epoch_s - want["create_time"]) <= 0.02  # 10 ms ticks
+        assert proc_stats._proc_static(2**22 + 1, 0.0) is None  # beyond pid_max: no such
+    finally:
         child.kill()
         child.wait(timeout=10)
