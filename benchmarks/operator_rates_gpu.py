@@ -487,6 +487,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--steps", type=int, default=5, help="profiled steps per model")
     parser.add_argument("--only", default="", help="comma-separated parts to run")
+    parser.add_argument("--quick", action="store_true", help="3 repeats, 2 profiled steps")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args()
@@ -494,6 +495,8 @@ def main() -> None:
     small = device == "cpu"
     name = args.gpu or (torch.cuda.get_device_name() if device == "cuda" else "H100 SXM")
     card = catalog_card(name)
+    if args.quick:
+        args.repeats, args.steps = 3, 2
     timer = Timer(device, 3 if small else args.repeats)
     parts: dict[str, Callable[[], list[dict[str, Any]]]] = {
         "gemm": lambda: gemm_rows(timer, device, card, small),

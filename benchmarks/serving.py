@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import queue
 import statistics
 import threading
@@ -142,7 +143,7 @@ def candidates(app: ServingApp, quick: bool, ray_ok: bool) -> dict[str, list[tup
             (f"max_batch={b} delay={d}ms pre_workers={w}", _pipeline(app, b, d, w), c)
             for b in batches
             for d in ((5.0,) if quick else (2.0, 10.0))
-            for w in (1, 2)
+            for w in sorted({1, 2, max(1, (os.cpu_count() or 1) // 2)})  # half the cores too
             for c in (b, 2 * b)
         ],
     }

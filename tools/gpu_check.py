@@ -10,7 +10,8 @@ On a machine with a CUDA GPU it runs, each in its own process with a time limit:
 * the profile hooks' overhead, the loader and the end-to-end benchmarks on the GPU;
 * cuDNN's layout transposes against the roofline's charge, and the cuBLAS workspaces
   beside the estimate's peak (``layout_transposes_gpu.py``, ``memory_workspaces_gpu.py``);
-* the estimate's step time and peak for built-in models against the GPU (``sizing_gpu.py``).
+* the estimate's step time and peak for built-in models against the GPU (``sizing_gpu.py``);
+* each operator class's rate beside the step-time model's charge (``operator_rates_gpu.py``).
 
 It prints a pass/fail table and writes ``gpu-check.json`` (``--out``): the device, versions,
 and per check its command, exit code, seconds and the figures its ``--json`` printed.
@@ -65,6 +66,7 @@ def checks(quick: bool) -> list[Check]:
         Check("layout transposes", (py, "benchmarks/layout_transposes_gpu.py", *q, "--json"), True),
         Check("allocator workspaces", (py, "benchmarks/memory_workspaces_gpu.py", "--json"), True),
         Check("sizing vs the GPU", (py, "benchmarks/sizing_gpu.py", *q, "--json"), True),
+        Check("operator rates", (py, "benchmarks/operator_rates_gpu.py", *q), True),
     ]
 
 

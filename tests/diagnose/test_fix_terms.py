@@ -95,7 +95,7 @@ def test_fabric_and_accelerate_fixes_are_made_before_the_framework_takes_over():
     assert loader[0].endswith(", before fabric.setup_dataloaders(loader)  # at train.py:12")
     opt, loader = _hows(in_user_terms(_findings(), _setup("accelerate")))
     assert opt[0].endswith(", before accelerator.prepare(model, optimizer)  # at train.py:20")
-    assert loader[0].endswith(", before accelerator.prepare(..., loader)  # at train.py:12")
+    assert ", before accelerator.prepare(..., loader); " in loader[0]
 
 
 def test_precision_and_compile_in_fabric_and_accelerate_terms():
@@ -128,3 +128,88 @@ def test_framework_is_read_from_the_stack_most_specific_first():
     assert framework_of([fabric, trainer, "train.py"]) == "lightning"  # the Trainer on Fabric
     assert framework_of([accelerate, hf, "train.py"]) == "hf_trainer"
     assert framework_of([accelerate, "train.py"]) == "accelerate"
+
+
+def test_accelerate_fix_goes_on_the_optimizer_and_loader_handed_to_prepare():
+    setup = _setup("accelerate", cls="AdamW")
+    plain = dict(setup["optimizers"][0])
+    prepared = dict(plain, line=21, prepared_at={"file": "/x/train.py", "line": 30})
+    setup["optimizers"] = [plain, prepared]  # a reference optimizer beside the prepared one
+    setup["loaders"].append(dict(setup["loaders"][0], line=13, prepared_at={"line": 30}))
+    opt, loader = _hows(in_user_terms(_findings(), setup))
+    assert opt == ["torch.optim.AdamW(..., fused=True), before accelerator.prepare(model, "
+                   "optimizer)  # at train.py:21"]  # fmt: skip
+    assert loader[0].endswith("DataLoaderConfiguration(non_blocking=True))  # at train.py:13")
+
+
+def test_an_update_with_no_faster_flag_is_spread_with_the_frameworks_accumulation():
+    accelerate = (
+        "Accelerator(gradient_accumulation_steps=4), the step inside "
+        "`with accelerator.accumulate(model):`"
+    )
+    for framework, accumulate in [
+        ("plain", "gradient accumulation"),
+        ("accelerate", accelerate),
+        ("lightning", "Trainer(accumulate_grad_batches=4)"),
+        ("hf_trainer", "TrainingArguments(gradient_accumulation_steps=4)"),
+    ]:
+        setup = _setup(framework, cls="LBFGS", offers=[])
+        (how,) = _hows(in_user_terms(_findings()[:1], setup))[0]
+        spread = "a larger batch (see the batch fix) or fewer optimizer steps per sample"
+        assert how == f"{spread} ({accumulate})"
+
+
+def test_accelerate_settings_point_at_the_accelerator_that_prepared_the_optimizer():
+    from gpuwise.diagnose.fix_terms import first_record
+    from gpuwise.records import Fix
+
+    setup = _setup("accelerate", cls="AdamW")
+    site = {"file": "/x/train.py", "line": 5}
+    setup["optimizers"][0]["prepared_at"] = {"file": "/x/train.py", "line": 30, "accelerator": site}
+    other = {"file": "/x/train.py", "line": 40, "accelerator": {"file": "/x/train.py", "line": 35}}
+    setup["loaders"] = [
+        {"file": "/x/train.py", "line": 12, "prepared_at": other},  # another accelerator's
+        {"file": "/x/train.py", "line": 14, "prepared_at": dict(site, line=30, accelerator=site)},
+    ]
+    assert first_record(setup, "loaders")["line"] == 14  # handed over with the optimizer
+    precision = Finding("fp32", "info", "p", {}, 1.5, (Fix("bf16", "with torch.autocast(x)"),))
+    pinned = Finding("pageable_h2d", "info", "h", {}, 1.5, (Fix("pin", "pin_memory=True"),))
+    (how,), (pin,) = _hows(in_user_terms([precision, pinned], setup))
+    assert how == 'Accelerator(mixed_precision="bf16")  # at train.py:5'
+    assert pin == (
+        "DataLoader(..., pin_memory=True), before accelerator.prepare(..., loader); "
+        "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
+        "  # at train.py:14"
+    )
+
+
+def test_fp16_tensor_cores_get_each_frameworks_fp16_setting():
+    from gpuwise.diagnose.fixes import mixed_precision
+
+    fp16 = mixed_precision("7.0", cpu_bf16=False)
+    assert fp16 is not None
+    finding = [Finding("fp32", "info", "p", {}, 1.5, (fp16,))]
+    for framework, how in [
+        ("accelerate", 'Accelerator(mixed_precision="fp16")'),
+        ("lightning", 'Trainer(precision="16-mixed")'),
+        ("fabric", 'Fabric(precision="16-mixed")'),
+        ("hf_trainer", "TrainingArguments(fp16=True)"),
+    ]:
+        assert _hows(in_user_terms(finding, _setup(framework))) == [[how]]
+    bf16 = mixed_precision("8.0", cpu_bf16=False)
+    assert bf16 is not None
+    bf16_finding = [Finding("fp32", "info", "p", {}, 1.5, (bf16,))]
+    assert _hows(in_user_terms(bf16_finding, _setup("accelerate"))) == [
+        ['Accelerator(mixed_precision="bf16")']
+    ]
+
+
+def test_accelerate_loader_workers_with_pinned_memory_copy_without_blocking():
+    setup = _setup("accelerate")
+    _, loader = _hows(in_user_terms(_findings(), setup))
+    assert loader == [
+        "DataLoader(..., num_workers=4, persistent_workers=True, pin_memory=True), before "
+        "accelerator.prepare(..., loader); "
+        "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
+        "  # at train.py:12"
+    ]

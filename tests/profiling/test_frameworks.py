@@ -107,6 +107,13 @@ def test_accelerate_accumulate_counts_synced_steps(tmp_path: Path) -> None:
     steps = run["steps"]
     assert synced == 5  # 320 samples / batch 32 / 2 accumulated
     assert steps["count"] == synced
+    # one loader (not Accelerate's DataLoaderShard copy), both handed to prepare at line 26
+    # by the Accelerator built at line 16
+    handed = {"line": 26, "accelerator": {"line": 16}}
+    for records in (run["setup"]["loaders"], run["setup"]["optimizers"]):
+        (record,) = records
+        at = record["prepared_at"]
+        assert {"line": at["line"], "accelerator": {"line": at["accelerator"]["line"]}} == handed
     assert steps["micro_steps"]["backward_calls"] == 2.0
     assert steps["micro_steps"]["optimizer_calls"] == 1.0
     check_split(steps)

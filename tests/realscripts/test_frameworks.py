@@ -114,3 +114,103 @@ def test_the_fabric_script_is_seen_as_fabric_and_fixed_where_fabric_takes_over(
     )
     assert loader_fix.how.startswith("DataLoader(..., num_workers=")
     assert loader_fix.how.endswith(", before fabric.setup_dataloaders(loader)  # at train.py:69")
+
+
+def accelerate_script(name: str) -> Path:
+    """A script Accelerate ships in its wheel (``accelerate/test_utils/scripts/``)."""
+    spec = importlib.util.find_spec("accelerate")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("accelerate is pinned in requirements.txt")
+    return Path(next(iter(spec.submodule_search_locations)), "test_utils", "scripts", name)
+
+
+def line_of(text: str, code: str, after: int = 0) -> int:
+    """The first line (1-based) past ``after`` of ``text`` that starts (stripped) with ``code``."""
+    lines = [i for i, x in enumerate(text.splitlines(), 1) if x.strip().startswith(code)]
+    lines = [i for i in lines if i > after]
+    assert lines, code
+    return lines[0]
+
+
+def test_accelerates_own_sync_script_is_fixed_on_what_it_prepares(tmp_path: Path) -> None:
+    """Accelerate's ``test_sync.py``: its loaders, the optimizer it prepares, its steps.
+
+    The script (shipped in the pinned wheel, copied out so that its frames are the user's)
+    builds DataLoaders and hands them to ``accelerator.prepare``, which builds its own
+    ``DataLoaderShard`` from each; then it trains a plain AdamW beside a prepared one under
+    ``accelerator.accumulate`` (2 batches a step) for 5 batches.
+    """
+    from gpuwise.diagnose.fix_terms import in_user_terms
+    from gpuwise.diagnose.fixes import loader_workers
+    from gpuwise.diagnose.step_rules import fused_optimizer
+    from gpuwise.records import Finding, Fix
+    from gpuwise.trials.change import patch_for
+    from gpuwise.trials.plan import Trial
+
+    script = accelerate_script("test_sync.py")
+    shutil.copy(script, tmp_path)
+    text = script.read_text(encoding="utf-8")
+    cmd = [sys.executable, "-m", "gpuwise", "profile", "--json", "--"]
+    cmd += [sys.executable, "test_sync.py"]
+    done = subprocess.run(
+        cmd, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = json.loads(done.stdout)
+    steps = run["steps"]  # one step per batch of the loop with optimizers: 80 samples / 16
+    assert steps["count"] + steps["warmup_excluded"] == 5
+    setup = run["setup"]
+    assert setup["framework"] == "accelerate"
+    # the script's own loaders, each with the prepare call it went to; none of Accelerate's
+    # DataLoaderShard copies
+    built = line_of(text, "dataloader = DataLoader(dset, batch_size=16)")
+    both = line_of(text, "first_dataloader, second_dataloader = accelerator.prepare(")
+    assert [(r["line"], r["batch_size"], r["prepared_at"]["line"]) for r in setup["loaders"]] == [
+        (line_of(text, "first_dataloader = DataLoader("), 16, both),
+        (line_of(text, "second_dataloader = DataLoader("), 16, both),
+        (built, 16, line_of(text, "ddp_model, dataloader = accelerator.prepare(")),
+        (built, 16, line_of(text, "ddp_model, ddp_opt, ddp_sched, dataloader = accelerator")),
+    ]
+    plain, prepared = setup["optimizers"]
+    assert (plain["line"], plain.get("prepared_at")) == (line_of(text, "opt = AdamW("), None)
+    ddp_opt = line_of(text, "ddp_opt = AdamW(")
+    assert (prepared["class"], prepared["line"]) == ("AdamW", ddp_opt)
+    # the Accelerator that prepared it: built in the test function that called the helper
+    caller = line_of(text, "def test_gradient_accumulation_with_opt_and_scheduler(")
+    built_at = line_of(text, "accelerator = Accelerator(", after=caller)
+    assert prepared["prepared_at"]["accelerator"]["line"] == built_at
+    assert [r["prepared_at"]["accelerator"]["line"] for r in setup["loaders"]] == [
+        line_of(text, "accelerator = Accelerator(", after=line_of(text, "def test_dataloader_b")),
+        line_of(text, "accelerator = Accelerator(", after=line_of(text, "def test_dataloader_b")),
+        line_of(text, "accelerator = Accelerator(", after=line_of(text, "def main(")),
+        built_at,
+    ]
+    findings = [
+        Finding("optimizer_bound", "warning", "opt", {}, 1.5, (fused_optimizer(),)),
+        Finding("input_bound", "warning", "in", {}, 1.5, (loader_workers(4, 1),)),
+        Finding("fp32", "info", "p", {}, 1.5, (Fix("bf16", "with torch.autocast(...)"),)),
+    ]
+    (opt_fix,), (loader_fix,), (precision,) = (f.fixes for f in in_user_terms(findings, setup))
+    assert opt_fix.how == (
+        "torch.optim.AdamW(..., fused=True), before accelerator.prepare(model, optimizer)"
+        f"  # at test_sync.py:{ddp_opt}"
+    )
+    assert loader_fix.how.startswith("DataLoader(..., num_workers=")
+    handed = ", before accelerator.prepare(..., loader); "  # the loader prepared with it
+    non_blocking = "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
+    assert loader_fix.how.endswith(f"{handed}{non_blocking}  # at test_sync.py:{built}")
+    assert precision.how == f'Accelerator(mixed_precision="bf16")  # at test_sync.py:{built_at}'
+    # the patch edits the optimizer Accelerate trains with, not the plain one beside it
+    spec = {"optimizer": {"fused": True}}
+    diff = patch_for([Trial("optimizer_fused", "", None, None, spec)], setup)
+    removed = [x[1:] for x in diff.splitlines() if x.startswith("-") and not x.startswith("---")]
+    added = [x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")]
+    assert removed == [text.splitlines()[ddp_opt - 1]]
+    assert added == [removed[0].replace("lr=1e-3)", "lr=1e-3, fused=True)")]
+    # bf16 is set where Accelerate owns it: on that Accelerator(...) call, not torch.autocast
+    diff = patch_for([Trial("autocast_bf16", "", None, None, {"autocast": True})], setup)
+    removed = [x[1:] for x in diff.splitlines() if x.startswith("-") and not x.startswith("---")]
+    added = [x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")]
+    last_arg = line_of(text, "gradient_accumulation_plugin=", after=built_at)
+    assert removed == [text.splitlines()[last_arg - 1]]
+    assert added == [removed[0].replace("_plugin,", '_plugin, mixed_precision="bf16",')]

@@ -192,14 +192,15 @@ def _gpu_notes(names: list[str]) -> list[str]:
 
 
 def _compile_note(compiled: bool) -> list[str]:
-    """What --compile changes: the step's time, not its memory (not modelled)."""
+    """What --compile changes: the step's time; its memory as measured (``compile_memory.py``)."""
     if not compiled:
         return []
     return [
         "--compile: the step is timed with elementwise operators fused into their "
-        "neighbours; the memory figures are eager PyTorch's (torch.compile's effect on "
-        "memory is not modelled, except the compiled chunked loss of --loss "
-        "chunked-compiled)"
+        "neighbours; the memory figures are eager PyTorch's: torch.compile's partitioner "
+        "keeps 0.94-1.00 of the activations eager PyTorch keeps on the built-in models "
+        "(ResNet-50 0.94, BERT-base 0.997, ViT-B/16 and GPT-2 1.00), so they hold within "
+        "6 % of the activations; --loss chunked-compiled models the compiled loss"
     ]
 
 

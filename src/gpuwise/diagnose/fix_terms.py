@@ -37,12 +37,33 @@ PRECISION = {
     "accelerate": 'Accelerator(mixed_precision="bf16")',
 }
 
+PRECISION_FP16 = {
+    "lightning": 'Trainer(precision="16-mixed")',
+    "hf_trainer": "TrainingArguments(fp16=True)",
+    "fabric": 'Fabric(precision="16-mixed")',
+    "accelerate": 'Accelerator(mixed_precision="fp16")',
+}
+"""fp16 (tensor cores without bf16); each framework keeps the gradient scaler itself."""
+
 COMPILE = {
     "lightning": "model = torch.compile(model)  # before trainer.fit(model)",
     "hf_trainer": "TrainingArguments(torch_compile=True)",
     "fabric": "model = torch.compile(model)  # before fabric.setup(model, optimizer)",
     "accelerate": 'Accelerator(dynamo_backend="inductor")',
 }
+
+ACCUMULATE = {
+    "lightning": "Trainer(accumulate_grad_batches=4)",
+    "hf_trainer": "TrainingArguments(gradient_accumulation_steps=4)",
+    "accelerate": (
+        "Accelerator(gradient_accumulation_steps=4), the step inside "
+        "`with accelerator.accumulate(model):`"
+    ),
+}
+"""Gradient accumulation where the framework owns it (4 batches per optimizer step)."""
+
+NON_BLOCKING = "Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))"
+"""Accelerate's copies of pinned batches overlap compute only with ``non_blocking``."""
 
 HANDED_OVER = {
     "fabric": ("fabric.setup_dataloaders(loader)", "fabric.setup(model, optimizer)"),
@@ -63,9 +84,48 @@ def _at(record: Mapping[str, Any] | None) -> str:
     return f"  # at {Path(str(record['file'])).name}:{record.get('line')}"
 
 
-def _first(setup: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    items = setup.get(key) or []
-    return dict(items[0]) if items else None
+def first_record(setup: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """The loader or optimizer record a fix goes on (``key``: ``loaders``, ``optimizers``).
+
+    The first one the job built, or for Accelerate the first it handed to
+    ``accelerator.prepare`` (``prepared_at``): the one Accelerate trains with. A loader
+    handed over with the prepared optimizer (the same ``prepare`` call, else the same
+    ``Accelerator``) comes before the others.
+    """
+    items = [dict(r) for r in setup.get(key) or [] if isinstance(r, Mapping)]
+    prepared = [r for r in items if r.get("prepared_at")]
+    if key == "loaders" and prepared:
+        opt = first_record(setup, "optimizers") or {}
+        handed = opt.get("prepared_at") or {}
+        for same in (_call_of, _accelerator_of):
+            known = same(handed) if handed else (None, None)
+            beside = [r for r in prepared if known[0] and same(r["prepared_at"]) == known]
+            if beside:
+                return beside[0]
+    chosen = prepared or items
+    return chosen[0] if chosen else None
+
+
+def _call_of(prepared_at: Mapping[str, Any]) -> tuple[Any, Any]:
+    return prepared_at.get("file"), prepared_at.get("line")
+
+
+def _accelerator_of(prepared_at: Mapping[str, Any]) -> tuple[Any, Any]:
+    site = prepared_at.get("accelerator") or {}
+    return (site.get("file"), site.get("line")) if site else (None, None)
+
+
+def accelerator_record(setup: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where an Accelerate script built its ``Accelerator`` (``{"file", "line"}``), if known.
+
+    The one that prepared the job's optimizer, else its loader (``prepared_at``).
+    """
+    for key in ("optimizers", "loaders"):
+        record = first_record(setup, key) or {}
+        site = (record.get("prepared_at") or {}).get("accelerator")
+        if isinstance(site, Mapping) and site.get("file"):
+            return dict(site)
+    return None
 
 
 def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: bool = True) -> str:
@@ -77,7 +137,7 @@ def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: b
         at: End with a comment naming the file:line that built the loader.
     """
     framework = setup.get("framework", "plain")
-    loader = _first(setup, "loaders")
+    loader = first_record(setup, "loaders")
     if framework == "hf_trainer":
         hf = {HF_LOADER_ARGS[k]: v for k, v in kwargs.items() if k in HF_LOADER_ARGS}
         return f"TrainingArguments({_args(hf)})"
@@ -91,7 +151,7 @@ def loader_setting(kwargs: Mapping[str, Any], setup: Mapping[str, Any], *, at: b
 
 def optimizer_setting(flag: str, setup: Mapping[str, Any], *, at: bool = True) -> str:
     """The optimizer flag on the user's own class, in their framework's terms."""
-    opt = _first(setup, "optimizers") or {}
+    opt = first_record(setup, "optimizers") or {}
     cls = str(opt.get("class") or "AdamW")
     framework = setup.get("framework", "plain")
     if framework == "hf_trainer":
@@ -113,6 +173,8 @@ def framework_setting(name: str, spec: Mapping[str, Any], setup: Mapping[str, An
     parts = []
     if "loader" in spec:
         parts.append(loader_setting(spec["loader"], setup, at=False))
+        if framework == "accelerate" and spec["loader"].get("pin_memory"):
+            parts.append(NON_BLOCKING)
     if spec.get("torch_threads"):
         parts.append(f"torch.set_num_threads({spec['torch_threads']})")
     for flag, on in (spec.get("optimizer") or {}).items():
@@ -168,21 +230,29 @@ def _rewrite(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
         kwargs: dict[str, Any] = {"num_workers": int(workers.group(1)), "persistent_workers": True}
         if "pin_memory=True" in fix.how:
             kwargs["pin_memory"] = True
+        if kwargs.get("pin_memory") and framework == "accelerate":
+            how = f"{loader_setting(kwargs, setup, at=False)}; {NON_BLOCKING}"
+            return [Fix(fix.action, how + _at(first_record(setup, "loaders")))]
         return [Fix(fix.action, loader_setting(kwargs, setup))]
     if "pin_memory=True" in fix.how and framework == "hf_trainer":
         return [Fix(fix.action, "TrainingArguments(dataloader_pin_memory=True); "
                     "batches then cross with non_blocking copies")]  # fmt: skip
+    if "pin_memory=True" in fix.how and framework == "accelerate":
+        how = f"{loader_setting({'pin_memory': True}, setup, at=False)}; {NON_BLOCKING}"
+        return [Fix(fix.action, how + _at(first_record(setup, "loaders")))]
     if "pin_memory=True" in fix.how and framework in HANDED_OVER:
         return [Fix(fix.action, loader_setting({"pin_memory": True}, setup))]
+    at = _at(accelerator_record(setup)) if framework == "accelerate" else ""
     if "torch.compile(" in fix.how and framework in COMPILE:
-        return [Fix(fix.action, COMPILE[framework])]
+        return [Fix(fix.action, COMPILE[framework] + at)]
     if "torch.autocast(" in fix.how and framework in PRECISION:
-        return [Fix(fix.action, PRECISION[framework])]
+        fp16 = "torch.float16" in fix.how
+        return [Fix(fix.action, (PRECISION_FP16 if fp16 else PRECISION)[framework] + at)]
     return [fix]
 
 
 def _optimizer_fix(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
-    opt = _first(setup, "optimizers")
+    opt = first_record(setup, "optimizers")
     if opt is None:
         return [fix]
     cls, offers = str(opt.get("class")), list(opt.get("offers") or [])
@@ -201,11 +271,14 @@ def _optimizer_fix(fix: Fix, setup: Mapping[str, Any]) -> list[Fix]:
         )
         return [Fix(action, optimizer_setting("foreach", setup))]
     device = opt.get("device", "this device")
+    framework = str(setup.get("framework", "plain"))
+    accumulate = ACCUMULATE.get(framework, "gradient accumulation")
+    at = _at(accelerator_record(setup)) if framework == "accelerate" else ""
     return [
         Fix(
             f"{cls} offers no fused or foreach update on {device} (or runs it already); "
             "spread the update's fixed cost over more samples",
-            "a larger batch (see the batch fix) or fewer optimizer steps per sample "
-            "(gradient accumulation)",
+            f"a larger batch (see the batch fix) or fewer optimizer steps per sample "
+            f"({accumulate}){at}",
         )
     ]

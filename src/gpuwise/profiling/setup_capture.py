@@ -20,6 +20,12 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
+from gpuwise.profiling.accelerate_prepare import (
+    accelerator_site,
+    rebuilt_by_accelerate,
+    watch_prepare,
+)
+
 SETUP_FILES = "setup-*.json"
 
 LOADER_KEYS = ("batch_size", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
@@ -148,6 +154,8 @@ class JobSetup:
             "cores": usable_cores(),
             "process_starts": [],
         }
+        self._by_id: dict[int, dict[str, Any]] = {}
+        self._watching = False
 
     def _where(self) -> dict[str, Any]:
         file, line, files = user_frame(3)
@@ -157,13 +165,21 @@ class JobSetup:
         return {"file": file, "line": line, "code": source_line(file, line), "framework": framework}
 
     def loader_built(self, loader: Any) -> None:
-        """Record a DataLoader just constructed (its settings after any trial override)."""
+        """Record a DataLoader just constructed (its settings after any trial override).
+
+        Accelerate's copy of a loader the script built (``accelerator.prepare``) is left
+        out: the script's own loader is the one to fix.
+        """
+        _, _, files = user_frame(2)
+        if rebuilt_by_accelerate(files):
+            return
         record = self._where()
         for key in LOADER_KEYS:
             value = getattr(loader, key, None)
             record[key] = value if isinstance(value, (bool, int, type(None))) else str(value)
         record.update(dataset_facts(loader))
         self.doc["loaders"].append(record)
+        self._keep(loader, record)
         self.write()
 
     def optimizer_built(self, optimizer: Any) -> None:
@@ -189,6 +205,27 @@ class JobSetup:
             }
         )
         self.doc["optimizers"].append(record)
+        self._keep(optimizer, record)
+        self.write()
+
+    def _keep(self, obj: Any, record: dict[str, Any]) -> None:
+        """Remember ``obj``'s record, and watch ``accelerator.prepare`` once it exists."""
+        self._by_id[id(obj)] = record
+        if not self._watching and record["framework"] == "accelerate":
+            self._watching = watch_prepare(self.prepared)
+
+    def prepared(self, accelerator: Any, objects: tuple[Any, ...]) -> None:
+        """Mark the records of ``objects`` handed to ``accelerator.prepare`` at the user's line.
+
+        Each mark names the ``prepare`` call and, where it is found, the
+        ``Accelerator(...)`` call that built ``accelerator`` (``accelerator_site``).
+        """
+        file, line, _ = user_frame(3)
+        site = accelerator_site(accelerator, sys._getframe(1), _is_library)
+        for obj in objects:
+            record = self._by_id.get(id(obj))
+            if record is not None and record.get("prepared_at") is None:
+                record["prepared_at"] = {"file": file, "line": line, "accelerator": site}
         self.write()
 
     def process_started(self, process: Any) -> None:

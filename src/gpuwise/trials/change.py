@@ -2,10 +2,12 @@
 
 A winning trial's overrides become edits of the user's own source: keyword arguments of
 the ``DataLoader(...)`` or optimizer call found (with ``ast``) at the captured file:line,
-or of the ``TrainingArguments(...)`` call for a Hugging Face Trainer job, whose loaders and
-optimizer the Trainer builds from those arguments. The result is a unified diff against
-the real file (``difflib``), nothing applied. What cannot be a keyword edit (autocast,
-``torch.compile``) is a line of text in the framework's own terms.
+of the ``TrainingArguments(...)`` call for a Hugging Face Trainer job, whose loaders and
+optimizer the Trainer builds from those arguments, or, for an Accelerate script, of its
+``Accelerator(...)`` call (mixed precision, compilation). The result is a unified diff
+against the real file (``difflib``), nothing applied. What cannot be a keyword edit
+(autocast and ``torch.compile`` outside Accelerate) is a line of text in the framework's
+own terms.
 """
 
 from __future__ import annotations
@@ -16,8 +18,19 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuwise.diagnose.fix_terms import HF_LOADER_ARGS, framework_setting
+from gpuwise.diagnose.fix_terms import (
+    HF_LOADER_ARGS,
+    accelerator_record,
+    first_record,
+    framework_setting,
+)
 from gpuwise.trials.plan import Trial
+
+ACCELERATOR_ARGS = {
+    "autocast": ("mixed_precision", "bf16"),
+    "compile": ("dynamo_backend", "inductor"),
+}
+"""Trial overrides an Accelerate script sets on its ``Accelerator(...)`` call."""
 
 
 def _py(value: Any) -> str:
@@ -114,8 +127,8 @@ def _edits(
 ) -> Iterable[tuple[str, Any, str, dict[str, Any]]]:
     """``(record kind, record, callee, kwargs)`` for each call the trial edits."""
     framework = setup.get("framework", "plain")
-    loader = (setup.get("loaders") or [None])[0]
-    opt = (setup.get("optimizers") or [None])[0]
+    loader = first_record(setup, "loaders")
+    opt = first_record(setup, "optimizers")
     hf = framework == "hf_trainer"
     if "loader" in trial.spec and loader is not None:
         kwargs = dict(trial.spec["loader"])
@@ -129,6 +142,10 @@ def _edits(
                 yield "optimizer", opt, "TrainingArguments", {"optim": "adamw_torch_fused"}
         else:
             yield "optimizer", opt, str(opt.get("class")), flags
+    site = accelerator_record(setup) if framework == "accelerate" else None
+    owned = {k: v for k, v in ACCELERATOR_ARGS.items() if trial.spec.get(k)}
+    if site is not None and owned:
+        yield "accelerator", site, "Accelerator", dict(owned.values())
 
 
 def changes_for(winners: list[Trial], setup: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -171,7 +188,7 @@ def statement_line(text: str, line: int) -> int:
 
 def _optimizer_site(setup: Mapping[str, Any]) -> tuple[str, int | None, str] | None:
     """``(file, line, callee)`` of the optimizer the job built, in the process that trains."""
-    opt = (setup.get("optimizers") or [None])[0]
+    opt = first_record(setup, "optimizers")
     if opt is None or not opt.get("file") or setup.get("framework", "plain") != "plain":
         return None
     return str(opt["file"]), opt.get("line"), str(opt.get("class"))
