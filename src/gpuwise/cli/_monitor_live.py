@@ -98,7 +98,7 @@ class LiveView:
             procs = self._stats.busiest(limit=min(max(self.rows - 8, 5), HOST_ROWS))
         children = {}
         if self.state.tree:
-            children = {p.pid: self._stats.children(p.pid) for p in procs}
+            children = self._stats.descendants([p.pid for p in procs])
         host = self._host.read(time.monotonic() - self._t0)[0] if self._host else None
         latest = [s.t_s for s in self.history.latest.values()]
         return self._dressed(
@@ -130,8 +130,8 @@ class LiveView:
         if self._last is None or not self.state.paused:
             self._last = self.frame()
         elif self.state.tree and not self._last.children:
-            self._last = replace(self._last, children={
-                p.pid: self._stats.children(p.pid) for p in self._last.processes})  # fmt: skip
+            pids = [p.pid for p in self._last.processes]
+            self._last = replace(self._last, children=self._stats.descendants(pids))
         return self._dressed(self._last)
 
     def press(self, data: bytes) -> None:
@@ -141,19 +141,15 @@ class LiveView:
 
     def run(self, console: Console, end: float | None) -> None:
         """Redraw until ``end`` (``time.monotonic``), ``q`` or Ctrl-C, in the alternate screen."""
-        from rich.live import Live
+        from gpuwise.cli._monitor_screen import alternate_screen
+        from gpuwise.report.monitor.view import frame_lines
 
-        from gpuwise.report.monitor.view import render
+        def draw() -> None:
+            width, self.rows = console.size
+            screen.draw(frame_lines(self.current(), width, self.rows), width, self.rows)
 
-        self.rows = console.size.height
-
-        def draw() -> Any:
-            return render(self.current(), width=console.size.width, height=console.size.height)
-
-        with (
-            cbreak(sys.stdin) as keys,
-            Live(draw(), console=console, screen=True, auto_refresh=False) as live,
-        ):
+        with cbreak(sys.stdin) as keys, alternate_screen(console) as screen:
+            draw()
             next_draw = time.monotonic() + self.refresh_s
             while not self.state.quit and (end is None or time.monotonic() < end):
                 stop = next_draw if end is None else min(next_draw, end)
@@ -165,7 +161,7 @@ class LiveView:
                 else:
                     next_draw = time.monotonic() + self.refresh_s
                 if not self.state.quit:
-                    live.update(draw(), refresh=True)
+                    draw()
 
 
 @contextlib.contextmanager

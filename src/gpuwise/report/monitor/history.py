@@ -67,6 +67,7 @@ class MonitorHistory:
         self.buckets = buckets
         self.power_limits_w = dict(power_limits_w or {})
         self._data: dict[tuple[str, str], deque[list[float]]] = {}
+        self._rows: dict[str, list[deque[list[float]]]] = {}  # the same deques, by device
         self._lock = threading.Lock()  # the sampler thread adds while the view draws
         self.latest: dict[str, Sample] = {}
         self.first_energy_j: dict[str, float] = {}
@@ -79,21 +80,28 @@ class MonitorHistory:
         self.latest[sample.device] = sample
         if sample.energy_j is not None:
             self.first_energy_j.setdefault(sample.device, sample.energy_j)
-        bucket = math.floor(sample.t_s / self.bucket_s)
+        bucket = float(math.floor(sample.t_s / self.bucket_s))
         limit = self.power_limits_w.get(sample.device)
-        with self._lock:
-            for metric in METRICS:
-                value = metric_pct(sample, metric, limit)
-                if value is not None:
-                    self._add(sample.device, metric, bucket, value)
+        values = [metric_pct(sample, metric, limit) for metric in METRICS]
+        with self._lock:  # per sample and metric: one comparison and two additions
+            rows = self._rows.get(sample.device)
+            if rows is None:  # one deque per metric, made once per device
+                rows = [self._new_rows(sample.device, m) for m in METRICS]
+                self._rows[sample.device] = rows
+            for row, value in zip(rows, values, strict=True):
+                if value is None:
+                    continue
+                last = row[-1] if row else None
+                if last is not None and last[0] == bucket:
+                    last[1] += value
+                    last[2] += 1.0
+                else:
+                    row.append([bucket, value, 1.0])
 
-    def _add(self, device: str, metric: str, bucket: int, value: float) -> None:
-        rows = self._data.setdefault((device, metric), deque(maxlen=self.buckets + 1))
-        if rows and rows[-1][0] == bucket:
-            rows[-1][1] += value
-            rows[-1][2] += 1
-        else:
-            rows.append([float(bucket), value, 1.0])
+    def _new_rows(self, device: str, metric: str) -> deque[list[float]]:
+        rows: deque[list[float]] = deque(maxlen=self.buckets + 1)
+        self._data[(device, metric)] = rows
+        return rows
 
     def energy_j(self, device: str) -> float | None:
         """Energy the device used since the first reading (its counter's increase)."""
@@ -121,6 +129,9 @@ class MonitorHistory:
         """The window as ``width`` block characters scaled 0 to ``top`` (gaps: spaces)."""
         means = self.means(device, metric, now_s)
         per = max(1, math.ceil(len(means) / max(width, 1)))  # buckets per character
+        if per == 1:  # one bucket a character: the common, wide case, without chunks
+            line = "".join(" " if m is None else _block(m, top) for m in means)
+            return line.rjust(width)
         cells = []
         for i in range(len(means) % per, len(means), per):  # the newest bucket ends a cell
             chunk = [m for m in means[i : i + per] if m is not None]

@@ -5,11 +5,13 @@ process): device, pid, user, GPU memory and SM share from NVML, then CPU %, host
 memory, time since it started and a short command from ``psutil``
 (``telemetry.proc_stats``). In tree view each process is followed by the processes it
 started (DataLoader workers, a launcher's ranks), indented under it. Nothing here reads a
-process; the rows come in a ``ProcessTable``.
+process; the rows come in a ``ProcessTable``. Lines are ``(text, style)`` pieces
+(``report.monitor.spans``).
 
 Example:
+    >>> from gpuwise.report.monitor.spans import plain
     >>> rows = [DeviceProcess("gpu0", 7, 2 << 30, 40.0, "amy", "python train.py")]
-    >>> [str(line) for line in process_lines(ProcessTable(rows), width=80)][1].split()[:4]
+    >>> [plain(line) for line in process_lines(ProcessTable(rows), width=80)][1].split()[:4]
     ['gpu0', '7', 'amy', '2.0']
 """
 
@@ -18,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from rich.text import Text
-
+from gpuwise.report.monitor.spans import Line
 from gpuwise.report.units import format_bytes
 from gpuwise.telemetry.nvml_procs import DeviceProcess
 
@@ -142,33 +143,30 @@ def table_rows(table: ProcessTable) -> list[tuple[list[str], bool]]:
     return rows
 
 
-def process_lines(table: ProcessTable, width: int = 120, rows: int | None = None) -> list[Text]:
+def process_lines(table: ProcessTable, width: int = 120, rows: int | None = None) -> list[Line]:
     """The process table: a header and a line per row (``rows`` at most), cut to ``width``."""
     if not table.processes:
         what = "no compute processes on these GPUs" if table.gpu else "no process visible from here"
-        return [Text(what, "dim")]
+        return [[(what, "dim")]]
     shown = table_rows(table)
     head = _head(table)
     if rows is not None and len(shown) > rows:
         more = [*[""] * (len(head) - 1), f"… and {len(shown) - rows + 1} more (a taller terminal)"]
         shown = [*shown[: rows - 1], (more, True)]
     if not shown:
-        return [
-            Text.assemble((" ".join(head), "bold")),
-            Text(f"no process matches '{table.filter}'", "dim"),
-        ]
+        return [[(" ".join(head), "bold")], [(f"no process matches '{table.filter}'", "dim")]]
     widths = [
         max(len(r[i]) for r in [head, *(cells for cells, _ in shown)]) for i in range(len(head) - 1)
     ]
     room = max(width - sum(widths) - len(widths), 10)
     left = {0, 2, len(head) - 1}
 
-    def line(cells: list[str], style: str = "") -> Text:
+    def line(cells: list[str], style: str = "") -> Line:
         command = cells[-1] if len(cells[-1]) <= room else cells[-1][: room - 1] + "…"
         parts = [
             c.ljust(w) if i in left else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths, strict=False))
         ]
-        return Text(" ".join([*parts, command]), style)
+        return [(" ".join([*parts, command]), style)]
 
     return [line(head, "bold"), *(line(cells, "dim" if child else "") for cells, child in shown)]

@@ -10,12 +10,13 @@ second, red beyond (``THRESHOLDS``). Throttle reasons that slow the clocks (powe
 thermal, power brake) are red; ``gpu_idle`` is dim.
 
 Example:
+    >>> import io
     >>> from rich.console import Console
     >>> from gpuwise.records import Sample
     >>> history = MonitorHistory()
     >>> history.add(Sample(0.0, "gpu0", utilization_pct=71.0))
     >>> frame = MonitorFrame(devices=[{"id": "gpu0", "name": "H100"}], history=history)
-    >>> console = Console(width=100, record=True, file=open("/dev/null", "w"))
+    >>> console = Console(width=100, record=True, file=io.StringIO())
     >>> console.print(render(frame))
     >>> "71 %" in console.export_text()
     True
@@ -32,10 +33,20 @@ from rich.text import Text
 from gpuwise.records import Sample
 from gpuwise.report.monitor.history import MonitorHistory, metric_pct
 from gpuwise.report.monitor.procs import SORT_KEYS, ProcessTable, process_lines, sort_processes
+from gpuwise.report.monitor.spans import Line, Span, SpanLines
 from gpuwise.report.units import format_bytes
 from gpuwise.telemetry.nvml_procs import DeviceProcess, MigInstance
 
-__all__ = ["SORT_KEYS", "MonitorFrame", "bar", "level_style", "render", "sort_processes"]
+__all__ = [
+    "SORT_KEYS",
+    "MonitorFrame",
+    "SpanLines",
+    "bar",
+    "frame_lines",
+    "level_style",
+    "render",
+    "sort_processes",
+]
 
 THRESHOLDS = {"util": (70.0, 90.0), "memory": (70.0, 90.0), "power": (80.0, 95.0)}
 """Per metric on its 0-100 scale: (yellow from, red from)."""
@@ -118,18 +129,22 @@ def level_style(value: float | None, limits: tuple[float, float]) -> str:
 
 def bar(share_pct: float | None, style: str, width: int = BAR_WIDTH) -> Text:
     """A horizontal gauge ``width`` cells wide, filled to ``share_pct`` (empty: n/a)."""
+    return Text.assemble(*_bar(share_pct, style, width))
+
+
+def _bar(share_pct: float | None, style: str, width: int) -> Line:
     if share_pct is None:
-        return Text("·" * width, style="dim")
+        return [("·" * width, "dim")]
     filled = round(min(max(share_pct, 0.0), 100.0) / 100.0 * width)
-    return Text.assemble(("█" * filled, style), ("░" * (width - filled), "dim"))
+    return [("█" * filled, style), ("░" * (width - filled), "dim")]
 
 
-def render(frame: MonitorFrame, width: int = 120, height: int | None = None) -> Text:
-    """The whole view as one ``Text``: header, a block per device, processes, host.
+def render(frame: MonitorFrame, width: int = 120, height: int | None = None) -> SpanLines:
+    """The whole view as a rich renderable: header, a block per device, processes, host.
 
-    Drawn as plain lines with styled spans rather than nested tables: a redraw of eight
-    GPUs then costs rich about a millisecond, which keeps the view inside the monitor's
-    CPU budget (``benchmarks/monitor_view.py``).
+    Drawn as plain lines of styled pieces (Note [drawing cheaply] in
+    ``report.monitor.spans``), so that a redraw of eight GPUs stays inside the monitor's
+    CPU budget (``benchmarks/monitor_view.py``); lines wider than the terminal are cut.
 
     Args:
         frame: What to show.
@@ -137,10 +152,15 @@ def render(frame: MonitorFrame, width: int = 120, height: int | None = None) -> 
         height: Terminal rows: the process table lists only the rows that fit (at least
             three), so a long list costs no drawing it would not show.
     """
-    lines: list[Text] = [Text(frame.title, style="bold")]
+    return SpanLines(frame_lines(frame, width, height))
+
+
+def frame_lines(frame: MonitorFrame, width: int = 120, height: int | None = None) -> list[Line]:
+    """The lines ``render`` draws, as ``(text, style)`` pieces (arguments as there)."""
+    lines: list[Line] = [[(frame.title, "bold")]]
     if frame.paused:
-        lines[0].append("  PAUSED (space resumes)", "bold reverse yellow")
-    lines += [Text(note, style="yellow") for note in frame.notes]
+        lines[0].append(("  PAUSED (space resumes)", "bold reverse yellow"))
+    lines += [[(note, "yellow")] for note in frame.notes]
     if frame.show_help:
         lines += help_lines()
     else:
@@ -151,30 +171,27 @@ def render(frame: MonitorFrame, width: int = 120, height: int | None = None) -> 
         rows = None if height is None else max(height - len(lines) - 2, 3)
         lines += process_lines(frame.table(), width, rows)
     lines.append(footer(frame))
-    out = Text("\n").join(lines)
-    out.no_wrap = True
-    out.overflow = "crop"
-    return out
-
-
-def help_lines() -> list[Text]:
-    """The keys of the live view, one line each."""
-    lines = [Text("keys", "bold")]
-    lines += [Text.assemble((f"  {key:<12}", "bold cyan"), what) for key, what in KEYS_HELP]
     return lines
 
 
-def footer(frame: MonitorFrame) -> Text:
+def help_lines() -> list[Line]:
+    """The keys of the live view, one line each."""
+    lines: list[Line] = [[("keys", "bold")]]
+    lines += [[(f"  {key:<12}", "bold cyan"), (what, "")] for key, what in KEYS_HELP]
+    return lines
+
+
+def footer(frame: MonitorFrame) -> Line:
     """The last line: the filter being typed, or the keys and the table's order."""
     if frame.editing:
-        return Text.assemble(("filter: ", "bold"), frame.filter, ("█", "blink"), (
-            "   Enter keeps it, Esc clears it", "dim"))  # fmt: skip
+        return [("filter: ", "bold"), (frame.filter, ""), ("█", "blink"),
+                ("   Enter keeps it, Esc clears it", "dim")]  # fmt: skip
     what = "GPU processes" if frame.table().gpu else "host processes by CPU"
     text = f"q quit · h help · < > sort · / filter · t tree · space pause — {what}"
     text += f", sorted by {frame.sort}"
     if frame.filter:
         text += f", filtered by '{frame.filter}'"
-    return Text(text + (", as a tree" if frame.tree else ""), "dim")
+    return [(text + (", as a tree" if frame.tree else ""), "dim")]
 
 
 def gauge_widths(width: int) -> tuple[int, int]:
@@ -189,32 +206,32 @@ def gauge_widths(width: int) -> tuple[int, int]:
     return max(room - spark, 8), spark
 
 
-def value_bar(share_pct: float | None, style: str, text: str, width: int) -> Text:
+def value_bar(share_pct: float | None, style: str, text: str, width: int) -> Line:
     """A gauge ``width`` cells wide with ``text`` written over its left end (nvitop-like)."""
     label = f" {text} "[:width]
     if share_pct is None:
-        return Text.assemble((label, "bold"), ("·" * (width - len(label)), "dim"))
+        return [(label, "bold"), ("·" * (width - len(label)), "dim")]
     filled = round(min(max(share_pct, 0.0), 100.0) / 100.0 * width)
     on_fill = min(filled, len(label))
     rest = max(filled - len(label), 0)  # filled cells past the text
-    return Text.assemble(
+    return [
         (label[:on_fill], f"bold black on {style}"),
         (label[on_fill:], "bold"),
         ("█" * rest, style),
         ("░" * (width - len(label) - rest), "dim"),
-    )
+    ]
 
 
-def _device_block(frame: MonitorFrame, device: dict[str, Any], width: int = 120) -> list[Text]:
+def _device_block(frame: MonitorFrame, device: dict[str, Any], width: int = 120) -> list[Line]:
     dev_id = str(device.get("id"))
     sample = frame.history.latest.get(dev_id)
-    head = Text.assemble((f"{dev_id}  ", "bold cyan"), (str(device.get("name") or ""), "bold"))
+    head: Line = [(f"{dev_id}  ", "bold cyan"), (str(device.get("name") or ""), "bold")]
     if sample is None:
-        return [head, Text("  no reading yet (or the device stopped answering)", "dim")]
-    head.append_text(_extras(sample))
+        return [head, [("  no reading yet (or the device stopped answering)", "dim")]]
+    head += _extras(sample)
     energy = frame.history.energy_j(dev_id)
     if energy is not None:
-        head.append(f"  energy {_joules(energy)} since start", "dim")
+        head.append((f"  energy {_joules(energy)} since start", "dim"))
     lines = [head]
     limit = frame.power_limits_w.get(dev_id)
     for metric, label in (("util", "util"), ("memory", "mem"), ("power", "power")):
@@ -243,18 +260,19 @@ def _gauge_line(
     style: str,
     text: str,
     width: int = 120,
-) -> Text:
+) -> Line:
     bar_width, spark_width = gauge_widths(width)
     spark = ""
     if spark_width:
         spark = frame.history.sparkline(dev_id, metric, width=spark_width, now_s=frame.now_s)
-    return Text.assemble(
+    history = spark.lstrip(" ")
+    return [
         (f"  {label:<{LABEL_WIDTH - 2}}", "bold"),
-        value_bar(value, style if value is not None else "dim", text, bar_width),
-        " ",
-        ("·" * (len(spark) - len(spark.lstrip(" "))), "dim"),  # before the first reading
-        (spark.lstrip(" "), "cyan"),
-    )
+        *value_bar(value, style if value is not None else "dim", text, bar_width),
+        (" ", ""),
+        ("·" * (len(spark) - len(history)), "dim"),  # before the first reading
+        (history, "cyan"),
+    ]
 
 
 def _value(sample: Sample, metric: str, limit: float | None) -> str:
@@ -274,48 +292,47 @@ def _joules(value_j: float) -> str:
     return f"{value_j / 1e3:.1f} kJ" if value_j < 1e6 else f"{value_j / 1e6:.2f} MJ"
 
 
-def _extras(sample: Sample) -> Text:
+def _extras(sample: Sample) -> Line:
     """SM/tensor activity, clocks and throttle reasons, where the device reports them."""
-    out = Text()
+    out: Line = []
     if sample.sm_active_pct is not None:
-        out.append(f"  SM active {sample.sm_active_pct:.0f} %")
+        out.append((f"  SM active {sample.sm_active_pct:.0f} %", ""))
     if sample.tensor_active_pct is not None:
-        out.append(f"  tensor {sample.tensor_active_pct:.0f} %")
+        out.append((f"  tensor {sample.tensor_active_pct:.0f} %", ""))
     if sample.sm_clock_mhz is not None:
-        out.append(f"  SM clock {sample.sm_clock_mhz:.0f} MHz", "dim")
+        out.append((f"  SM clock {sample.sm_clock_mhz:.0f} MHz", "dim"))
     if sample.throttle_reasons:
-        out.append("  throttle ")
+        out.append(("  throttle ", ""))
         for i, reason in enumerate(sample.throttle_reasons):
-            out.append(("," if i else "") + reason, "red" if reason in SLOWING else "dim")
+            out.append((("," if i else "") + reason, "red" if reason in SLOWING else "dim"))
     return out
 
 
-def _mig_lines(migs: list[MigInstance]) -> list[Text]:
-    lines = [
-        Text(f"  {'MIG':<11} {'profile':<10} {'GI':>3} {'CI':>3}  {'memory':<21} UUID", "bold")
+def _mig_lines(migs: list[MigInstance]) -> list[Line]:
+    lines: list[Line] = [
+        [(f"  {'MIG':<11} {'profile':<10} {'GI':>3} {'CI':>3}  {'memory':<21} UUID", "bold")]
     ]
     for m in migs:
         gi = "n/a" if m.gpu_instance is None else str(m.gpu_instance)
         ci = "n/a" if m.compute_instance is None else str(m.compute_instance)
         memory = f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"
-        lines.append(
-            Text.assemble(
-                f"  {m.id:<11} {m.name or 'n/a':<10} {gi:>3} {ci:>3}  {memory:<21} ",
-                (m.uuid or "n/a", "dim"),
-            )
-        )
+        lines.append([
+            (f"  {m.id:<11} {m.name or 'n/a':<10} {gi:>3} {ci:>3}  {memory:<21} ", ""),
+            (m.uuid or "n/a", "dim"),
+        ])  # fmt: skip
     return lines
 
 
-def _host_line(host: Sample) -> Text:
+def _host_line(host: Sample) -> Line:
     util = host.utilization_pct
     mem = metric_pct(host, "memory")
     used = f"{format_bytes(host.memory_used_bytes)} / {format_bytes(host.memory_total_bytes)}"
-    return Text.assemble(
+    cpu: Span = (f" {'n/a' if util is None else f'{util:.0f} %':<6} ", "")
+    return [
         ("host  CPU ", "bold"),
-        bar(util, level_style(util, THRESHOLDS["util"]), width=12),
-        f" {'n/a' if util is None else f'{util:.0f} %':<6} ",
+        *_bar(util, level_style(util, THRESHOLDS["util"]), 12),
+        cpu,
         ("memory ", "bold"),
-        bar(mem, level_style(mem, THRESHOLDS["memory"]), width=12),
-        f" {used}",
-    )
+        *_bar(mem, level_style(mem, THRESHOLDS["memory"]), 12),
+        (f" {used}", ""),
+    ]
