@@ -52,7 +52,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[8, 32, 64, 128])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="batches 8 and 32 only")
     args = parser.parse_args()
+    if args.quick:
+        args.batches = [8, 32]
     if not torch.cuda.is_available():
         print("memory_workspaces_gpu: no CUDA GPU here; nothing to measure")
         return

@@ -445,6 +445,9 @@ def main() -> int:
     """Fit leaving each source out, print the rows and the summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-cache", action="store_true", help="trace everything afresh")
+    parser.add_argument(
+        "--quick", action="store_true", help="the same run (`make bench`): every row is needed"
+    )
     args = parser.parse_args()
     cache = None if args.no_cache else Path(tempfile.gettempdir()) / "gpuwise-sizing-sources"
     traces = Traces(cache)
