@@ -337,7 +337,7 @@ def run_arrays(run: Run, est: MemoryEstimate) -> RunArrays:
             continue
         grow = 1.0 if op.phase == "optimizer" else scale
         kind = cr.op_class(op)
-        rate = _flop_rate(op, kind, rates, scale, run.precision)
+        rate = _flop_rate(op, kind, rates, scale, run.precision, est.widths)
         if kind == "conv":
             rate /= cr.CONV_EFFICIENCY
         compute.append(op.flops * grow / rate if op.flops else 0.0)

@@ -10,6 +10,7 @@ from gpuwise.cli._common import NA, guard, make_console, na, print_json, usage_e
 from gpuwise.cli._model_args import add_channels_last, add_model_arguments
 
 if TYPE_CHECKING:
+    from gpuwise.sizing.hardware.catalog import GpuSpec
     from gpuwise.sizing.job.job import SizingJob
     from gpuwise.sizing.memory.estimate import MemoryEstimate
 
@@ -204,6 +205,15 @@ def _compile_note(compiled: bool) -> list[str]:
     ]
 
 
+def _padding_note(est: MemoryEstimate, gpus: list[GpuSpec] | None, compiled: bool) -> list[str]:
+    """Padding a misaligned width, where it saves enough on a card considered."""
+    from gpuwise.sizing.advice.alignment import padding_advice
+    from gpuwise.sizing.hardware.catalog import load_catalog
+
+    found = padding_advice(est, gpus or load_catalog(), compiled=compiled)
+    return [found.text()] if found else []
+
+
 def _alternatives(job: SizingJob) -> dict[str, MemoryEstimate]:
     """The job with checkpointing, traced: suggested only where its estimate fits."""
     from dataclasses import replace
@@ -253,7 +263,12 @@ def run(args: argparse.Namespace) -> int:
     if any(r.kind == "gpu" and not r.fits for r in rows):
         rows = rank(_alternatives(job))
     data = advice_to_dict(rows, est, args.dataset_size, args.epochs, assumptions)
-    data["notes"] = [*est.notes, *_gpu_notes(args.gpu or []), *_compile_note(args.compile)]
+    data["notes"] = [
+        *est.notes,
+        *_gpu_notes(args.gpu or []),
+        *_compile_note(args.compile),
+        *_padding_note(est, gpus, args.compile),
+    ]
     if args.json:
         print_json(data)
         return 0

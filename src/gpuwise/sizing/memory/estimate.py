@@ -294,7 +294,10 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
         tracer.step_start[1] if first_only else None,
     )
     offloaded = offload.offloaded_bytes if offload is not None else 0
-    return replace(summary, channels_last=job.channels_last, job=job, offloaded_bytes=offloaded)
+    widths = frozenset(int(d) for p in net.parameters() for d in p.shape)
+    return replace(
+        summary, channels_last=job.channels_last, job=job, offloaded_bytes=offloaded, widths=widths
+    )
 
 
 def _plans(training: bool, accumulation_steps: int) -> list[tuple[bool, bool]]:

@@ -97,6 +97,9 @@ class MemoryEstimate:
             defaults), one line each.
         offloaded_bytes: Activation bytes a step moves to host memory and back
             (``--offload-activations``, ``step.offload``); 0 without offloading.
+        widths: Every dimension of the model's parameters: the widths that are some
+            product's row length (a token count never is), for the alignment charge
+            (``class_rates.alignment_efficiency``); empty: every dimension counts.
     """
 
     model: str
@@ -131,6 +134,7 @@ class MemoryEstimate:
     paged_state_bytes: int = 0
     offloaded_bytes: int = 0
     notes: tuple[str, ...] = ()
+    widths: frozenset[int] = frozenset()
     ops: tuple[OpCost, ...] = field(default=(), repr=False, compare=False)
     job: SizingJob | None = field(default=None, repr=False, compare=False)
 

@@ -172,12 +172,15 @@ an H200 (``benchmarks/operator_rates_gpu.py``, ``benchmarks/results/operator-rat
 4-byte aligned 0.29-0.31 of the large-GEMM rate, 2-byte 0.16-0.18; 8 bytes interpolated."""
 
 
-def alignment_efficiency(dims: tuple[int, int, int, int], element_bytes: int) -> float:
+def alignment_efficiency(
+    dims: tuple[int, int, int, int], element_bytes: int, widths: frozenset[int] = frozenset()
+) -> float:
     """Share of the GEMM rate kept by a product whose M, N or K rows are misaligned.
 
     In training every product of a layer has the layer's widths as some operand's
     leading dimension (the output, the input gradient, the weight gradient), so the
-    least aligned of M, N and K decides.
+    least aligned of them decides; a token count (batch x sequence) is never a leading
+    dimension, so only ``widths`` (the parameters' dimensions) count when given.
 
     Example:
         >>> alignment_efficiency((1, 8192, 50257, 768), 2)
@@ -187,7 +190,7 @@ def alignment_efficiency(dims: tuple[int, int, int, int], element_bytes: int) ->
     """
     worst = 16
     for dim in dims[1:]:
-        if dim > 0:
+        if dim > 0 and (not widths or dim in widths):
             size = dim * element_bytes
             worst = min(worst, size & -size)  # the largest power of two dividing it
     return 1.0 if worst >= 16 else ALIGNMENT_SHARE.get(worst, ALIGNMENT_SHARE[1])

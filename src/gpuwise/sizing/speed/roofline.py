@@ -189,15 +189,22 @@ def _scaled(op: OpCost, scale: float) -> tuple[float, float]:
     return op.flops * scale, op.bytes_moved * scale
 
 
-ALIGNED_GENERATIONS = ("hopper", "blackwell")
+ALIGNED_GENERATIONS = ("hopper",)
 """Generations whose tensor-core kernels load tiles with the tensor memory accelerator,
 which needs 16-byte aligned rows (``DeviceRates.aligned_loads``); the penalty was
-measured on an H200 and is not charged on earlier cards, where nobody here measured it."""
+measured on an H200 and is charged on no other generation, where nobody here measured it."""
 TENSOR_ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "tf32": 4}
 """Element size of the precisions whose products run on tensor cores (alignment)."""
 
 
-def _flop_rate(op: OpCost, kind: str, rates: DeviceRates, scale: float, precision: str) -> float:
+def _flop_rate(
+    op: OpCost,
+    kind: str,
+    rates: DeviceRates,
+    scale: float,
+    precision: str,
+    widths: frozenset[int] = frozenset(),
+) -> float:
     """The FLOP/s ``op`` of class ``kind`` runs at: its shape's share of the class rate."""
     if kind == "conv":
         return rates.conv_flops_s
@@ -208,7 +215,9 @@ def _flop_rate(op: OpCost, kind: str, rates: DeviceRates, scale: float, precisio
         dims = scaled_dims(op.dims, grow)
         fill = gemm_shape_efficiency(*dims, rates.sm_count)
         element = TENSOR_ELEMENT_BYTES.get(precision)  # fp32 products: the fp32 units
-        aligned = alignment_efficiency(dims, element) if element and rates.aligned_loads else 1.0
+        aligned = (
+            alignment_efficiency(dims, element, widths) if element and rates.aligned_loads else 1.0
+        )
         return rates.matrix_flops_s * fill * aligned
     return rates.vector_flops_s
 
@@ -223,6 +232,7 @@ def step_time(
     h2d_s: float = 0.0,
     compiled: bool = False,
     channels_last: bool = False,
+    widths: frozenset[int] = frozenset(),
 ) -> StepTime:
     """Predicted step time of the traced operators on a device.
 
@@ -238,6 +248,8 @@ def step_time(
             (no bytes, no launch of their own).
         channels_last: Activations are NHWC; False (NCHW) adds the transposes around
             fp16/bf16 and TF32 convolutions (``transposed``, ``layout_transpose_s``).
+        widths: The model's parameter dimensions (``MemoryEstimate.widths``): the only
+            dimensions whose alignment is charged; empty charges every dimension.
 
     Returns:
         The step time and its parts.
@@ -254,7 +266,8 @@ def step_time(
             continue
         flops, moved = _scaled(op, batch_scale)
         kind = op_class(op)
-        op_compute = flops / _flop_rate(op, kind, rates, batch_scale, precision) if flops else 0.0
+        rate = _flop_rate(op, kind, rates, batch_scale, precision, widths) if flops else 0.0
+        op_compute = flops / rate if flops else 0.0
         op_memory = moved / rates.bandwidth_bytes_s
         compute += op_compute
         memory += op_memory
@@ -357,4 +370,5 @@ def gpu_step_time(
         h2d_s=h2d,
         compiled=compiled,
         channels_last=est.channels_last if channels_last is None else channels_last,
+        widths=est.widths,
     )
