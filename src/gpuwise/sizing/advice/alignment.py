@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpuwise.sizing.speed.class_rates import alignment_efficiency, op_class
+from gpuwise.sizing.speed.class_rates import misaligned_dims, op_class
 from gpuwise.sizing.speed.roofline import TENSOR_ELEMENT_BYTES, gpu_rates, step_time
 
 if TYPE_CHECKING:
@@ -57,14 +57,10 @@ class Padding:
 
 def misaligned_widths(est: MemoryEstimate, element_bytes: int) -> tuple[int, ...]:
     """The matrix products' widths whose rows are not 16-byte aligned."""
-    widths = {
-        dim
-        for op in est.ops
-        if op_class(op) == "gemm" and alignment_efficiency(op.dims, element_bytes, est.widths) < 1
-        for dim in op.dims[1:]
-        if dim > 0 and (dim * element_bytes) % 16 and (not est.widths or dim in est.widths)
-    }
-    return tuple(sorted(widths))
+    gemms = (op for op in est.ops if op_class(op) == "gemm")
+    return tuple(
+        sorted({d for op in gemms for d in misaligned_dims(op.dims, element_bytes, est.widths)})
+    )
 
 
 def padding_advice(

@@ -188,12 +188,25 @@ def alignment_efficiency(
         >>> alignment_efficiency((1, 8192, 50304, 768), 2)
         1.0
     """
-    worst = 16
-    for dim in dims[1:]:
-        if dim > 0 and (not widths or dim in widths):
-            size = dim * element_bytes
-            worst = min(worst, size & -size)  # the largest power of two dividing it
-    return 1.0 if worst >= 16 else ALIGNMENT_SHARE.get(worst, ALIGNMENT_SHARE[1])
+    sizes = [d * element_bytes for d in misaligned_dims(dims, element_bytes, widths)]
+    if not sizes:
+        return 1.0
+    worst = min(size & -size for size in sizes)  # the largest power of two dividing it
+    return ALIGNMENT_SHARE.get(worst, ALIGNMENT_SHARE[1])
+
+
+def misaligned_dims(
+    dims: tuple[int, int, int, int], element_bytes: int, widths: frozenset[int] = frozenset()
+) -> tuple[int, ...]:
+    """M, N and K of a product whose rows are not 16-byte aligned (of ``widths`` if given).
+
+    Example:
+        >>> misaligned_dims((1, 8192, 50257, 768), 2)
+        (50257,)
+    """
+    return tuple(
+        d for d in dims[1:] if d > 0 and (not widths or d in widths) and (d * element_bytes) % 16
+    )
 
 
 def scaled_dims(dims: tuple[int, int, int, int], scale: float) -> tuple[int, int, int, int]:
