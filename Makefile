@@ -27,8 +27,10 @@ $(DEMO_STAMP): requirements-demo.txt pyproject.toml
 demo: $(DEMO_STAMP)  # profile the built-in naive example; the HTML report lands in gpuwise-demo.html
 	$(BIN)/gpuwise demo
 
-$(DOCS_STAMP): requirements-docs.txt $(STAMP)
-	$(BIN)/python -m pip install -q -r requirements-docs.txt
+# The docs need MkDocs alone: the API pages are read from src/ without importing it.
+$(DOCS_STAMP): requirements-docs.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-docs.txt
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)  # the docs site into site/, warnings are errors
@@ -48,21 +50,30 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks examples tools
 	$(BIN)/mypy src
 
-test: lint
-	$(BIN)/pytest -q
-	$(MAKE) test-variants
+# `make test` prints how long each part took (tools/parts.py) and uses both cores: the
+# tests are independent, and each holds beside busy processes, so two run at a time.
+PARTS := $(BIN)/python tools/parts.py
+XDIST := -n 2 --dist worksteal
+test: $(STAMP)
+	$(PARTS) start
+	$(PARTS) run lint -- $(MAKE) --no-print-directory lint
+	$(PARTS) run suite -- $(BIN)/pytest -q $(XDIST)
+	$(MAKE) --no-print-directory test-variants
+	$(PARTS) summary
 
-# The tests that compare with this machine (sizing, profiling, distributed) again on other
-# CPU kernels: 1 and 3 threads, and AVX2 kernels (as on a CPU without AVX-512). Then the
+# The tests that compare with this CPU's kernels, threads or allocator (marked `kernels`)
+# again: on 1 and 3 threads, and on AVX2 kernels (as on a CPU without AVX-512). Then the
 # timing and share tests beside 4 busy processes (tools/under_load.py): a test that cannot
 # hold under load is marked `quiet("why")` and skips with that reason there.
-VARIANT_TESTS := tests/sizing tests/profiling tests/distributed
+VARIANTS := -m kernels $(XDIST)
 LOAD_TESTS := tests/efficiency tests/sizing/speed tests/sizing/hardware tests/profiling
 test-variants: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(VARIANT_TESTS)
-	OMP_NUM_THREADS=3 $(BIN)/pytest -q $(VARIANT_TESTS)
-	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/pytest -q $(VARIANT_TESTS)
-	$(BIN)/python tools/under_load.py --hogs 4 -- $(BIN)/pytest -q $(LOAD_TESTS)
+	$(PARTS) run "1 thread (kernels)" -- env OMP_NUM_THREADS=1 $(BIN)/pytest -q $(VARIANTS)
+	$(PARTS) run "3 threads (kernels)" -- env OMP_NUM_THREADS=3 $(BIN)/pytest -q $(VARIANTS)
+	$(PARTS) run "AVX2 kernels (kernels)" -- env ONEDNN_MAX_CPU_ISA=AVX2 \
+		ATEN_CPU_CAPABILITY=avx2 $(BIN)/pytest -q $(VARIANTS)
+	$(PARTS) run "beside 4 busy processes" -- $(BIN)/python tools/under_load.py --hogs 4 -- \
+		$(BIN)/pytest -q $(XDIST) $(LOAD_TESTS)
 
 bench: $(STAMP)  # quick pass over every budget; run a script without --quick for README figures
 	for b in benchmarks/[a-z]*.py; do $(BIN)/python $$b --quick || exit 1; done

@@ -16,7 +16,7 @@ import ray
 import torch
 from ray import serve
 
-from gpuwise.pipeline.example import ServingApp
+from gpuwise.pipeline.bench.example import ServingApp
 
 WAIT_S = 0.005
 
@@ -25,10 +25,14 @@ WAIT_S = 0.005
 class BatchedClassifier:
     """The built-in example behind ``@serve.batch``."""
 
-    def __init__(self, max_batch: int) -> None:
-        from gpuwise.pipeline.example import image_classifier
+    def __init__(self, max_batch: int, simulated: tuple[float, float] | None) -> None:
+        from gpuwise.pipeline.bench.example import image_classifier
 
         self.app = image_classifier()
+        if simulated is not None:  # the same simulated GPU as the other systems
+            from gpuwise.pipeline.device.simulated import DeviceCost, on_simulated_gpu
+
+            self.app = on_simulated_gpu(self.app, DeviceCost(*simulated))
         self.infer.set_max_batch_size(max_batch)
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=WAIT_S)
@@ -46,13 +50,13 @@ class BatchedClassifier:
 class RayServer:
     """Closed-loop clients' view of one deployed setting."""
 
-    def __init__(self, max_batch: int, clients: int) -> None:
+    def __init__(self, max_batch: int, clients: int, simulated: tuple[float, float] | None) -> None:
         if not ray.is_initialized():
             ray.init(include_dashboard=False, log_to_driver=False)
         # one replica takes one of Ray's CPUs: deploy per measurement, delete after
         self.name = f"b{max_batch}"
         self.handle = serve.run(
-            BatchedClassifier.bind(max_batch), name=self.name, route_prefix=None
+            BatchedClassifier.bind(max_batch, simulated), name=self.name, route_prefix=None
         )
         self.pool = ThreadPoolExecutor(max_workers=clients, thread_name_prefix="ray-client")
 
@@ -64,10 +68,16 @@ class RayServer:
         serve.delete(self.name)
 
 
-def ray_candidates(app: ServingApp, batches: tuple[int, ...]) -> list[tuple[str, Any, int]]:
+def ray_candidates(
+    app: ServingApp, batches: tuple[int, ...], simulated: tuple[float, float] | None = None
+) -> list[tuple[str, Any, int]]:
     """Settings to tune over: ``max_batch_size`` with a 5 ms wait, B or 2B clients."""
     return [
-        (f"max_batch_size={b} wait={WAIT_S * 1e3:.0f}ms", lambda b=b, c=c: RayServer(b, c), c)
+        (
+            f"max_batch_size={b} wait={WAIT_S * 1e3:.0f}ms",
+            lambda b=b, c=c: RayServer(b, c, simulated),
+            c,
+        )
         for b in batches
         for c in (b, 2 * b)
     ]

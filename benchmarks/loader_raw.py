@@ -47,7 +47,7 @@ import torch
 
 from gpuwise.data.loader import Loader
 from gpuwise.data.pack import pack
-from gpuwise.data.store import Store
+from gpuwise.data.store.read import Store
 
 BATCH, SIDE = 256, 224
 

@@ -194,7 +194,7 @@ def threaded_method(data_dir: Path, count: int, kind: str) -> Batches:
 
 def loader_method(store_dir: Path) -> Batches:
     from gpuwise.data.loader import Loader
-    from gpuwise.data.store import open_store
+    from gpuwise.data.store.read import open_store
 
     store = open_store(store_dir)
     loader = Loader(store, BATCH, num_threads=2, crop=OUT, drop_last=True)

@@ -51,6 +51,16 @@ from tests.distributed.job_traces import CAUSES, PATTERNS, JobSpec, write_job  #
 
 BUDGET_SPEED, BUDGET_MEMORY, BUDGET_HTA = 0.6, 2.0, 3.0
 
+PEAK = r"""
+import re
+def peak_mb():
+    # VmHWM is this process's own peak: ru_maxrss keeps, across exec, the peak of the
+    # benchmark process it was forked from (164 MB after writing the traces itself)
+    with open("/proc/self/status") as f:
+        return int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) / 1024
+"""
+"""Put before each child's code: its own peak resident memory, kept by Linux per process image."""
+
 CHILD = r"""
 import json, resource, sys, time
 from gpuwise.diagnose.analyze import analyze
@@ -61,7 +71,7 @@ dt = time.perf_counter() - t0
 a = run.trace.alignment
 s = (a.straggler or {}) if a is not None else {}
 print(json.dumps({"time_s": dt,
-  "self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+  "self_mb": peak_mb(),
   "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
   "cpu_s": sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF,
     resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime")),
@@ -74,7 +84,7 @@ from gpuwise.telemetry.readers.kineto.rank import read_rank_summary
 t0 = time.perf_counter()
 read_rank_summary(sys.argv[1])
 print(json.dumps({"time_s": time.perf_counter() - t0,
-  "self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+  "self_mb": peak_mb()}))
 """
 
 HTA_CHILD = r"""
@@ -87,7 +97,7 @@ ta.get_temporal_breakdown(visualize=False)
 ta.get_comm_comp_overlap(visualize=False)
 ta.get_gpu_kernel_breakdown(visualize=False)
 print(json.dumps({"time_s": time.perf_counter() - t0,
-  "self_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+  "self_mb": peak_mb(),
   "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
@@ -95,7 +105,7 @@ print(json.dumps({"time_s": time.perf_counter() - t0,
 def child(code: str, *args: str, python: str = sys.executable) -> dict[str, Any]:
     """Run one measurement in a fresh process; return its JSON line."""
     out = subprocess.run(
-        [python, "-c", code, *args], check=True, capture_output=True, text=True, cwd=ROOT
+        [python, "-c", PEAK + code, *args], check=True, capture_output=True, text=True, cwd=ROOT
     )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 

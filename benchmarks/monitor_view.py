@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from gpuwise.cli._monitor_live import LiveView
+from gpuwise.cli.monitor.live import LiveView
 from gpuwise.telemetry.fake import FakeNvml, demo_gpus
 from gpuwise.telemetry.host import HostBackend
 from gpuwise.telemetry.nvml import NvmlBackend

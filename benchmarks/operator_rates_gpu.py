@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sizing_gpu import CASES, _autocast
 
+from gpuwise.sizing.hardware.calibration import generation
 from gpuwise.sizing.hardware.catalog import GpuSpec, find_gpus
 from gpuwise.sizing.job.inputs import input_spec
 from gpuwise.sizing.job.model_source import make_batch, make_loss, resolve_model
@@ -167,7 +168,8 @@ def attention_rows(timer: Timer, device: str, card: GpuSpec, small: bool) -> lis
         total = timer(both)
         bwd = max(total - fwd, 1e-9)
         for phase, s, flops in (("forward", fwd, flops_fwd), ("backward", bwd, 2.5 * flops_fwd)):
-            model = rates.gemm.value * attention_efficiency(phase, seq) if rates else None
+            share = attention_efficiency(phase, seq, generation(card.name))
+            model = rates.gemm.value * share if rates else None
             rows.append(
                 {
                     "what": "attention",

@@ -19,8 +19,16 @@ Budget (DESIGN.md): <= 2 % step-time overhead at a 10 ms step; 0 added device sy
 hooks contain no synchronize call; on a CUDA build, copy times come from CUDA events read
 once the GPU has passed them).
 
+The whole-process row (``--whole``, or ``--whole-only`` for it alone) times what a user
+waits for: ``gpuwise profile -- python tiny_linear.py`` (``tests/scenarios/scripts``;
+start-up, injection into the child, the report) against ``python tiny_linear.py`` alone,
+interleaved, median of >= 5 rounds, with the
+ratio and the fixed seconds it adds, both in wall time and in CPU time (the processes'
+user + system seconds, children included), which a shared machine disturbs far less.
+Budget: <= 0.5 s fixed cost per run.
+
 Usage:
-    python benchmarks/profile_overhead.py [--quick] [--json]
+    python benchmarks/profile_overhead.py [--quick] [--json] [--whole | --whole-only [--rounds N]]
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -42,6 +51,12 @@ from gpuwise.distributed.ranks import RankInfo
 from gpuwise.profiling.recording import file_recording
 
 BUDGET_PCT = 2.0
+FIXED_BUDGET_S = 0.5
+
+TINY_SCRIPT = (
+    Path(__file__).resolve().parents[1] / "tests" / "scenarios" / "scripts" / "tiny_linear.py"
+)
+"""A tiny training job: torch's import and 50 steps of a few hundred microseconds."""
 MATMUL_N = 128
 BATCH = 32
 
@@ -217,11 +232,91 @@ def verdict(cases: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system of the command and its children) of one run."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    begin = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    wall = time.perf_counter() - begin
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def whole_process(rounds: int, bytecode: bool = True) -> dict[str, Any]:
+    """``gpuwise profile`` of a tiny script against plain python of it, interleaved.
+
+    ``bytecode``: let Python keep compiled modules (as an installed package has them);
+    with ``PYTHONDONTWRITEBYTECODE`` set, every run compiles gpuwise's modules again.
+    """
+    import os
+
+    env = dict(os.environ)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    plain_cmd = [sys.executable, str(TINY_SCRIPT)]
+    profiled_cmd = [sys.executable, "-m", "gpuwise", "profile", "--", *plain_cmd]
+    _timed(plain_cmd, env)  # warm the file cache and the bytecode of both
+    _timed(profiled_cmd, env)
+    plain, profiled = [], []
+    for _ in range(rounds):
+        plain.append(_timed(plain_cmd, env))
+        profiled.append(_timed(profiled_cmd, env))
+    from gpuwise.efficiency.mfu import kept_cpu_peak
+
+    # a kept CPU peak (measured quiet once, ``efficiency.mfu``) spares each run measuring it
+    out: dict[str, Any] = {"rounds": rounds, "bytecode_kept": bytecode}
+    out["cpu_peak_kept"] = kept_cpu_peak("fp32") is not None
+    for i, unit in enumerate(("wall", "cpu")):
+        a = statistics.median(p[i] for p in plain)
+        b = statistics.median(p[i] for p in profiled)
+        out[f"plain_{unit}_s"], out[f"profiled_{unit}_s"] = a, b
+        out[f"ratio_{unit}"], out[f"fixed_{unit}_s"] = b / a, b - a
+        # each round's own difference: a shared machine's drift falls on both runs of a round
+        paired = statistics.median(q[i] - p[i] for p, q in zip(plain, profiled, strict=True))
+        out[f"fixed_{unit}_paired_s"] = paired
+    out["budget_fixed_s"] = FIXED_BUDGET_S
+    out["within_budget"] = out["fixed_cpu_paired_s"] <= FIXED_BUDGET_S
+    return out
+
+
+def _whole_line(w: dict[str, Any]) -> str:
+    return (
+        f"whole process (gpuwise profile -- python tiny_linear.py vs python tiny_linear.py, "
+        f"median of "
+        f"{w['rounds']} interleaved rounds): wall {w['plain_wall_s']:.2f} -> "
+        f"{w['profiled_wall_s']:.2f} s ({w['ratio_wall']:.2f}x, +{w['fixed_wall_s']:.2f} s); "
+        f"CPU {w['plain_cpu_s']:.2f} -> {w['profiled_cpu_s']:.2f} s ({w['ratio_cpu']:.2f}x, "
+        f"+{w['fixed_cpu_s']:.2f} s; per round +{w['fixed_cpu_paired_s']:.2f} s); "
+        f"budget <= {w['budget_fixed_s']:.1f} s fixed CPU: "
+        f"{'ok' if w['within_budget'] else 'OVER'} (CPU peak "
+        f"{'kept' if w['cpu_peak_kept'] else 'measured each run'})"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="profile hook overhead")
     parser.add_argument("--quick", action="store_true", help="fewer steps and rounds")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--whole", action="store_true", help="also time the whole process (fixed cost)"
+    )
+    parser.add_argument("--whole-only", action="store_true", help="only the whole-process row")
+    parser.add_argument("--rounds", type=int, help="whole-process rounds (default 7, quick 5)")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="whole process: compile every module each run (PYTHONDONTWRITEBYTECODE kept)",
+    )
     args = parser.parse_args()
+    if args.whole_only:
+        rounds = args.rounds or (5 if args.quick else 7)
+        whole = whole_process(rounds, bytecode=not args.no_bytecode)
+        print(json.dumps(whole, indent=2) if args.json else _whole_line(whole))
+        return 0 if whole["within_budget"] else 1
     torch.set_num_threads(1)  # one core: less noise from the other jobs on a shared machine
     rounds = 5 if args.quick else 9
     cases = [
@@ -232,6 +327,8 @@ def main() -> int:
     result = {"benchmark": "profile_overhead", "torch": torch.__version__, "cases": cases}
     result["budget"] = verdict(cases)
     result["flop_count"] = flop_count_cost(200, rounds)
+    if args.whole:
+        result["whole_process"] = whole_process(rounds, bytecode=not args.no_bytecode)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -244,6 +341,8 @@ def main() -> int:
             f"({b['basis'].replace('_', ' ')}; from the per-step cost: "
             f"{b['estimate_from_cost_pct']:+.2f} %): {'ok' if b['within_budget'] else 'OVER'}"
         )
+        if args.whole:
+            print(_whole_line(result["whole_process"]))
     return 0 if result["budget"]["within_budget"] else 1
 
 

@@ -44,7 +44,7 @@ import psutil
 import torch
 
 from gpuwise.pipeline import Pipeline
-from gpuwise.pipeline.example import image_classifier
+from gpuwise.pipeline.bench.example import image_classifier
 
 SIZE = 64
 WINDOW = 256

@@ -254,7 +254,7 @@ def _trace_vit(key: str) -> MemoryEstimate:
 
 
 def _trace_finetune(key: str) -> MemoryEstimate:
-    from gpuwise.cli._model_args import add_model_arguments, job_from_args
+    from gpuwise.cli.sizing._model_args import add_model_arguments, job_from_args
     from gpuwise.sizing.memory.estimate import estimate_job
 
     _, model, seq, batch, argv = key.split("|")

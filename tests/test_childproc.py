@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,28 @@ def test_a_failing_watcher_does_not_leave_the_child_running() -> None:
 def test_a_missing_program_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="cannot start 'no-such-program-gpuwise'"):
         childproc.run(["no-such-program-gpuwise"])
+
+
+def test_a_process_the_command_detached_is_ended_and_named(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    daemon = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    )
+    job = (
+        "import os, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', {daemon!r}], start_new_session=True)\n"
+        f"while not os.path.exists({str(pid_file)!r}): time.sleep(0.02)\n"
+    )
+    with childproc.adopting(grace_s=5.0) as ended:
+        code, _ = childproc.run([sys.executable, "-c", job])
+    assert code == 0
+    pid = int(pid_file.read_text())
+    assert len(ended) == 1
+    assert ended[0].startswith(f"{pid} ({sys.executable} -c import os, time;")
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not Path(f"/proc/{pid}").exists(), "the daemon outlived the block"
+    with childproc.adopting() as nothing:  # a command that detaches nothing: nothing named
+        childproc.run([sys.executable, "-c", "pass"])
+    assert nothing == []

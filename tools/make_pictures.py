@@ -34,7 +34,7 @@ from gpuwise.cli._common import PIPE_WIDTH
 from gpuwise.cli.main import main as gpuwise_main
 from gpuwise.records import Run
 from gpuwise.report.files import write_run_files
-from gpuwise.report.text import render_run
+from gpuwise.report.text.run import render_run
 
 ASSETS = Path("docs/assets")
 WIDTH = PIPE_WIDTH  # the width the CLI gives a pipe or a file

@@ -54,7 +54,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from gpuwise.records import Run
-    from gpuwise.report.html import write_html
+    from gpuwise.report.html.run import write_html
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

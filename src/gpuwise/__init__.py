@@ -45,15 +45,15 @@ _EXPORTS = {
     "export_scalars": "gpuwise.integrations.scalars",
     "find_batch_size": "gpuwise.sizing.advice.tune",
     "fit_measured": "gpuwise.integrations.ray",
-    "open_store": "gpuwise.data.store",
+    "open_store": "gpuwise.data.store.read",
     "pack": "gpuwise.data.pack",
     "profile": "gpuwise.session",
     "read_log": "gpuwise.telemetry.readers.nvsmi",
     "read_trace": "gpuwise.telemetry.readers.kineto",
-    "render_run": "gpuwise.report.text",
+    "render_run": "gpuwise.report.text.run",
     "summarize": "gpuwise.telemetry.summary",
     "watch": "gpuwise.session",
-    "write_html": "gpuwise.report.html",
+    "write_html": "gpuwise.report.html.run",
     "write_trace": "gpuwise.report.trace",
 }
 

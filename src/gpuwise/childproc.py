@@ -44,6 +44,7 @@ STOP_GRACE_S = 10.0
 """Seconds a stopped child gets between SIGTERM and SIGKILL."""
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def exit_code(returncode: int) -> int:
@@ -223,3 +224,97 @@ def run(
     finally:
         if child.poll() is None:  # ``started`` failed: the child must not outlive us
             stop(child)
+
+
+@contextlib.contextmanager
+def adopting(grace_s: float = 5.0) -> Iterator[list[str]]:
+    """End the processes a command detached (double fork, ``setsid``) when the block ends.
+
+    While the block runs, gpuwise is the command's "child subreaper" (Linux): a process
+    the command detaches is re-parented to gpuwise instead of to init, so it can still be
+    found once the command has ended. Each such process still running then gets SIGTERM
+    (SIGKILL ``grace_s`` later) and is named in the list, for the caller to say. Elsewhere
+    than on Linux the block runs as it is.
+
+    Yields:
+        A list that holds ``"PID (COMMAND)"`` for each process ended, once the block ends.
+
+    Example:
+        >>> with adopting() as ended:  # doctest: +SKIP
+        ...     run(["python", "train.py"])
+        >>> ended  # doctest: +SKIP
+        ['4242 (python daemon.py)']
+    """
+    ended: list[str] = []
+    if not _subreaper(1):
+        yield ended
+        return
+    before = _own_children()
+    try:
+        yield ended
+    finally:
+        _subreaper(0)
+        ended += _end_all(sorted(_own_children() - before), grace_s)
+
+
+def _subreaper(on: int) -> bool:
+    if sys.platform != "linux":
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, on, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _own_children() -> set[int]:
+    """The pids whose parent is this process (``/proc/PID/stat``), zombies included."""
+    me, found = os.getpid(), set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.add(int(entry.name))
+    return found
+
+
+def _end_all(pids: list[int], grace_s: float) -> list[str]:
+    """SIGTERM each running pid, SIGKILL those left after ``grace_s``, reap them all."""
+    running = [(pid, _command(pid)) for pid in pids if not _reaped(pid)]
+    for pid, _ in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for pid, _ in running:
+        while not _reaped(pid):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+                break
+            time.sleep(0.02)
+    return [f"{pid} ({command})" for pid, command in running]
+
+
+def _reaped(pid: int) -> bool:
+    """Reap ``pid`` when it has ended; True once it is gone."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            words = fh.read().split(b"\0")
+    except OSError:
+        return "?"
+    return " ".join(w.decode(errors="replace") for w in words if w)[:80] or "?"

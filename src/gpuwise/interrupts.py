@@ -7,11 +7,15 @@ Note [the stop rule]
     - while a child runs (``childproc.forward_signals``) the signal is passed on to it and
       noted here; the command waits for the child to end, then sees :func:`stopped_by`
       and runs nothing more;
+    - inside :func:`deferred` (work on threads: ``pack``'s decode pool) the signal is only
+      noted; the block checks :func:`raise_if_stopped` between pieces of work and waits on
+      its threads with a bound, so the signal never lands inside a lock it holds;
     - otherwise the handler raises :class:`Interrupted` at once in the main thread.
 
     The command keeps and prints what it measured, then exits ``128 + N`` for signal N,
     as a shell does for a command a signal ended. Later signals are noted, not raised
-    again: a second Ctrl-C must not break the cleanup that the first one started.
+    again: a second Ctrl-C must not break the cleanup that the first one started, up to
+    the process's exit (``gpuwise`` keeps noting them after the block once one came).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _received: list[int] = []
 """Signals received since the current command started, in order."""
+
+_deferring: list[bool] = []
+"""Non-empty while the main thread runs a :func:`deferred` block."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -83,13 +90,43 @@ def raise_if_stopped() -> None:
 
 
 def _stop(signum: int, frame: Any) -> None:
-    if note(signum):
+    if note(signum) and not _deferring:
         raise Interrupted(signum)
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
+def deferred() -> Iterator[None]:
+    """Inside the block a stop signal is noted, never raised (Note [the stop rule]).
+
+    For work that waits on threads: a signal raised at an arbitrary point of the main
+    thread can land inside a lock of ``concurrent.futures`` or ``threading`` and leave
+    every thread waiting for good. The block calls :func:`raise_if_stopped` between
+    pieces of work instead, and waits only with a timeout. Outside the main thread
+    (where no handler runs) it changes nothing.
+
+    Example:
+        >>> with deferred():
+        ...     raise_if_stopped()
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferring.append(True)
+    try:
+        yield
+    finally:
+        _deferring.pop()
+
+
+@contextlib.contextmanager
+def stop_on_signals(*, linger: bool = False) -> Iterator[None]:
     """Apply Note [the stop rule] for the length of the block (main thread only).
+
+    Args:
+        linger: Once a stop signal came, keep noting later ones after the block instead
+            of restoring the old handlers: for the command line, whose process ends right
+            after, so that a second signal cannot kill the exit's own cleanup (threads
+            joined, output flushed). A library caller's handlers are restored (default).
 
     Raises:
         Interrupted: From inside the block, at the first stop signal received while no
@@ -108,7 +145,12 @@ def stop_on_signals() -> Iterator[None]:
         yield
     finally:
         for signum, handler in old.items():
-            signal.signal(signum, handler)
+            stopped = linger and stopped_by() is not None
+            signal.signal(signum, _note_only if stopped else handler)
+
+
+def _note_only(signum: int, frame: Any) -> None:
+    note(signum)
 
 
 @contextlib.contextmanager

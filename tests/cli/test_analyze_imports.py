@@ -18,9 +18,9 @@ from tests.trace_events import event, kernel, write_trace
 
 NOT_NEEDED = (
     "gpuwise.report.monitor.view",
-    "gpuwise.report.html",
+    "gpuwise.report.html.run",
     "gpuwise.profiling.recording",
-    "gpuwise.cli.monitor",
+    "gpuwise.cli.monitor.command",
     "numpy.ma",
 )
 
@@ -52,5 +52,5 @@ def test_analyze_json_leaves_unused_modules_unimported(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["schema"] == "gpuwise.run/1"
     loaded = set(doc["modules"])
     assert "gpuwise.telemetry.readers.kineto" in loaded  # it did read the trace
-    assert "gpuwise.telemetry.readers.kineto.serving" in loaded
+    assert "gpuwise.telemetry.readers.kineto.job.serving" in loaded
     assert [m for m in NOT_NEEDED if m in loaded] == []

@@ -52,6 +52,7 @@ SAME_BUT_PURPOSE = [
     ("--strict", ("analyze", "compare", "pack"), False),
     ("--max-batch", ("tune", "serve-bench"), None),
     ("cmd", ("monitor", "profile"), None),
+    ("--steps", ("demo", "try"), None),
 ]
 
 
@@ -65,7 +66,7 @@ def test_a_shared_flag_has_one_definition(
         assert first[2] == default
     if (flag, commands, default) in SAME_BUT_PURPOSE:
         first, others = first[:-1], [d[:-1] for d in others]
-        if flag == "--max-batch":  # each command its own cap: all but the default
+        if flag in ("--max-batch", "--steps"):  # each command its own: all but the default
             first, others = first[:2] + first[3:], [d[:2] + d[3:] for d in others]
     assert others == [first] * len(others)
 
@@ -82,6 +83,18 @@ def test_a_shared_flag_writes_its_purpose_into_one_template() -> None:
     assert (batch["tune"][2], batch["serve-bench"][2]) == (256, 16)
     assert batch["tune"][-1] == "largest batch to try (default: 256)"
     assert batch["serve-bench"][-1] == "largest batch (default: 16)"
+
+
+def test_no_flag_names_its_default_twice() -> None:
+    # `option` adds "(default: X)" itself; a help that also wrote it showed it twice
+    twice = {
+        (name, flag): action.help
+        for name, parser in _commands().items()
+        for action in parser._actions
+        for flag in action.option_strings[:1]
+        if str(action.help).count("(default") > 1
+    }
+    assert twice == {}
 
 
 def test_option_names_the_default_it_was_given() -> None:

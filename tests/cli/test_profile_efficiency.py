@@ -3,41 +3,28 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from gpuwise.cli.main import main
+from tests.cli.children import LINEAR_TRAIN, free_port
 
-CHILD = """
-import sys, urllib.request
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-url, out = sys.argv[1], sys.argv[2]
-model = torch.nn.Linear(32, 32, bias=False)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for (x,) in DataLoader(TensorDataset(torch.randn(8 * 16, 32)), batch_size=16):
-    model(x).sum().backward()
-    opt.step()
-    opt.zero_grad()
+CHILD = (
+    LINEAR_TRAIN
+    + """
 if url != "-":
     open(out, "w").write(urllib.request.urlopen(url, timeout=5).read().decode())
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+)
 
 
 def test_profile_adds_mfu_energy_and_serves_metrics(tmp_path: Path, capsys) -> None:
     pytest.importorskip("prometheus_client", reason="gpuwise[prometheus] is not installed")
     script = tmp_path / "child.py"
     script.write_text(CHILD, encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     url, scraped = f"http://127.0.0.1:{port}/metrics", tmp_path / "scrape.txt"
     flops = 3 * 2 * 32 * 32  # forward, weight gradient and (unused) input gradient bound
     argv = ["profile", "--json", "--interval", "0.1", "--flops-per-sample", str(flops)]

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from gpuwise.cli.main import main
 from gpuwise.records import Run
-from gpuwise.report.text import render_run
+from gpuwise.report.text.run import render_run
+from tests.cli.children import LINEAR_TRAIN, free_port
 
 B, D, H, C, BATCHES = 32, 64, 128, 10, 12
 
@@ -93,17 +94,9 @@ def test_flops_per_sample_overrides_the_count(profiled, capsys) -> None:
     assert "hfu" not in mfu  # a given figure says nothing of recomputation
 
 
-SCRAPING_TRAIN = """
-import sys, time, urllib.request
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-url, out = sys.argv[1], sys.argv[2]
-model = torch.nn.Linear(32, 32, bias=False)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for (x,) in DataLoader(TensorDataset(torch.randn(8 * 16, 32)), batch_size=16):
-    model(x).sum().backward()
-    opt.step()
-    opt.zero_grad()
+SCRAPING_TRAIN = (
+    LINEAR_TRAIN
+    + """
 for _ in range(100):  # the gauges follow the step files every 0.5 s
     text = urllib.request.urlopen(url, timeout=5).read().decode()
     if "gpuwise_step_seconds" in text:
@@ -111,15 +104,12 @@ for _ in range(100):  # the gauges follow the step files every 0.5 s
     time.sleep(0.1)
 open(out, "w").write(text)
 """
+)
 
 
 def test_prometheus_step_gauges_follow_the_job_while_it_runs(tmp_path: Path, capsys) -> None:
     pytest.importorskip("prometheus_client", reason="gpuwise[prometheus] is not installed")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     script, scraped = tmp_path / "child.py", tmp_path / "scrape.txt"
     script.write_text(SCRAPING_TRAIN, encoding="utf-8")
     argv = ["profile", "--json", "--interval", "0.1", "--prometheus", f"127.0.0.1:{port}"]

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.cli.main import main
+from gpuwise.pipeline.workers.threads import plan_threads, pre_worker_grid, usable_cores
 
 FAKE = "tests.pipeline.fake_app:app"
 QUICK = ["--duration", "0.6", "--warmup", "0.2"]
@@ -39,14 +40,16 @@ def test_json_run_has_the_serving_section_and_a_diagnosis(capsys, tmp_path: Path
 
 def test_sweep_reports_the_best_setting_meeting_the_target(capsys):
     argv = ["serve-bench", FAKE, *QUICK, "--slo-p99-ms", "1000", "--batches", "1,8"]
-    code = main([*argv, "--delays", "1", "--json"])
+    code = main([*argv, "--delays", "1", "--workers", "1", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0
     sweep = doc["serving"]["sweep"]
-    assert [p["settings"]["max_batch"] for p in sweep] == [1, 8]
+    # each batch size with and without closing beside an idle device (the default grid)
+    assert [p["settings"]["max_batch"] for p in sweep] == [1, 1, 8, 8]
+    assert [p["settings"]["close_on_idle"] for p in sweep] == [True, False, True, False]
     assert all(p["meets_slo"] for p in sweep)
     assert doc["serving"]["settings"]["max_batch"] == 8  # 8-row batches: more throughput
-    assert sweep[1]["throughput_per_s"] > 2 * sweep[0]["throughput_per_s"]
+    assert sweep[2]["throughput_per_s"] > 2 * sweep[0]["throughput_per_s"]
     assert doc["serving"]["slo_p99_s"] == pytest.approx(1.0)
 
 
@@ -76,7 +79,7 @@ def test_bad_flags_are_usage_errors(argv, capsys):
 def test_a_bad_factory_is_a_one_line_error(capsys):
     assert main(["serve-bench", "tests.pipeline.fake_app:not_an_app", *QUICK]) == 1
     err = capsys.readouterr().err
-    assert "returned a int; it must return a gpuwise.pipeline.example.ServingApp" in err
+    assert "returned a int; it must return a gpuwise.pipeline.ServingApp" in err
     assert main(["serve-bench", "no_such_module_xyz:app"]) == 1
     assert "cannot import module 'no_such_module_xyz'" in capsys.readouterr().err
 
@@ -89,3 +92,20 @@ def test_pre_in_processes_from_the_command_line(capsys):
     assert doc["serving"]["settings"]["pre_workers"] == 2
     assert "2 pre processes" in doc["serving"]["thread_plan"]["explanation"]
     assert doc["serving"]["requests"]["ok"] > 50
+
+
+def test_a_sweep_tries_half_the_planned_and_all_the_cores_as_pre_workers(capsys):
+    argv = ["serve-bench", FAKE, *QUICK, "--slo-p99-ms", "1000", "--batches", "4"]
+    assert main([*argv, "--delays", "1", "--close-on-idle", "on", "--json"]) == 0
+    sweep = json.loads(capsys.readouterr().out)["serving"]["sweep"]
+    cores = usable_cores()
+    want = sorted({max(1, cores // 2), plan_threads("cpu", cores=cores).pre_workers, cores})
+    assert [p["settings"]["pre_workers"] for p in sweep] == want
+
+
+@pytest.mark.parametrize(
+    ("device", "cores", "want"),
+    [("cuda", 16, [8, 15, 16]), ("cpu", 16, [8, 16]), ("cpu", 2, [1, 2]), ("cuda", 1, [1])],
+)
+def test_the_worker_grid_for_a_core_count(device, cores, want):
+    assert pre_worker_grid(device, cores=cores) == want

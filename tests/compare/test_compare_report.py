@@ -7,7 +7,7 @@ from rich.console import Console
 from gpuwise.diagnose.compare import compare_runs
 from gpuwise.records import Run, Step
 from gpuwise.report.comparisons.compare_text import headline, render_comparison
-from gpuwise.report.efficiency_text import energy_line, mfu_line
+from gpuwise.report.text.efficiency import energy_line, mfu_line
 from tests.compare.traced import traced
 
 

@@ -11,7 +11,7 @@ import torch
 from gpuwise.data.jpeg import resize_crop, sample_box
 from gpuwise.data.loader import Loader, gather
 from gpuwise.data.pack import PackConfig, pack
-from gpuwise.data.store import Store
+from gpuwise.data.store.read import Store
 from gpuwise.errors import UsageError
 
 N, H, W = 50, 12, 10

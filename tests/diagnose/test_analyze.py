@@ -31,6 +31,13 @@ def test_workers0_trace_is_input_bound():
     assert run.devices[0]["name"] == "Tesla V100-DGXS-32GB"
 
 
+def test_one_path_is_read_as_one_file_not_as_its_letters():
+    # analyze("trace.json") refused "the input 't' is given twice"
+    one, listed = analyze(realdata(W0)), analyze([realdata(W0)])
+    assert [f.summary for f in one.findings] == [f.summary for f in listed.findings]
+    assert one.step_stats() == listed.step_stats()
+
+
 def test_workers4_trace_is_not_input_bound():
     run = analyze([realdata(W4)])
     assert run.findings[0].kind == "healthy"

@@ -10,7 +10,7 @@ import pickle
 
 import pytest
 
-from gpuwise.diagnose.collective_align import align
+from gpuwise.diagnose.ranks.align import align
 from gpuwise.telemetry.readers.kineto.rank import read_rank_summary
 from tests.conftest import realdata
 from tests.distributed.job_traces import CAUSES, KIND_OF, PATTERNS, JobSpec, write_job

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.analyze import analyze
+from gpuwise.diagnose.fixes import catalog as fx
 from gpuwise.records import Finding, Run
 from tests.trace_events import kernel, write_trace
 

@@ -7,15 +7,16 @@ import types
 
 import pytest
 
-from gpuwise.diagnose import fix_scope
-from gpuwise.diagnose import fixes as fx
-from gpuwise.diagnose import fixes_inference as fxi
+from gpuwise.diagnose.fixes import catalog as fx
+from gpuwise.diagnose.fixes import feed
+from gpuwise.diagnose.fixes import inference as fxi
+from gpuwise.diagnose.fixes import scope as fix_scope
 
 COMPOSITES = {"comm_fixes"}
 """Constructors that only assemble scoped fixes."""
 
 
-@pytest.mark.parametrize("module", [fx, fxi])
+@pytest.mark.parametrize("module", [fx, feed, fxi])
 def test_every_fix_constructor_declares_its_scope(module: types.ModuleType) -> None:
     for name, fn in inspect.getmembers(module, inspect.isfunction):
         if fn.__module__ != module.__name__ or name.startswith("_") or name in COMPOSITES:

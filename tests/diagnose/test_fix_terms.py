@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.diagnose.fix_terms import in_user_terms
-from gpuwise.diagnose.fixes import loader_workers
+from gpuwise.diagnose.fixes.feed import loader_workers
+from gpuwise.diagnose.fixes.terms import in_user_terms
 from gpuwise.diagnose.step_rules import fused_optimizer
 from gpuwise.records import Finding
 
@@ -99,7 +99,7 @@ def test_fabric_and_accelerate_fixes_are_made_before_the_framework_takes_over():
 
 
 def test_precision_and_compile_in_fabric_and_accelerate_terms():
-    from gpuwise.diagnose.fix_terms import framework_setting
+    from gpuwise.diagnose.fixes.terms import framework_setting
 
     setup = _setup("fabric")
     assert framework_setting("autocast_bf16", {"autocast": True}, setup) == (
@@ -160,7 +160,7 @@ def test_an_update_with_no_faster_flag_is_spread_with_the_frameworks_accumulatio
 
 
 def test_accelerate_settings_point_at_the_accelerator_that_prepared_the_optimizer():
-    from gpuwise.diagnose.fix_terms import first_record
+    from gpuwise.diagnose.fixes.terms import first_record
     from gpuwise.records import Fix
 
     setup = _setup("accelerate", cls="AdamW")
@@ -184,7 +184,7 @@ def test_accelerate_settings_point_at_the_accelerator_that_prepared_the_optimize
 
 
 def test_fp16_tensor_cores_get_each_frameworks_fp16_setting():
-    from gpuwise.diagnose.fixes import mixed_precision
+    from gpuwise.diagnose.fixes.catalog import mixed_precision
 
     fp16 = mixed_precision("7.0", cpu_bf16=False)
     assert fp16 is not None

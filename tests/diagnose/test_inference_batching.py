@@ -174,7 +174,7 @@ def test_training_traces_carry_no_batching(tmp_path: Path) -> None:
 
 
 def test_the_report_says_how_batches_form_and_what_the_weights_are(tmp_path: Path) -> None:
-    from gpuwise.report.inference_text import batching_line, weights_line
+    from gpuwise.report.text.inference import batching_line, weights_line
 
     tr = Trace()
     _static_generate(tr, batches=3, decode_steps=10, wait_us=20_000.0)

@@ -11,7 +11,7 @@ import pytest
 from gpuwise.cli.main import main
 from gpuwise.diagnose.analyze import analyze
 from gpuwise.errors import LogFormatError
-from gpuwise.report.html import write_html
+from gpuwise.report.html.run import write_html
 from tests.distributed.job_traces import JobSpec, write_job
 
 SPEC = JobSpec(ranks=20, pattern="ddp", cause="input", straggler=13, ranks_per_node=8)
@@ -59,7 +59,7 @@ def test_a_corrupt_rank_file_is_skipped_and_reported(job, tmp_path):
     assert ranks == [0, 1, 2, 3, 4, 7]  # the cut trace counts up to its cut
     from rich.console import Console
 
-    from gpuwise.report.text import render_run
+    from gpuwise.report.text.run import render_run
 
     console = Console(record=True, width=200)
     render_run(run, console)

@@ -23,7 +23,7 @@ import pytest
 
 from gpuwise.diagnose.analyze import analyze
 from gpuwise.records import Run
-from gpuwise.telemetry.readers.kineto.weights import weight_kind, weights
+from gpuwise.telemetry.readers.kineto.calls.weights import weight_kind, weights
 from tests.diagnose.test_inference_batching import DECODE_ATTN, GEMM, GEMV, Trace
 from tests.trace_events import event, write_trace
 

@@ -3,7 +3,7 @@ import types
 
 import pytest
 
-from gpuwise.diagnose import fixes as fx
+from gpuwise.diagnose.fixes import catalog as fx
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.records import Finding, Run, Sample, Step
 from gpuwise.records.ranks import RankView
@@ -220,9 +220,9 @@ def test_trace_section_drives_gpu_idle_and_host_sync():
 
 def test_distributed_findings_are_merged(monkeypatch):
     straggler = Finding("straggler", "warning", "rank 1 is slow", {"rank": 1}, 1.3)
-    fake = types.ModuleType("gpuwise.diagnose.distributed")
+    fake = types.ModuleType("gpuwise.diagnose.ranks.rules")
     fake.findings = lambda run: [straggler]
-    monkeypatch.setitem(sys.modules, "gpuwise.diagnose.distributed", fake)
+    monkeypatch.setitem(sys.modules, "gpuwise.diagnose.ranks.rules", fake)
     found = diagnose(run_of(steps(wait=0.01, compute=0.09), ranks={"world_size": 2}))
     assert kinds(found)[0] == "straggler"
     found = diagnose(run_of(steps(wait=0.01, compute=0.09)))

@@ -171,6 +171,20 @@ def test_no_tensor_core_advice_without_a_card_that_has_them(tmp_path: Path) -> N
     assert "fp32_gemms" not in _kinds(run)
 
 
+def test_a_turing_card_is_told_fp16_not_tf32_or_bf16(tmp_path: Path) -> None:
+    """Issue 44 #7: Turing's tensor cores run fp16 only."""
+    t4 = {"deviceProperties": [{"id": 0, "name": "Tesla T4", "computeMajor": 7, "computeMinor": 5}]}
+    trace = training_trace(Shape(steps=10, gemm_us=2000.0))
+    run = analyze([write_trace(tmp_path, trace, **t4)])
+    f = next(f for f in run.findings if f.kind == "fp32_gemms")
+    assert "fp16" in f.summary
+    assert "TF32" not in f.summary
+    assert "bf16" not in f.summary
+    text = " ".join(x.how for x in f.fixes)
+    assert "allow_tf32" not in text
+    assert "bfloat16" not in text
+
+
 def test_an_evaluation_pass_between_steps_is_its_own_phase(tmp_path: Path) -> None:
     shape = Shape(steps=16, eval_at=12, eval_us=40_000.0, gemm_us=100.0)
     run = _run(tmp_path, shape)

@@ -10,8 +10,8 @@ import pytest
 
 from gpuwise.diagnose.analyze import analyze
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.ranks.trace import merge_traces
 from gpuwise.diagnose.rules import diagnose
-from gpuwise.diagnose.trace_ranks import merge_traces
 from gpuwise.records import Run
 from gpuwise.records.trace import RankFacts, StreamIdle
 from gpuwise.records.trace_section import TraceSection
@@ -121,7 +121,13 @@ def test_rank_traces_merge_as_records_and_the_context_holds_the_section() -> Non
         (0, "recsys128_rank0.trace.json.gz"),
         (1, "recsys128_rank1.trace.json.gz"),
     ]
-    assert merged.distributed == {"backend": "nccl", "rank": 0, "world_size": 128, "ranks_read": 2}
+    assert merged.distributed == {
+        "backend": "nccl",
+        "rank": 0,
+        "world_size": 128,
+        "ranks_read": 2,
+        "missing_ranks": list(range(2, 66)),  # of 128 ranks two were given: the first 64 absent
+    }
     assert merged.straggler is not None
     assert merged.straggler["rank"] in (0, 1)
     run = Run("analyze", trace=merged)

@@ -82,6 +82,18 @@ class JobSpec:
         kernel_us: Duration of one compute kernel.
         severity: The planted delay as a share of the step's compute.
         seed: Seed of the jitter every rank gets (about 2 % of each phase).
+        clock_offset_us: Every timestamp of node k's ranks is shifted by k times this
+            (hosts' clocks disagree; the collectives still end together in real time).
+        seq: Record torch's ``Seq`` in the collective args (False: matched by end time).
+        also_late: Ranks late with the straggler, by the same cause (a late pair, a late
+            node); with ``communication`` they run their own collective together, in a
+            process group of their own (``late``), before the job's collectives.
+        jitter: Relative spread of every phase (0: the ranks run in exact lock step).
+        host_in_name: No ``host_name`` field; the files are named as torch's
+            ``tensorboard_trace_handler`` names them, ``{host}_{pid}.{ms}.pt.trace.json``.
+        more_late: Further stragglers, each ``(ranks, cause, severity)``: late by a cause
+            of their own (several ranks with ``communication`` run their own collective
+            together, in a group named after their first rank, ``late<rank>``).
     """
 
     ranks: int = 8
@@ -94,10 +106,20 @@ class JobSpec:
     kernel_us: float = 100.0
     severity: float = 0.4
     seed: int = 0
+    clock_offset_us: float = 0.0
+    seq: bool = True
+    host_in_name: bool = False
+    jitter: float = 0.02
+    also_late: tuple[int, ...] = ()
+    more_late: tuple[tuple[tuple[int, ...], str, float], ...] = ()
 
     def node(self, rank: int) -> str:
         """The host name of ``rank``."""
-        return f"node{rank // self.ranks_per_node}"
+        return f"node{self.node_index(rank)}"
+
+    def node_index(self, rank: int) -> int:
+        """The node ``rank`` runs on, counted from 0."""
+        return rank // self.ranks_per_node
 
     def events_per_rank(self) -> int:
         """About how many trace events each rank's file holds."""
@@ -107,8 +129,9 @@ class JobSpec:
 class _Rank:
     """One rank's events as JSON text lines, and its running clocks."""
 
-    def __init__(self, rank: int, fh: IO[str] | None = None) -> None:
+    def __init__(self, rank: int, fh: IO[str] | None = None, offset_us: float = 0.0) -> None:
         self.rank = rank
+        self.offset_us = offset_us
         self.fh = fh
         self.wrote = False
         self.lines: list[str] = []
@@ -118,7 +141,7 @@ class _Rank:
     def add(self, cat: str, name: str, tid: int, ts: float, dur: float, args: str) -> None:
         self.lines.append(
             f'{{"ph": "X", "cat": "{cat}", "name": {json.dumps(name)}, "pid": {1000 + self.rank}, '
-            f'"tid": {tid}, "ts": {ts:.3f}, "dur": {dur:.3f}, "args": {{{args}}}}}'
+            f'"tid": {tid}, "ts": {ts + self.offset_us:.3f}, "dur": {dur:.3f}, "args": {{{args}}}}}'
         )
 
     def flush(self) -> None:
@@ -151,29 +174,45 @@ class _Sim:
         self.spec = spec
         n = spec.ranks
         self.rng = np.random.default_rng(spec.seed)
-        self.out = [_Rank(r, None if files is None else files[r]) for r in range(n)]
+        self.out = [
+            _Rank(r, None if files is None else files[r], spec.clock_offset_us * spec.node_index(r))
+            for r in range(n)
+        ]
         self.dev = np.zeros(n)  # compute stream free at
         self.comm = np.zeros(n)  # comm stream free at
         self.kernel_us = np.full(n, spec.kernel_us)
         self.extra_kernels = np.zeros(n, dtype=np.int64)
-        s = spec.straggler
-        budget = spec.kernels * spec.kernel_us * spec.severity
-        if s is not None and spec.cause == "clock":
-            self.kernel_us[s] *= 1.0 + spec.severity
-        if s is not None and spec.cause == "compute":
-            self.extra_kernels[s] = round(spec.kernels * spec.severity)
+        late = [] if spec.straggler is None else [spec.straggler, *spec.also_late]
         self.input_us = np.full(n, 0.05 * spec.kernels * spec.kernel_us)
         self.host_us = np.zeros(n)
         self.own_comm_us = np.zeros(n)
-        if s is not None and spec.cause == "input":
-            self.input_us[s] += budget
-        if s is not None and spec.cause == "host":
-            self.host_us[s] = budget
-        if s is not None and spec.cause == "communication":
-            self.own_comm_us[s] = budget
+        self.own_groups: list[tuple[str, np.ndarray[Any, Any]]] = []
+        groups = [(tuple(late), spec.cause, spec.severity)] if late else []
+        for rows, cause, severity in [*groups, *spec.more_late]:
+            self.plant(list(rows), cause, severity)
+
+    def plant(self, rows: list[int], cause: str, severity: float) -> None:
+        """Make ``rows`` late by ``cause``, ``severity`` of the step's compute."""
+        spec = self.spec
+        budget = spec.kernels * spec.kernel_us * severity
+        for s in rows:
+            if cause == "clock":
+                self.kernel_us[s] *= 1.0 + severity
+            if cause == "compute":
+                self.extra_kernels[s] = round(spec.kernels * severity)
+            if cause == "input":
+                self.input_us[s] += budget
+            if cause == "host":
+                self.host_us[s] = budget
+            if cause == "communication":
+                self.own_comm_us[s] = budget
+        if cause == "communication" and len(rows) > 1:
+            name = "late" if rows[0] == spec.straggler else f"late{rows[0]}"
+            self.own_groups.append((name, np.array(sorted(rows))))
 
     def jitter(self, base: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        out: np.ndarray[Any, Any] = base * self.rng.normal(1.0, 0.02, base.shape).clip(0.9, 1.1)
+        spread = self.rng.normal(1.0, self.spec.jitter, base.shape).clip(0.9, 1.1)
+        out: np.ndarray[Any, Any] = base * spread
         return out
 
     def run(self) -> None:
@@ -247,8 +286,8 @@ class _Sim:
                 f', "Collective name": "{tag}", "Process Group Name": "{group}", '
                 f'"Process Group Description": "{_DESCRIPTION.get(group, group)}", '
                 f'"In msg nelems": {nelems}, '
-                f'"Out msg nelems": {nelems}, "Group size": {len(members)}, "dtype": "BFloat16", '
-                f'"Seq": {seq}'
+                f'"Out msg nelems": {nelems}, "Group size": {len(members)}, "dtype": "BFloat16"'
+                + (f', "Seq": {seq}' if self.spec.seq else "")
             )
             o.kernel(
                 kernel, "record_param_comms", float(ready[j]), end - float(ready[j]), 20, extra
@@ -268,7 +307,9 @@ class _Sim:
             src, dst = (me, peer) if j == 0 else (peer, me)
             extra = (
                 f', "Collective name": "{"send" if j == 0 else "recv"}", '
-                f'"Process Group Name": "{group}", "In msg nelems": 65536, '
+                f'"Process Group Name": "{group}", '
+                f'"Process Group Description": "{_DESCRIPTION.get(group, group)}", '
+                '"In msg nelems": 65536, '
                 f'"Src Rank": {src}, "Dst Rank": {dst}'
             )
             o.kernel(
@@ -278,8 +319,18 @@ class _Sim:
         self.comm[both] = end
 
     def own_transfer(self) -> None:
-        """The straggler's own transfer in a group only it records (a slow side link)."""
+        """The straggler's own transfer in a group only it records (a slow side link).
+
+        Several late ranks run it together: an all-gather of their own group ``late``.
+        """
+        together: set[int] = set()
+        for name, rows in self.own_groups:
+            xfer = float(self.own_comm_us[rows].max())
+            self.collective("all_gather", name, rows, blocking=True, size=1 << 16, xfer_us=xfer)
+            together.update(rows.tolist())
         for r in np.flatnonzero(self.own_comm_us).tolist():
+            if r in together:
+                continue
             o = self.out[r]
             start = float(self.dev[r])
             extra = (
@@ -343,7 +394,9 @@ def write_job(directory: str | Path, spec: JobSpec, *, gz: bool = True) -> list[
     """
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"rank{r:04d}.pt.trace.json{'.gz' if gz else ''}" for r in range(spec.ranks)]
+    paths = [
+        folder / f"{_name(spec, r)}.pt.trace.json{'.gz' if gz else ''}" for r in range(spec.ranks)
+    ]
     files = [_open(p, gz) for p in paths]
     try:
         for r, fh in enumerate(files):
@@ -357,6 +410,12 @@ def write_job(directory: str | Path, spec: JobSpec, *, gz: bool = True) -> list[
     return paths
 
 
+def _name(spec: JobSpec, rank: int) -> str:
+    if spec.host_in_name:  # torch's tensorboard_trace_handler: {host}_{pid}.{time in ms}
+        return f"{spec.node(rank)}_{1000 + rank}.{1_700_000_000_000 + rank}"
+    return f"rank{rank:04d}"
+
+
 def _open(path: Path, gz: bool) -> IO[str]:
     if gz:
         return gzip.open(path, "wt", encoding="utf-8", compresslevel=1)
@@ -364,12 +423,13 @@ def _open(path: Path, gz: bool) -> IO[str]:
 
 
 def _head(spec: JobSpec, rank: int) -> str:
-    head = {
+    head: dict[str, Any] = {
         "schemaVersion": 1,
         "deviceProperties": [{"id": rank % 8, "name": "NVIDIA H100 80GB HBM3"}],
         "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": spec.ranks},
-        "host_name": spec.node(rank),
     }
+    if not spec.host_in_name:
+        head["host_name"] = spec.node(rank)
     return json.dumps(head)[:-1] + ', "traceEvents": [\n'
 
 
@@ -382,23 +442,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--pattern", choices=PATTERNS, default="ddp")
     ap.add_argument("--cause", choices=CAUSES, default="input")
-    ap.add_argument("--straggler", type=int, default=3)
+    ap.add_argument("--straggler", type=int, default=3, help="-1: none")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--kernels", type=int, default=40)
     ap.add_argument("--ranks-per-node", type=int, default=8)
+    ap.add_argument("--also-late", type=int, nargs="*", default=[], help="ranks late with it")
+    ap.add_argument("--clock-offset-us", type=float, default=0.0, help="node k's clock, k times")
+    ap.add_argument(
+        "--more-late",
+        action="append",
+        default=[],
+        metavar="RANKS:CAUSE:SEVERITY",
+        help="further stragglers of a cause of their own, e.g. 12,13:communication:0.4",
+    )
+    ap.add_argument("--no-seq", action="store_true", help="no Seq in the collective args")
+    ap.add_argument("--host-in-name", action="store_true", help="{host}_{pid}.{ms} file names")
     args = ap.parse_args(argv)
     spec = JobSpec(
         ranks=args.ranks,
         pattern=args.pattern,
         cause=args.cause,
-        straggler=args.straggler,
+        straggler=None if args.straggler < 0 else args.straggler,
         steps=args.steps,
         kernels=args.kernels,
         ranks_per_node=args.ranks_per_node,
+        also_late=tuple(args.also_late),
+        clock_offset_us=args.clock_offset_us,
+        seq=not args.no_seq,
+        host_in_name=args.host_in_name,
+        more_late=tuple(_more_late(x) for x in args.more_late),
     )
     paths = write_job(args.directory, spec)
     print(f"wrote {len(paths)} rank traces to {args.directory}")
     return 0
+
+
+def _more_late(text: str) -> tuple[tuple[int, ...], str, float]:
+    ranks, cause, severity = text.split(":")
+    return tuple(int(r) for r in ranks.split(",")), cause, float(severity)
 
 
 if __name__ == "__main__":

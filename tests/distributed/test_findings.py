@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpuwise.diagnose.distributed import findings
+from gpuwise.diagnose.ranks.rules import findings
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.distributed.aggregate import cross_rank
 from gpuwise.records import Run

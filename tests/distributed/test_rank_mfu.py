@@ -9,7 +9,7 @@ import pytest
 from gpuwise.efficiency.model_mfu import counted_mfu_section
 from tests.distributed.test_torchrun import _one_thread_per_rank, profile_job  # noqa: F401
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.kernels]
 
 
 def test_every_rank_counts_its_step_and_gets_its_own_mfu(tmp_path: Path) -> None:

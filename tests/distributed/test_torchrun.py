@@ -17,8 +17,9 @@ from gpuwise.diagnose.rules import diagnose
 from gpuwise.profiling.runner import ProfileConfig, profile_command
 from gpuwise.records import Run
 from tests.distributed import ddp_job
+from tests.machine import need_cpu
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.kernels]
 
 JOB = Path(ddp_job.__file__)
 REPO = JOB.parents[2]
@@ -70,22 +71,55 @@ def test_parameters_are_bitwise_equal_across_ranks_and_match_one_rank(tmp_path: 
 
 
 def test_a_sleep_on_rank_1_is_reported_as_its_straggling(tmp_path: Path) -> None:
+    need_cpu(0.25, "two ranks whose own time is compared to a millisecond")
     delay_s = 0.060
-    run, _ = profile_job(tmp_path, "straggler", str(delay_s * 1e3))
-    assert run.exit_code == 0
-    assert run.to_dict(include_samples=False)["ranks"]["step_counts"] == {"0": 20, "1": 20}
+    # A run decides only where what the machine made different between the ranks (their own
+    # time outside the data wait: descheduling, OpenMP threads spinning on shared cores) is
+    # under half the injected sleep; a stall can make it larger, so it is run once more.
+    for attempt in range(2):
+        run, waits, rest, slept = _straggler_run(tmp_path / f"try-{attempt}", delay_s)
+        machine_s = abs(rest[1] - rest[0])
+        if machine_s < delay_s / 2:
+            break
+    else:
+        pytest.skip(
+            f"the machine made the ranks differ by {machine_s * 1e3:.0f} ms per step outside "
+            f"the data wait, against a {delay_s * 1e3:.0f} ms sleep: no run could decide"
+        )
     found = {f.kind: f for f in run.findings}["straggler"]
-    assert found.evidence["rank"] == 1
+    assert found.evidence["rank"] == 1, (found.evidence, rest)
     assert found.evidence["cause"] == "data"
-    slept = json.loads((tmp_path / "slept-1.json").read_text())
-    kept = [s for s in run.steps if s.index >= 2]
-    totals = [[s.total_s for s in kept if s.rank == r] for r in (0, 1)]
-    # truth: how long rank 1's sleeps really took; tolerance: 3 standard errors of the
-    # difference of the two ranks' step times, from this run's step-to-step spread
-    tolerance_s = 3 * sum(statistics.variance(t) / len(t) for t in totals) ** 0.5
+    # 1. the phase: rank 1's data wait above rank 0's is its sleep; tolerance 3 standard
+    # errors of that difference, from this run's step-to-step spread of the data wait
+    data_tol_s = 3 * sum(statistics.variance(w) / len(w) for w in waits) ** 0.5
+    data_extra_s = statistics.fmean(waits[1]) - statistics.fmean(waits[0])
+    assert data_extra_s == pytest.approx(statistics.fmean(slept), abs=data_tol_s + 1e-3)
+    # 2. the extra own time is the sleep, give or take the machine's remainder measured above
+    tolerance_s = data_tol_s + machine_s + 1e-3
     assert found.evidence["extra_per_step_s"] == pytest.approx(
         statistics.fmean(slept), abs=tolerance_s
     ), (statistics.fmean(slept), tolerance_s)
+
+
+def _straggler_run(
+    tmp_path: Path, delay_s: float
+) -> tuple[Run, list[list[float]], list[float], list[float]]:
+    """Profile the straggler job: the Run, each rank's kept data waits, own time outside the
+    data wait per rank, and rank 1's measured sleeps."""
+    tmp_path.mkdir()
+    run, _ = profile_job(tmp_path, "straggler", str(delay_s * 1e3))
+    assert run.exit_code == 0
+    view = run.to_dict(include_samples=False)["ranks"]
+    assert view["step_counts"] == {"0": 20, "1": 20}
+    rows = {row["rank"]: row for row in view["per_rank"]}
+    skip = view["warmup_steps_skipped"]  # the same steps as the ranks' rows
+    waits = [
+        [s.data_wait_s for s in sorted(run.steps, key=lambda s: s.index) if s.rank == r][skip:]
+        for r in (0, 1)
+    ]
+    rest = [rows[r]["own_s"] - rows[r]["phases_s"]["data_wait"] for r in (0, 1)]
+    slept = json.loads((tmp_path / "slept-1.json").read_text())
+    return run, waits, rest, slept
 
 
 UNSEEN_SHARE = 0.12

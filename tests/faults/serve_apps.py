@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.pipeline.example import ServingApp
+from gpuwise.pipeline.bench.example import ServingApp
 from tests.faults import serving_stages as st
 
 

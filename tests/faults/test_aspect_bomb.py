@@ -52,7 +52,7 @@ def _python(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]
 SERVE = """
 import json, resource, sys
 from gpuwise.pipeline import Pipeline
-from gpuwise.pipeline.example import image_classifier
+from gpuwise.pipeline.bench.example import image_classifier
 app = image_classifier(size=128, images=2)
 data = open(sys.argv[1], "rb").read()
 with Pipeline(app.pre, app.model, app.post, transform=app.transform, pre_workers=2) as pipe:

@@ -25,7 +25,7 @@ from PIL import Image
 from gpuwise.data.loader import Loader
 from gpuwise.data.pack import PackConfig, write_source
 from gpuwise.data.pack_sources import imagefolder_source
-from gpuwise.data.store import open_store
+from gpuwise.data.store.read import open_store
 from gpuwise.errors import StoreFormatError
 from tests.faults.helpers import run
 

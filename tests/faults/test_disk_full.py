@@ -88,3 +88,30 @@ def test_analyze_out_on_a_full_disk_is_one_clear_line(tmp_path: Path, full_disk:
     assert "free space or choose another path" in lines[-1]
     assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]
     assert json.loads((tmp_path / "base.json").read_text())["exit_code"] == 0
+
+
+def test_monitor_log_on_a_full_disk_says_so_and_removes_its_files(
+    tmp_path: Path, full_disk: Path
+) -> None:
+    _fill(full_disk)
+    log, csv = full_disk / "gpu.jsonl", full_disk / "gpu.csv"
+    args = ["--log", str(log), "--csv", str(csv)]
+    done = run(["monitor", "--fake", "1", "--interval", "0.05", "--duration", "1", *args], tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "disk is full" in done.stderr, done.stderr
+    assert "check the path and its permissions" not in done.stderr
+    assert "gpu.jsonl" in done.stderr
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]  # none of its files left
+
+
+def test_monitor_log_on_a_full_disk_keeps_a_log_it_did_not_create(
+    tmp_path: Path, full_disk: Path
+) -> None:
+    log = full_disk / "gpu.jsonl"
+    log.write_text('{"old": 1}\n')
+    _fill(full_disk)
+    done = run(["monitor", "--fake", "1", "--interval", "0.05", "--duration", "1", "--log",
+                str(log)], tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "disk is full" in done.stderr
+    assert log.read_text().startswith('{"old": 1}\n')  # the user's lines stay

@@ -14,20 +14,11 @@ from typing import Any
 import pytest
 
 from tests.faults.helpers import run
+from tests.sizing.hf_configs import tiny_llama_config
 
 pytest.importorskip("transformers", reason="--hf-config builds models with transformers")
 
-LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 2,
-    "vocab_size": 512,
-    "max_position_embeddings": 128,
-}
+LLAMA = tiny_llama_config(num_key_value_heads=2, max_position_embeddings=128)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.data.store import open_store
+from gpuwise.data.store.read import open_store
 from tests.faults.helpers import WAIT_S, image_arrays, output, run, start
 
 IMAGES = 6000

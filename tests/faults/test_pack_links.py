@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import simplejpeg
 
-from gpuwise.data.store import open_store
+from gpuwise.data.store.read import open_store
 from tests.faults.helpers import run
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.pipeline.load import LoadSpec, run_load
+from gpuwise.pipeline.bench.load import LoadSpec, run_load
 from tests.faults.helpers import WAIT_S, output, run, start
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,6 +97,36 @@ def test_ctrl_c_in_a_run_ends_it(tmp_path: Path) -> None:
     print(f"ended {time.monotonic() - t0:.2f} s after SIGINT")
     assert code == 130, output(tmp_path)[1]
     assert "interrupted" in output(tmp_path)[1]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_run_prints_and_writes_what_it_measured(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    args = ["serve-bench", "tests.faults.serve_apps:fine", "--duration", "600", "--warmup", "0.2"]
+    proc = start([*args, "--out", "run.json"], tmp_path)
+    deadline = time.monotonic() + WAIT_S
+    while "serving" not in (tmp_path / "err.txt").read_text():
+        assert proc.poll() is None, output(tmp_path)
+        assert time.monotonic() < deadline, output(tmp_path)
+        time.sleep(0.05)
+    time.sleep(1.0)  # past the warm-up: the window is being measured
+    try:
+        proc.send_signal(signum)
+        assert proc.wait(timeout=WAIT_S) == 128 + signum, output(tmp_path)[1]
+    finally:
+        proc.kill()  # a failed wait leaves no 600 s run behind
+        proc.wait()
+    out, err = output(tmp_path)
+    assert "marked partial" in err
+    doc = json.loads((tmp_path / "run.json").read_text())["serving"]
+    assert doc["partial"].startswith("stopped after ")
+    assert doc["partial"].endswith("of 600 s measured")
+    assert 0 < doc["duration_s"] < 600
+    assert doc["requests"]["ok"] > 0
+    assert doc["throughput_per_s"] == pytest.approx(doc["requests"]["ok"] / doc["duration_s"])
+    assert f"partial: {doc['partial']}" in out  # the text report says so, with the same words
+    assert f"{doc['requests']['ok']:,}" in out or str(doc["requests"]["ok"]) in out
 
 
 def _slow_server(gap_s: float | None) -> Any:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.data.store import open_store
+from gpuwise.data.store.read import open_store
 from tests.faults.helpers import GPUWISE, WAIT_S, env_for, image_arrays, output, run, start
 
 IMAGES = 4000

@@ -19,8 +19,8 @@ import pytest
 
 from gpuwise.data.loader import Loader
 from gpuwise.data.pack import pack
-from gpuwise.data.store import open_store
-from gpuwise.errors import StoreHeaderError
+from gpuwise.data.store.read import open_store
+from gpuwise.errors import StoreFormatError, StoreHeaderError
 from tests.faults.helpers import run
 
 
@@ -78,3 +78,28 @@ def test_a_symlinked_shard_leading_out_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreHeaderError, match="leads outside the store"):
         open_store(store)
     assert run(["store", "verify", "s"], tmp_path).returncode == 2
+
+
+def test_a_fifo_header_is_refused_without_blocking(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    (store / "header.json").unlink()
+    os.mkfifo(store / "header.json")  # open() of it would wait for a writer for good
+    for action in ("info", "verify"):
+        done = run(["store", action, "s"], tmp_path, timeout_s=120)
+        assert done.returncode == 1, done.stderr  # a store format error, as a missing header
+        assert "header.json is not a regular file (a FIFO, device or socket)" in done.stderr
+        assert "re-pack the store" in done.stderr
+    with pytest.raises(StoreFormatError, match="not a regular file"):
+        open_store(store)
+
+
+def test_a_header_nested_too_deep_names_the_file(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    (store / "header.json").write_text("[" * 100_000 + "]" * 100_000)
+    done = run(["store", "info", "s"], tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "s/header.json nests its values too deep" in done.stderr
+    assert "unexpected" not in done.stderr
+    assert "RecursionError" not in done.stderr
+    with pytest.raises(StoreFormatError, match="nests its values too deep"):
+        open_store(store)

@@ -10,7 +10,7 @@ import pytest
 
 from gpuwise.integrations.live_steps import LiveSteps, StepFileTail
 from gpuwise.integrations.prometheus import DeviceMetrics
-from gpuwise.profiling.step_files import step_line
+from gpuwise.profiling.steps.files import step_line
 from gpuwise.records import Step
 
 H100 = [{"id": "gpu0", "name": "NVIDIA H100 80GB HBM3"}]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from gpuwise.cli.main import main
+from tests.cli.children import free_port
 
 pytest.importorskip("prometheus_client", reason="gpuwise[prometheus] is not installed")
 
@@ -24,14 +24,8 @@ open(out, "w").write(text)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_monitor_serves_what_a_scraper_reads(tmp_path: Path, capsys) -> None:
-    port = _free_port()
+    port = free_port()
     out = tmp_path / "scrape.txt"
     script = tmp_path / "scrape.py"
     script.write_text(SCRAPER, encoding="utf-8")

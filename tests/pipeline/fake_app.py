@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwise.pipeline.example import ServingApp
+from gpuwise.pipeline.bench.example import ServingApp
 from tests.pipeline.conftest import FakeModel, post, pre
 
 

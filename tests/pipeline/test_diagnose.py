@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwise.diagnose.serving import diagnose_serving, main_kind, serving_run
+from gpuwise.diagnose.inference.serving import diagnose_serving, main_kind, serving_run
 from gpuwise.records import Run
 from gpuwise.records.serving import BatchRecord, RequestTiming, ServingResult, ServingSettings
 

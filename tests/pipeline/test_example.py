@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gpuwise.pipeline import Pipeline
-from gpuwise.pipeline.example import image_classifier, load_app
+from gpuwise.pipeline.bench.example import image_classifier, load_app
 
 
 @pytest.fixture(scope="module")

@@ -67,7 +67,7 @@ def test_stage_times_add_up_to_the_latency_the_client_sees():
 
 def test_a_full_batch_closes_at_max_batch_and_a_lone_request_after_the_delay():
     model = FakeModel(0.0, 0.0)
-    with Pipeline(pre, model, post, max_batch=4, max_delay_ms=40) as pipe:
+    with Pipeline(pre, model, post, max_batch=4, max_delay_ms=40, close_on_idle=False) as pipe:
         lone = pipe.submit(1)
         assert lone.result(timeout=5) == 2.0
         futures = [pipe.submit(i) for i in range(4)]
@@ -192,7 +192,7 @@ def test_buckets_pad_batches_to_repeated_sizes():
 def test_close_joins_every_thread_and_restores_torch_threads():
     before = torch.get_num_threads()
     pipe = Pipeline(pre, FakeModel(0, 0), post, model_threads=1, pre_workers=2, post_workers=2)
-    assert len(_gpuwise_threads()) == 6  # 2 pre, model, 2 post, the deadline timer
+    assert len(_gpuwise_threads()) == 7  # 2 pre, batch, model, 2 post, the deadline timer
     assert torch.get_num_threads() == 1
     futures = [pipe.submit(i) for i in range(20)]
     pipe.close()

@@ -10,12 +10,12 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from gpuwise.distributed.ranks import RankInfo
-from gpuwise.profiling.energy_counter import StepCounter
 from gpuwise.profiling.recording import Recording
-from gpuwise.profiling.step_files import JsonlRecorder, MemoryRecorder, read_step_files
+from gpuwise.profiling.steps.energy import StepCounter
+from gpuwise.profiling.steps.files import JsonlRecorder, MemoryRecorder, read_step_files
 from gpuwise.records import Run, Sample, Step
-from gpuwise.telemetry.energy import boundary_energy, energy_section
 from gpuwise.telemetry.fake import NVML_ERROR_GPU_IS_LOST, FakeGpu, FakeNvml, Fault
+from gpuwise.telemetry.power.energy import boundary_energy, energy_section
 from tests.energy_fakes import PERIOD_S, POWER_W, Clock, quantized
 
 

@@ -114,10 +114,11 @@ def test_gan_without_a_loader_steps_once_per_batch(clock: FakeClock) -> None:
     for _ in range(4):
         train_iteration(t, clock, opts=("disc", "gen"))
     t.close()
-    # the discriminator's steps (the first optimizer seen) mark the boundaries
-    assert len(steps) == 3
-    assert [s.optimizer_calls for s in steps] == [2, 2, 2]
-    assert all(s.compute_s == pytest.approx(7.5) for s in steps)
+    # one step of two updates per iteration; the first counts, from its first forward
+    assert len(steps) == 4
+    assert [s.optimizer_calls for s in steps] == [2, 2, 2, 2]
+    assert steps[0].compute_s == pytest.approx(7.0)
+    assert all(s.compute_s == pytest.approx(7.5) for s in steps[1:])
 
 
 def test_loop_without_optimizer_steps_at_each_backward(clock: FakeClock) -> None:
@@ -128,8 +129,9 @@ def test_loop_without_optimizer_steps_at_each_backward(clock: FakeClock) -> None
         region(t, clock, "backward", 3.0)
         clock.advance(0.25)  # p.data.add_(p.grad, alpha=-lr)
     t.close()
-    assert len(steps) == 40
-    assert all(s.compute_s == pytest.approx(5.75) for s in steps)
+    assert len(steps) == 41  # the first counts: it opens at the first forward
+    assert steps[0].compute_s == pytest.approx(5.0)
+    assert all(s.compute_s == pytest.approx(5.75) for s in steps[1:])
     assert (steps[5].forward_s, steps[5].backward_s, steps[5].backward_calls) == (2.0, 3.0, 1)
 
 
@@ -199,9 +201,9 @@ def test_closure_evaluations_without_a_loader_are_one_step(clock: FakeClock) -> 
         lbfgs_step(t, clock, evaluations)
         region(t, clock, "forward", 1.0)  # a no-grad prediction between steps
     t.close()
-    # the first optimizer step opens the first step; every later one closes one
-    assert len(steps) == 4
-    assert [s.backward_calls for s in steps] == [20, 7, 20, 1]
-    assert [s.optimizer_calls for s in steps] == [1, 1, 1, 1]
-    assert steps[1].compute_s == pytest.approx(1.0 + 7 * 5.5)
-    assert steps[1].forward_s == pytest.approx(1.0 + 7 * 2.0)
+    # every optimizer step is one step, the first included
+    assert len(steps) == 5
+    assert [s.backward_calls for s in steps] == [20, 20, 7, 20, 1]
+    assert [s.optimizer_calls for s in steps] == [1, 1, 1, 1, 1]
+    assert steps[2].compute_s == pytest.approx(1.0 + 7 * 5.5)
+    assert steps[2].forward_s == pytest.approx(1.0 + 7 * 2.0)

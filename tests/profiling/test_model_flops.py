@@ -23,6 +23,8 @@ from gpuwise.profiling.flop_tally import FlopTally
 from gpuwise.profiling.model_flops import matmul_params
 from gpuwise.session import profile
 
+pytestmark = pytest.mark.kernels
+
 
 def _train(
     model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, batch: int, **options: Any
@@ -276,7 +278,25 @@ def test_a_loop_without_a_loader_counts_its_first_iteration() -> None:
     count = _count(prof.run)
     assert count["samples"] == 6  # the model's input, no loader to say it
     assert count["model_flops"] == 2 * 6 * 8 * 8 * 2  # forward + weight gradient
-    assert len(prof.run.steps) == 4  # steps run from one optimizer step to the next
+    assert len(prof.run.steps) == 5  # one per optimizer step, the first included
+
+
+def test_an_episode_counts_every_forward_of_its_step() -> None:
+    torch.manual_seed(0)
+    policy = nn.Linear(4, 2, bias=False)
+    opt = torch.optim.Adam(policy.parameters(), lr=0.01)
+    with profile(sample=False, diagnose=False) as prof:
+        for _ in range(3):  # an episode: 7 batch-1 forwards, then one backward and one step
+            loss = sum(policy(torch.randn(1, 4)).sum() for _ in range(7))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert prof.run is not None
+    count = _count(prof.run)
+    assert count["forward_flops"] == 7 * 2 * 1 * 4 * 2
+    assert count["backward_flops"] == 7 * 2 * 1 * 4 * 2  # the weight's gradient only
+    assert count["samples"] == 7
+    assert [(s.backward_calls, s.optimizer_calls) for s in prof.run.steps] == [(1, 1)] * 3
 
 
 def test_gradient_accumulation_counts_one_micro_step_and_then_stops_counting() -> None:

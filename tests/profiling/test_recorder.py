@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.distributed.ranks import RankInfo
-from gpuwise.profiling.step_files import JsonlRecorder, read_step_files, step_line
+from gpuwise.profiling.steps.files import JsonlRecorder, read_step_files, step_line
 from gpuwise.records import Step
 
 

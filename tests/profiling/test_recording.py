@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuwise.distributed.aggregate import cross_rank
 from gpuwise.profiling import hooks
 from gpuwise.profiling.recording import build_run, memory_recording, rank_view, run_meta
-from gpuwise.profiling.step_files import StepFiles
+from gpuwise.profiling.steps.files import StepFiles
 from gpuwise.records import Run, Step
 from gpuwise.records.ranks import RankView
 

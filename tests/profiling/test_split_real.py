@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.profiling.runner import ProfileConfig, profile_command
 from gpuwise.session import profile
 from tests.scenarios.harness import LoadProbe
+
+pytestmark = pytest.mark.kernels
 
 SLEEP_S = 0.01
 
@@ -76,6 +79,66 @@ def test_split_measures_forward_and_optimizer_of_a_real_loop() -> None:
         assert s.backward_s is not None
         assert 0.0 < s.backward_s < s.compute_s
         assert s.forward_s + s.backward_s + s.optimizer_s <= s.compute_s + 1e-6
+
+
+def test_split_times_a_forward_called_as_self_forward() -> None:
+    """``model.forward(x)`` bypasses ``Module.__call__``: its time is still the forward's.
+
+    (Layer-local training calls ``self.forward``; before, that time fell outside every region
+    and the report read "backward 8.2x the forward".) The class is defined before the
+    profile starts; ``Late`` after it (a profiled script defines its classes after torch's
+    import, when the hooks are already in).
+    """
+    model = SlowForward()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with LoadProbe() as probe, profile(sample=False, diagnose=False) as prof:
+
+        class Late(SlowForward):
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return super().forward(x) * 2.0
+
+        late = Late()
+        for i, (x,) in enumerate(loader()):
+            (model.forward(x) if i % 2 else late.forward(x)).sum().backward()
+            opt.step()
+    tol_s = 0.002 * probe.load().slowdown + probe.load().overshoot_s
+    assert prof.run is not None
+    steps = prof.run.steps
+    assert len(steps) == 6
+    took = iter(late.took_s), iter(model.took_s)
+    took_s = [next(took[i % 2]) for i in range(6)]  # the forward each step ran, by its clock
+    for s, forward_s in zip(steps[1:], took_s[1:], strict=True):
+        assert s.forward_s is not None
+        assert forward_s <= s.forward_s < forward_s + tol_s
+    # the patch is gone with the profile: the class's own forward is back
+    assert "__gpuwise_wrapped__" not in vars(SlowForward.forward)
+    assert "__init_subclass__" not in vars(torch.nn.Module)
+
+
+class Scripted(torch.nn.Module):
+    """A module TorchScript compiles: its forward's names (``F``) are this file's globals."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.inner(x))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_module_scripted_while_profiled_compiles_and_steps() -> None:
+    """The wrapped ``forward`` keeps its names: ``torch.jit.script`` resolves ``F`` as before."""
+    with profile(sample=False, diagnose=False) as prof:
+        model = torch.jit.script(Scripted())
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for (x,) in loader():
+            model(x).sum().backward()
+            opt.step()
+    assert prof.run is not None
+    assert len(prof.run.steps) == 6
+    x = torch.ones(2, 4)
+    assert torch.equal(model(x), F.relu(model.inner(x)))
 
 
 def test_closure_optimizer_and_compiled_model_count_each_step_once() -> None:
@@ -154,7 +217,7 @@ def test_python_of_another_environment_borrows_gpuwise(tmp_path: Path) -> None:
     script.write_text(textwrap.dedent(SCRIPT))
     run = profile_command([str(python), str(script)], ProfileConfig(sample=False))
     assert run.exit_code == 0
-    assert len(run.steps) == 6  # 7 optimizer steps: the first only sets the mark
+    assert len(run.steps) == 7  # 7 optimizer steps, the first included
     notes = run.meta["interpreters"]
     assert [n["gpuwise"] for n in notes] == ["borrowed"]
     assert notes[0]["executable"] == str(python)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwise.profiling.stepmerge import MAX_HELD, merge
+from gpuwise.profiling.steps.merge import MAX_HELD, merge
 from gpuwise.records import Step
 from tests.profiling.test_loops import loader_batch, region, train_iteration
 from tests.profiling.test_steps import FakeClock, tracker_with

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from gpuwise.profiling.copy_timing import CopyResolver
 from gpuwise.profiling.steps import LoopTracker, StepTimer
+from gpuwise.profiling.steps.copy_timing import CopyResolver
 from gpuwise.records import Step
 
 

@@ -20,6 +20,7 @@ import urllib.request
 
 from tests.realscripts.anatomy_sources import ANATOMY_SOURCES
 from tests.realscripts.sources import CACHE, FRAMEWORK_SOURCES, SOURCES
+from tests.realscripts.step_sources import STEP_SOURCES
 
 RAW = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
@@ -37,7 +38,7 @@ def read(repo: str, commit: str, path: str, git_dirs: dict[str, str]) -> bytes:
 def fetch(git_dirs: dict[str, str]) -> list[str]:
     """Fetch every file; return the problems (empty when all arrived intact)."""
     problems = []
-    for source in (*SOURCES, *FRAMEWORK_SOURCES, *ANATOMY_SOURCES):
+    for source in (*SOURCES, *FRAMEWORK_SOURCES, *ANATOMY_SOURCES, *STEP_SOURCES):
         files = ((source.path, source.sha256), *source.companions)
         for path, sha256 in files:
             target = CACHE / source.repo.replace("/", "+") / path
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     problems = fetch(git_dirs)
     for problem in problems:
         print(f"fetch: {problem}", file=sys.stderr)
-    every = (*SOURCES, *FRAMEWORK_SOURCES, *ANATOMY_SOURCES)
+    every = (*SOURCES, *FRAMEWORK_SOURCES, *ANATOMY_SOURCES, *STEP_SOURCES)
     print(f"fetched {sum(s.local.exists() for s in every)} of {len(every)} scripts")
     return 1 if problems else 0
 

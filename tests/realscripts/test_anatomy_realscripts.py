@@ -13,8 +13,8 @@ written from reading each script before gpuwise was run on it:
   threads trial and its patch inserts ``torch.set_num_threads`` in ``train.py`` before the
   optimizer is built.
 * ``time_sequence_prediction``: 4 ``optimizer.step(closure)`` of L-BFGS (``max_iter`` 20,
-  up to 25 evaluations) in float64 on the whole data set: 3 recorded optimizer steps (the
-  first opens the first step) of several evaluations each, full batch (no larger-batch
+  up to 25 evaluations) in float64 on the whole data set: 4 recorded optimizer steps (the
+  first included) of several evaluations each, full batch (no larger-batch
   advice, no small-batch finding), MFU n/a (float64 has no peak in the catalog).
 * ``word_language_model`` (``--use-optimizer``): token ids batched in memory, an LSTM,
   AdamW: tokens, one evaluation per optimizer step, no input finding (no DataLoader), no
@@ -40,10 +40,11 @@ from gpuwise.trials.change import patch_for
 from gpuwise.trials.plan import plan_trials
 from tests.realscripts.anatomy_sources import ANATOMY_SOURCES, HOGWILD_SAMPLES
 from tests.realscripts.sources import Source
+from tests.realscripts.step_sources import STEP_SOURCES
 
 pytestmark = pytest.mark.slow
 
-BY_NAME = {s.name: s for s in ANATOMY_SOURCES}
+BY_NAME = {s.name: s for s in (*ANATOMY_SOURCES, *STEP_SOURCES)}
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """Unset for the hogwild job (each trainer computes on torch's default thread count)."""
@@ -126,7 +127,7 @@ def test_time_sequence_prediction(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     a = run.anatomy
     assert a is not None
     train = [s for s in run.steps if s.phase == "train"]
-    assert len(train) == 3
+    assert len(train) == 4
     assert all(s.optimizer_calls == 1 and 1 <= s.backward_calls <= 25 for s in train)
     assert a.step_unit == "optimizer_step"
     assert a.evaluations_per_step is not None

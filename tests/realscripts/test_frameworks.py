@@ -83,8 +83,8 @@ def test_the_fabric_script_is_seen_as_fabric_and_fixed_where_fabric_takes_over(
     The script trains 20 epochs; the ``gpuwise try`` handshake ends it cleanly after
     ``STEPS`` optimizer steps, as a trial run is ended.
     """
-    from gpuwise.diagnose.fix_terms import in_user_terms
-    from gpuwise.diagnose.fixes import loader_workers
+    from gpuwise.diagnose.fixes.feed import loader_workers
+    from gpuwise.diagnose.fixes.terms import in_user_terms
     from gpuwise.diagnose.step_rules import fused_optimizer
     from gpuwise.records import Finding
 
@@ -140,8 +140,8 @@ def test_accelerates_own_sync_script_is_fixed_on_what_it_prepares(tmp_path: Path
     ``DataLoaderShard`` from each; then it trains a plain AdamW beside a prepared one under
     ``accelerator.accumulate`` (2 batches a step) for 5 batches.
     """
-    from gpuwise.diagnose.fix_terms import in_user_terms
-    from gpuwise.diagnose.fixes import loader_workers
+    from gpuwise.diagnose.fixes.feed import loader_workers
+    from gpuwise.diagnose.fixes.terms import in_user_terms
     from gpuwise.diagnose.step_rules import fused_optimizer
     from gpuwise.records import Finding, Fix
     from gpuwise.trials.change import patch_for
@@ -157,8 +157,11 @@ def test_accelerates_own_sync_script_is_fixed_on_what_it_prepares(tmp_path: Path
     )
     assert done.returncode == 0, done.stderr[-2000:]
     run = json.loads(done.stdout)
-    steps = run["steps"]  # one step per batch of the loop with optimizers: 80 samples / 16
-    assert steps["count"] + steps["warmup_excluded"] == 5
+    # one step per batch of the loop with optimizers (80 samples / 16), its warm-up included;
+    # the script's earlier loops, backward() without an update, join the first of them
+    steps = run["steps"]
+    assert (steps["count"], steps["warmup_excluded"]) == (5, 1)
+    assert steps["micro_steps"]["batches"] == 1.0  # the steady steps: a batch each
     setup = run["setup"]
     assert setup["framework"] == "accelerate"
     # the script's own loaders, each with the prepare call it went to; none of Accelerate's

@@ -32,7 +32,7 @@ def profiled(source: Source, work: Path) -> dict[str, Any]:
     if source.data is not None:
         source.data(work)
     script = Path(source.path).name
-    cmd = [sys.executable, "-m", "gpuwise", "profile", "--json", "--"]
+    cmd = [sys.executable, "-m", "gpuwise", "profile", "--json", "--shared-machine", "judge", "--"]
     cmd += [sys.executable, script, *source.argv]
     done = subprocess.run(
         cmd, cwd=work, capture_output=True, text=True, timeout=TIMEOUT_S, check=False

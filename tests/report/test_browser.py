@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.records import Finding, Fix
-from gpuwise.report.html import write_html
+from gpuwise.report.html.run import write_html
 from gpuwise.report.units import DEVICE_COLORS, PHASE_COLORS
 from gpuwise.telemetry.summary import summarize
 from tests.report.runs import INPUT_BOUND, PAGEABLE, gpu_samples, make_run, uniform_steps
@@ -147,7 +147,7 @@ def test_pictures_come_first_with_hover_values_and_finding_links(tmp_path):
 
 @pytest.mark.slow
 def test_every_run_section_is_a_table_in_the_browser(tmp_path):
-    from tests.report.test_html import _efficiency_run
+    from tests.report.html.test_run import _efficiency_run
 
     run = _efficiency_run()
     page = tmp_path / "report.html"

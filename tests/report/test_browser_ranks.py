@@ -7,7 +7,7 @@ import re
 import pytest
 
 from gpuwise.diagnose.analyze import analyze
-from gpuwise.report.html import write_html
+from gpuwise.report.html.run import write_html
 from tests.distributed.job_traces import JobSpec, write_job
 from tests.report.test_browser import WIDTH_PX, _browse, _pixels_near
 

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from gpuwise.diagnose.analyze import analyze
-from gpuwise.report.text import render_run
+from gpuwise.report.text.run import render_run
 
 
 def _log(tmp_path: Path) -> Path:

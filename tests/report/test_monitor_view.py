@@ -236,3 +236,25 @@ def test_the_process_table_lists_what_fits_the_terminal() -> None:
     assert re.search(r"… and \d+ more \(a taller terminal\)", lines[-2])
     rows = [line for line in lines if line.startswith("gpu0 ") and line.split()[1].isdigit()]
     assert [int(r.split()[1]) for r in rows] == list(range(30, 30 - len(rows), -1))  # by memory
+
+
+def test_at_80_columns_the_footer_keeps_help_and_order_and_commands_name_the_script() -> None:
+    from dataclasses import replace
+
+    from gpuwise.report.monitor.procs import fit_command
+
+    frame = frame_from_fake([FakeGpu(processes={7: 5 * GiB})])
+    job = "/opt/conda/envs/train/bin/python3.11 /home/amy/projects/vision/train.py --lr 3e-4"
+    procs = [
+        replace(p, command=job.replace("/opt/conda/envs/train/bin/", "")) for p in frame.processes
+    ]
+    out = text_of(replace(frame, processes=procs), width=80)
+    lines = [line.rstrip() for line in out.splitlines() if line.strip()]
+    assert max(len(line) for line in lines) <= 80
+    assert lines[-1] == "GPU processes, sorted by memory — h help · q quit"  # was cut at 80
+    row = next(line for line in lines if line.startswith("gpu0") and " 7 " in line)
+    assert re.search(r"train\.py", row), row  # the script, not only "python3.11 /home/am…"
+    assert fit_command("python3.11 ~/job/train.py --lr 3e-4", 16) == "train.py --lr 3…"
+    assert fit_command("python3.11 ~/job/train.py", 40) == "python3.11 ~/job/train.py"  # room
+    assert fit_command("python -m gpuwise monitor --fake 2", 12) == "python -m g…"
+    assert fit_command("nginx: worker process", 10) == "nginx: wo…"

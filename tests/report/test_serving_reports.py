@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from gpuwise.diagnose.serving import serving_run
+from gpuwise.diagnose.inference.serving import serving_run
 from gpuwise.records.serving import (
     BatchRecord,
     RequestTiming,

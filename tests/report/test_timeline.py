@@ -8,7 +8,7 @@ import re
 import pytest
 
 from gpuwise.records import Finding
-from gpuwise.report.html import render_html
+from gpuwise.report.html.run import render_html
 from gpuwise.report.svg import MARGIN_RIGHT, WIDTH
 from gpuwise.report.timeline import (
     LABEL_W,

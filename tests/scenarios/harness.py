@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gpuwise.diagnose.fixes import amdahl
+from gpuwise.diagnose.fixes.catalog import amdahl
 from gpuwise.diagnose.rules import diagnose
 from gpuwise.profiling.runner import ProfileConfig, profile_command
 from gpuwise.records import Finding, Run
@@ -166,7 +166,10 @@ class Profiled:
         """
         key = (*argv, cpu_device)
         if key not in self._runs:
-            config = ProfileConfig(interval_s=INTERVAL_S, stdout_to_stderr=True)
+            # the code's diagnosis, judged beside whatever else loads the machine
+            config = ProfileConfig(
+                interval_s=INTERVAL_S, stdout_to_stderr=True, shared_machine="judge"
+            )
             with LoadProbe() as probe:
                 run = profile_command(
                     argv, config, backends=[HostBackend()] if cpu_device else None
@@ -179,6 +182,14 @@ class Profiled:
     def load(self, run: Run) -> Load:
         """The machine's load measured while ``run`` was profiled."""
         return self._loads.get(id(run), IDLE)
+
+
+def run_of(profiled: Profiled, script: str, *args: str) -> Run:
+    """Profile ``scripts/SCRIPT ARGS`` with this interpreter; it must end well, with an anatomy."""
+    run = profiled([sys.executable, str(SCRIPTS / script), *args])
+    assert run.exit_code == 0
+    assert run.anatomy is not None
+    return run
 
 
 def top(run: Run) -> Finding:

@@ -9,10 +9,10 @@ import pytest
 
 from gpuwise.efficiency.sections import HostEnergy, add_efficiency
 from gpuwise.records import Run, Sample, Step
-from gpuwise.telemetry.energy import attribute_steps, energy_section, energy_series
 from gpuwise.telemetry.fake import FakeGpu, FakeNvml
 from gpuwise.telemetry.nvml import NvmlBackend
-from gpuwise.telemetry.rapl import RaplReader
+from gpuwise.telemetry.power.energy import attribute_steps, energy_section, energy_series
+from gpuwise.telemetry.power.rapl import RaplReader
 from tests.energy_fakes import PERIOD_S, POWER_W, Clock, quantized
 
 

@@ -106,3 +106,51 @@ def test_lightning_change_names_the_datamodule(tmp_path):
     assert change["text"].startswith("LightningDataModule.train_dataloader(): DataLoader(")
     assert change["diff"] is not None
     assert "+    num_workers=2, persistent_workers=True," in change["diff"]
+
+
+def _applies(tool: list[str], folder: Path, diff: str) -> str:
+    """Apply ``diff`` in ``folder`` with a real ``patch`` or ``git apply``; its output."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which(tool[0]) is None:
+        pytest.skip(f"{tool[0]} is not installed")
+    (folder / "fix.patch").write_bytes(diff.encode())
+    done = subprocess.run(
+        [*tool, "fix.patch"], cwd=folder, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, f"{tool} refused the diff: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def test_a_crlf_script_gets_a_crlf_diff_that_patch_and_git_apply_take(tmp_path):
+    crlf = PLAIN.replace("\n", "\r\n").encode()
+    for tool in (["patch", "-p1", "-i"], ["git", "apply"]):
+        folder = tmp_path / tool[0]
+        folder.mkdir()
+        path = folder / "train.py"
+        path.write_bytes(crlf)
+        diff = patch_for([LOADER, FUSED], _setup(path))
+        added = [x for x in diff.split("\n") if x.startswith("+") and not x.startswith("+++")]
+        assert len(added) == 3
+        assert all(x.endswith("\r") for x in added), added  # the file's own line ends
+        _applies(tool, folder, diff)
+        edited = path.read_bytes()
+        assert b"\r\n" in edited
+        assert b"\n" not in edited.replace(b"\r\n", b"")
+        assert b"num_workers=2, persistent_workers=True,\r\n" in edited
+        assert b"torch.set_num_threads(2)  # leave the other cores to the loader workers\r\n" in (
+            edited
+        )
+
+
+def test_a_script_without_a_last_newline_gets_a_diff_patch_takes(tmp_path):
+    path = tmp_path / "train.py"
+    text = PLAIN.rstrip("\n")  # the optimizer line, edited, is the file's last
+    path.write_text(text)
+    diff = patch_for([FUSED], _setup(path))
+    assert diff.count("\\ No newline at end of file\n") == 2
+    _applies(["patch", "-p1", "-i"], tmp_path, diff)
+    assert path.read_text() == text.replace("momentum=0.9)", "momentum=0.9, fused=True)")

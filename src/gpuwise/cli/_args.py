@@ -214,6 +214,12 @@ def add_command(parser: Flags, what: str) -> None:
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help=f"-- CMD ARGS: {what}")
 
 
+def add_steps(parser: Flags, default: int, what: str) -> None:
+    """Declare ``--steps N`` (a whole number of at least 1): ``what`` the steps are."""
+    kind = positive_int("step count")
+    option(parser, "--steps", type=kind, default=default, metavar="N", help=what)
+
+
 def add_precision(parser: Flags, what: str) -> None:
     """Declare ``--precision`` (fp32, tf32, bf16, fp16; default fp32) as ``what``."""
     choice(parser, "--precision", PRECISIONS, "fp32", what)

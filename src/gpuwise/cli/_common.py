@@ -18,13 +18,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.report.units import NA  # "n/a": one word for a missing figure in every output
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from gpuwise.records import Run
 
-NA = "n/a"
 PIPE_WIDTH = 120
 """Console width when the output is a file or a pipe: rows stay on one line in logs."""
 

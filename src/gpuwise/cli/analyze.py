@@ -37,6 +37,10 @@ EXAMPLES = """\
   gpuwise analyze /shared/rank*.json.gz --ray auto  read them as tasks on a Ray cluster
   gpuwise analyze trace.json.gz --strict            exit 2 on a corrupt event or NaN time"""
 
+STOP_ON_SIGNALS = True
+"""Note [the stop rule] in ``gpuwise.interrupts``: Ctrl-C, SIGTERM and SIGHUP end it alike,
+with a line saying which, and exit 128 + N."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise analyze``."""
@@ -107,7 +111,7 @@ def _render(result: Run, console: Console) -> None:
 
         render_serving(result, console)
         return
-    from gpuwise.report.text import render_run
+    from gpuwise.report.text.run import render_run
 
     render_run(result, console)
     if result.trace is not None:

@@ -16,8 +16,8 @@ from gpuwise.cli._args import (
     add_interval,
     add_json,
     add_out,
+    add_steps,
     option,
-    positive_int,
 )
 
 HELP = "profile the built-in naive training example; print the report and write it as HTML"
@@ -33,21 +33,14 @@ wait, and `gpuwise try` measures them on the example, unmodified."""
 
 DEFAULT_HTML = "gpuwise-demo.html"
 REPORT_MARK = b"<title>gpuwise report"
-"""What the head of every gpuwise HTML report holds (``report/html.py``)."""
+"""What the head of every gpuwise HTML report holds (``report/html/run.py``)."""
 REPORT_HEAD_BYTES = 4096
 DEFAULT_STEPS = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise demo``."""
-    option(
-        parser,
-        "--steps",
-        type=positive_int("step count"),
-        default=DEFAULT_STEPS,
-        metavar="N",
-        help="optimizer steps of the example",
-    )
+    add_steps(parser, DEFAULT_STEPS, "optimizer steps of the example")
     option(
         parser,
         "--html",

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 def render(doc: dict[str, Any], console: Console) -> None:
     """Print the doctor report (the ``--json`` object) as text."""
     from gpuwise.records import Finding
-    from gpuwise.report.text import render_findings
+    from gpuwise.report.text.run import render_findings
 
     _render_devices(doc, console)
     _render_torch(doc["torch"], console)

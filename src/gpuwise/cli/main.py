@@ -23,16 +23,16 @@ from gpuwise.interrupts import stop_on_signals
 COMMANDS = (
     ("demo", "gpuwise.cli.demo"),
     ("doctor", "gpuwise.cli.doctor"),
-    ("monitor", "gpuwise.cli.monitor"),
+    ("monitor", "gpuwise.cli.monitor.command"),
     ("profile", "gpuwise.cli.profile"),
     ("analyze", "gpuwise.cli.analyze"),
     ("compare", "gpuwise.cli.compare"),
     ("try", "gpuwise.cli.try_"),
     ("pack", "gpuwise.cli.pack"),
     ("store", "gpuwise.cli.store"),
-    ("estimate", "gpuwise.cli.estimate"),
-    ("tune", "gpuwise.cli.tune"),
-    ("advise", "gpuwise.cli.advise"),
+    ("estimate", "gpuwise.cli.sizing.estimate"),
+    ("tune", "gpuwise.cli.sizing.tune"),
+    ("advise", "gpuwise.cli.sizing.advise"),
     ("serve-bench", "gpuwise.cli.serve_bench"),
 )
 
@@ -118,7 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        with stop_on_signals() if args._stops else contextlib.nullcontext():
+        # the process's own command line (argv None) ends after it: signals stay noted
+        stops = stop_on_signals(linger=argv is None) if args._stops else None
+        with stops or contextlib.nullcontext():
             return int(args._run(args))
     except GpuwiseError as err:
         print(f"gpuwise {args.command}: error: {err}", file=sys.stderr)

@@ -63,6 +63,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mlflow", action="store_true", help="also log them to MLflow (needs mlflow)"
     )
+    parser.add_argument(
+        "--shared-machine",
+        choices=("note", "judge"),
+        default="note",
+        help="when other processes took the cores the job asked for: make its timing "
+        "findings notes (note, the default) or judge them anyway (judge; the report still "
+        "says the machine was shared)",
+    )
     add_command(parser, "the command to profile (default: the built-in example)")
 
 
@@ -87,7 +95,10 @@ def run(args: argparse.Namespace) -> int:
         )
     with efficiency_around(args) as finish:
         config = ProfileConfig(
-            interval_s=args.interval, steps_dir=finish.steps_dir, stdout_to_stderr=args.json
+            interval_s=args.interval,
+            steps_dir=finish.steps_dir,
+            stdout_to_stderr=args.json,
+            shared_machine=args.shared_machine,
         )
         result = finish(profile_command(cmd, config))
     result.findings = diagnose(result)
@@ -166,6 +177,6 @@ def _print(args: argparse.Namespace, result: Any) -> None:
     if args.json:
         print_json(result.to_dict(include_samples=False))
         return
-    from gpuwise.report.text import render_run
+    from gpuwise.report.text.run import render_run
 
     render_run(result, make_console())

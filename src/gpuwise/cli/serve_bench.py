@@ -31,10 +31,11 @@ EXAMPLES = """\
   gpuwise serve-bench --slo-p99-ms 100 --batches 4,8,16,32 --delays 2,10 --workers 1,2
   gpuwise serve-bench mypkg.serve:app --concurrency 64 --json --html serving.html
 
-  The factory returns gpuwise.pipeline.example.ServingApp(name, pre, model, post,
+  The factory returns gpuwise.pipeline.ServingApp(name, pre, model, post,
   make_input, transform=None, device="cpu"). Without --slo-p99-ms one setting is
-  measured; with it, every max_batch x delay x workers setting is, and the fastest one
-  whose p99 meets the target is reported, with the stage that bounds it.
+  measured; with it, every max_batch x delay x workers x --close-on-idle setting is,
+  the best few are measured again in interleaved rounds (--confirm), and the fastest
+  one whose median p99 meets the target is reported, with the stage that bounds it.
 """
 
 STOP_ON_SIGNALS = True
@@ -43,6 +44,25 @@ STOP_ON_SIGNALS = True
 _MS = milliseconds(0.0, 10_000.0)
 _WORKERS = positive_int("worker count")
 _BATCHES = listed(positive_int("batch size"), "batch sizes")
+
+
+def _count(text: str) -> int:
+    """A whole number of settings, 0 or more."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"'{text}' is not a setting count; give 0, 1, 2, ...")
+    return int(text)
+
+
+def _on_off(text: str) -> list[bool]:
+    """``on``, ``off`` or ``on,off`` -> the values of ``close_on_idle`` to try."""
+    values = {"on": True, "off": False}
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    if not words or any(w not in values for w in words):
+        raise argparse.ArgumentTypeError(f"{text!r}: give on, off or on,off")
+    return [values[w] for w in dict.fromkeys(words)]
+
+
+_ON_OFF = _on_off
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,6 +106,15 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
     option(parser, "--post-workers", type=_WORKERS, metavar="N", help=text)
     text = "intra-op threads on the CPU device (default: planned)"
     option(parser, "--model-threads", type=positive_int("thread count"), metavar="N", help=text)
+    text = (
+        "close a batch at once when the device has nothing to run (on), or wait for "
+        "--max-batch / --max-delay-ms (off); a sweep tries each value listed"
+    )
+    # the default differs by mode, so the help names it (option() would print "True,False")
+    text += " (default for a sweep: on,off; for one setting: on)"
+    parser.add_argument(
+        "--close-on-idle", type=_ON_OFF, default=[True, False], metavar="LIST", help=text
+    )
 
 
 def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
@@ -97,18 +126,20 @@ def _add_sweep_flags(parser: argparse.ArgumentParser) -> None:
         ("--delays", listed(_MS, "milliseconds"), [1.0, 5.0, 20.0], "max_delay_ms values to sweep"),
     ):
         option(parser, flag, type=kind, default=default, metavar="LIST", help=text)
-    text = "pre worker counts to sweep (default: the planned one)"
+    text = "pre worker counts to sweep (default: half the cores, the planned count, all)"
     option(parser, "--workers", type=listed(_WORKERS, "worker counts"), metavar="LIST", help=text)
+    text = "measure the N best settings again in 2 interleaved rounds, keep medians (0: off)"
+    option(parser, "--confirm", type=_count, default=3, metavar="N", help=text)
 
 
 @guard
 def run(args: argparse.Namespace) -> int:
     """Serve the app under load (or sweep), diagnose, and print the report."""
     from gpuwise.atomic import check_outputs
-    from gpuwise.diagnose.serving import main_kind, serving_run
+    from gpuwise.diagnose.inference.serving import main_kind, serving_run
     from gpuwise.pipeline.bench import BenchConfig, SweepInterrupted, SweepSpec, serve_bench
-    from gpuwise.pipeline.example import load_app
-    from gpuwise.pipeline.load import LoadSpec
+    from gpuwise.pipeline.bench.example import load_app
+    from gpuwise.pipeline.bench.load import LoadSpec
 
     check_outputs([(args.out, "run"), (args.html, "HTML report")], [])
     check_writable(args.out, "run")
@@ -123,17 +154,25 @@ def run(args: argparse.Namespace) -> int:
         args.post_workers,
         args.model_threads,
         pre_processes=args.pre_processes or 0,
+        close_on_idle=args.close_on_idle[0],
     )
     grid = None
     if args.slo_p99_ms is not None:
-        workers = args.workers or [args.pre_processes or args.pre_workers]
-        grid = SweepSpec(args.batches, args.delays, args.slo_p99_ms / 1e3, workers)
+        workers = args.workers or _worker_grid(args, app.device)
+        grid = SweepSpec(
+            args.batches,
+            args.delays,
+            args.slo_p99_ms / 1e3,
+            workers,
+            args.close_on_idle,
+            confirm_top=args.confirm,
+        )
     if not args.json:
         print(_progress(app.name, grid), file=sys.stderr)
     interrupted = None
     try:
         result = serve_bench(app, load, config, grid, main_kind)
-    except SweepInterrupted as stop:  # Ctrl-C: keep the settings already measured
+    except SweepInterrupted as stop:  # a stop signal: keep what was measured, marked partial
         result, interrupted = stop.result, stop
     report = serving_run(result, _command(), app.name)
     _write_files(args, report)
@@ -146,13 +185,23 @@ def run(args: argparse.Namespace) -> int:
     if interrupted is not None:
         print(
             f"gpuwise serve-bench: interrupted after {interrupted.measured} of "
-            f"{interrupted.total} settings; the report holds the ones measured",
+            f"{interrupted.total} settings ({result.partial}); the report holds what was "
+            "measured, marked partial",
             file=sys.stderr,
         )
         from gpuwise.interrupts import stopped_by
 
         return 128 + (stopped_by() or 2)  # Note [the stop rule]: SIGINT (2) unless noted
     return 0
+
+
+def _worker_grid(args: argparse.Namespace, device: str) -> list[int | None]:
+    """The pre worker counts a sweep tries: the ones given, else half, planned and all."""
+    if args.pre_processes or args.pre_workers:
+        return [args.pre_processes or args.pre_workers]
+    from gpuwise.pipeline.workers.threads import pre_worker_grid
+
+    return list(pre_worker_grid("cpu" if device == "cpu" else "cuda"))
 
 
 def _command() -> list[str]:

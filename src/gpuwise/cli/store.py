@@ -61,8 +61,8 @@ def _verify_text(report: dict[str, Any]) -> str:
 @guard
 def run(args: argparse.Namespace) -> int:
     """Open the store (sizes and header checked), then show info or verify checksums."""
-    from gpuwise.data.store import Store
-    from gpuwise.data.store_verify import verify_store
+    from gpuwise.data.store.read import Store
+    from gpuwise.data.store.verify import verify_store
 
     if args.action == "info":
         info = Store(args.path).info()

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from gpuwise.cli._args import add_command, add_html, add_json, positive_int
+from gpuwise.cli._args import add_command, add_html, add_json, add_steps, option
 from gpuwise.cli._common import (
     check_writable,
     command_argv,
@@ -39,20 +39,9 @@ STOP_ON_SIGNALS = True
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the flags of ``gpuwise try``."""
-    parser.add_argument(
-        "--steps",
-        type=positive_int("step count"),
-        default=30,
-        metavar="N",
-        help="measured steps per run (default 30)",
-    )
-    parser.add_argument(
-        "--warmup",
-        type=int,
-        default=5,
-        metavar="W",
-        help="steps run and left out at the start of each run (default 5)",
-    )
+    add_steps(parser, 30, "measured steps per run")
+    text = "steps run and left out at the start of each run"
+    option(parser, "--warmup", type=int, default=5, metavar="W", help=text)
     parser.add_argument(
         "--allow",
         choices=("numerics",),

@@ -16,8 +16,8 @@ _EXPORTS = {
     "DeviceTransform": "gpuwise.data.transforms",
     "Loader": "gpuwise.data.loader",
     "PackConfig": "gpuwise.data.pack",
-    "Store": "gpuwise.data.store",
-    "open_store": "gpuwise.data.store",
+    "Store": "gpuwise.data.store.read",
+    "open_store": "gpuwise.data.store.read",
     "pack": "gpuwise.data.pack",
 }
 

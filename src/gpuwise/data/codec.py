@@ -8,8 +8,11 @@ GIL, so threads scale.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -71,13 +74,13 @@ SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 """Pillow modes of 16-bit grey images: scaled to 8 bits, not clipped."""
 
 
-def check_pixels(data: bytes | memoryview | np.ndarray) -> None:
-    """Refuse an image whose full decode would cost more than ``MAX_DECODE_BYTES``.
+def image_size(data: bytes | memoryview | np.ndarray) -> tuple[int, int]:
+    """An encoded image's ``(height, width)``, read from its header alone.
 
-    Reads only the header (JPEG: simplejpeg's; other formats: Pillow's lazy open).
+    Returns:
+        ``(0, 0)`` when the header cannot be read: the strict decode then names the problem.
 
     Raises:
-        ImageTooLarge: The full decode costs too much (a ``ValueError``).
         ValueError: Pillow calls the image a decompression bomb.
     """
     if is_jpeg(data):
@@ -85,21 +88,48 @@ def check_pixels(data: bytes | memoryview | np.ndarray) -> None:
         try:
             h, w, _, _ = simplejpeg.decode_jpeg_header(data)
         except ValueError:
-            return  # a corrupt header: the strict decode names the problem
-    else:
-        h, w = _pillow_size(data)
+            return 0, 0
+        return int(h), int(w)
+    return _pillow_size(data)
+
+
+def check_pixels(data: bytes | memoryview | np.ndarray) -> int:
+    """Refuse an image whose full decode would cost more than ``MAX_DECODE_BYTES``.
+
+    Reads only the header (JPEG: simplejpeg's; other formats: Pillow's lazy open).
+
+    Returns:
+        The bytes of its full RGB decode (0 when the header cannot be read).
+
+    Raises:
+        ImageTooLarge: The full decode costs too much (a ``ValueError``).
+        ValueError: Pillow calls the image a decompression bomb.
+    """
+    h, w = image_size(data)
     check_decode_cost(h, w, 3)
+    return h * w * 3
+
+
+@contextlib.contextmanager
+def open_image(data: bytes | memoryview | np.ndarray) -> Iterator[Any]:
+    """``PIL.Image.open`` of encoded bytes, without Pillow's ``DecompressionBombWarning``.
+
+    gpuwise applies its own limit (``check_decode_cost``) before any decode, and says so
+    in its own words; Pillow's warning (printed with the path of Pillow's source file)
+    would only repeat it less clearly.
+    """
+    Image = _pillow()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        with Image.open(io.BytesIO(bytes(data))) as im:
+            yield im
 
 
 def _pillow_size(data: bytes | memoryview | np.ndarray) -> tuple[int, int]:
-    import warnings
-
     Image = _pillow()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(bytes(data))) as im:
-                return im.size[1], im.size[0]
+        with open_image(data) as im:
+            return im.size[1], im.size[0]
     except Image.DecompressionBombError as err:
         raise ValueError(f"decompression bomb: {err}") from err
     except Exception:  # not an image Pillow can identify: the strict decode says why
@@ -156,7 +186,7 @@ def decode_rgb(data: bytes | memoryview | np.ndarray) -> np.ndarray:
             jpeg_error = err
     Image = _pillow()
     try:
-        with Image.open(io.BytesIO(bytes(data))) as im:
+        with open_image(data) as im:
             if im.mode in SIXTEEN_BIT_MODES:
                 return _grey16_to_rgb(np.asarray(im))
             return np.asarray(im.convert("RGB"))
@@ -169,9 +199,8 @@ def is_sixteen_bit(data: bytes | memoryview | np.ndarray) -> bool:
     """True for a 16-bit grey image (decoded scaled to 8 bits: worth a note)."""
     if is_jpeg(data):
         return False
-    Image = _pillow()
     try:
-        with Image.open(io.BytesIO(bytes(data))) as im:
+        with open_image(data) as im:
             return im.mode in SIXTEEN_BIT_MODES
     except Exception:  # not an image: decode_rgb says why
         return False

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from gpuwise.data import buffers, jpeg, sharding
-from gpuwise.data.store import Store
+from gpuwise.data.store.read import Store
 from gpuwise.distributed.ranks import rank_info
 from gpuwise.errors import GpuwiseError, StoreFormatError, UsageError
 from gpuwise.profiling.hooks import register_loader

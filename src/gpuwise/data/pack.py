@@ -24,13 +24,14 @@ import os
 import time
 import zipfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpuwise import interrupts
 from gpuwise.data.pack_sources import (
     MAX_SIDE_PX,
     NOTE_KEY,
@@ -41,8 +42,8 @@ from gpuwise.data.pack_sources import (
     dataset_source,
     imagefolder_source,
 )
-from gpuwise.data.store import FieldSpec
-from gpuwise.data.store_write import StoreWriter, check_destination
+from gpuwise.data.store.read import FieldSpec
+from gpuwise.data.store.write import StoreWriter, check_destination
 from gpuwise.errors import GpuwiseError, InputKindError, UsageError
 
 __all__ = ["PackConfig", "PackResult", "Progress", "pack", "write_source"]
@@ -159,16 +160,10 @@ def write_source(
     found = _Found(notes=list(source.notes))
     writer: StoreWriter | None = None
     try:
-        writer = _write_records(source, dst, config, progress, found)
-        pack_meta = {"mode": config.mode, "size": config.size, "resize": config.resize}
-        header = writer.commit(
-            mode=config.mode,
-            classes=source.classes,
-            source=source.kind,
-            skipped=found.skipped,
-            notes=found.notes,
-            pack={**pack_meta, "quality": config.quality},
-        )
+        with interrupts.deferred():  # Note [the stop rule]: checked between records
+            writer = _write_records(source, dst, config, progress, found)
+            interrupts.raise_if_stopped()
+            header = _commit(writer, source, config, found)
     except OSError as err:
         raise GpuwiseError(
             f"cannot write the store {dst}: {err.strerror or err}; the partial store was "
@@ -188,6 +183,20 @@ def write_source(
     )
 
 
+def _commit(
+    writer: StoreWriter, source: Source, config: PackConfig, found: _Found
+) -> dict[str, Any]:
+    pack_meta = {"mode": config.mode, "size": config.size, "resize": config.resize}
+    return writer.commit(
+        mode=config.mode,
+        classes=source.classes,
+        source=source.kind,
+        skipped=found.skipped,
+        notes=found.notes,
+        pack={**pack_meta, "quality": config.quality},
+    )
+
+
 @dataclass(slots=True)
 class _Found:
     skipped: list[dict[str, str]] = field(default_factory=list)
@@ -200,24 +209,44 @@ def _write_records(
 ) -> StoreWriter:
     run = _safe(source, config.strict)
     workers = config.workers or os.cpu_count() or 1
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="gpuwise-pack")
     try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="gpuwise-pack") as pool:
-            for lo in range(0, source.count, config.chunk):
-                ids = range(lo, min(lo + config.chunk, source.count))
-                for i, rec in zip(ids, pool.map(run, ids), strict=True):
-                    _write_one(source, i, rec, dst, config, found)
-                if progress is not None:
-                    progress(ids.stop, source.count)
+        for lo in range(0, source.count, config.chunk):
+            interrupts.raise_if_stopped()
+            ids = range(lo, min(lo + config.chunk, source.count))
+            futures = [pool.submit(run, i) for i in ids]
+            for i, future in zip(ids, futures, strict=True):
+                _write_one(source, i, _result(future), dst, config, found)
+            if progress is not None:
+                progress(ids.stop, source.count)
     except BaseException:
+        # A thread still decoding ends after its record; none starts another.
+        pool.shutdown(wait=False, cancel_futures=True)
         if found.writer is not None:
             found.writer.abort()
         raise
+    pool.shutdown()
     if found.writer is None:
         raise GpuwiseError(
             f"all {source.count} records were skipped (first: {found.skipped[0]}); "
             "nothing to pack; check the source images"
         )
     return found.writer
+
+
+RESULT_POLL_S = 0.1
+"""How often the main thread, waiting for a record, looks for a stop signal."""
+
+
+def _result(future: Future[dict[str, Any] | str]) -> dict[str, Any] | str:
+    """The record's result, waited for in short slices (Note [the stop rule])."""
+    while True:
+        try:
+            return future.result(timeout=RESULT_POLL_S)
+        except TimeoutError:
+            if future.done():  # the record itself raised TimeoutError
+                raise
+            interrupts.raise_if_stopped()
 
 
 def _write_one(

@@ -9,7 +9,6 @@ decoded raises ``SkipRecord`` with the reason.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,13 @@ from typing import Any
 import numpy as np
 
 from gpuwise.data import codec
+from gpuwise.data.decode_budget import DEFAULT_DECODE_BUDGET_BYTES, DecodeBudget
+from gpuwise.data.regular_file import (
+    FileTooLargeError,
+    NotRegularFileError,
+    kind_of,
+    read_regular,
+)
 from gpuwise.errors import GpuwiseError, InputKindError, UsageError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
@@ -46,6 +52,9 @@ class PackConfig:
         strict: Raise on the first bad image instead of skipping it.
         overwrite: Replace an existing store at the destination.
         chunk: Records per unit of work between progress reports.
+        decode_budget_bytes: Decoded bytes all threads may hold at once (default
+            ``DEFAULT_DECODE_BUDGET_BYTES``, ~537 MB): huge images decode one after
+            another instead of all together (``decode_budget.py``).
 
     Example:
         >>> config = PackConfig(mode="jpeg", quality=90)  # keep JPEGs, re-encode others at q90
@@ -60,6 +69,7 @@ class PackConfig:
     strict: bool = False
     overwrite: bool = False
     chunk: int = 64
+    decode_budget_bytes: int = DEFAULT_DECODE_BUDGET_BYTES
 
 
 NOTE_KEY = "_note"
@@ -120,41 +130,50 @@ def _loader_reads(data: bytes) -> bool:
 def _read(path: Path, limit: int | None = None) -> bytes:
     """The file's bytes; one that vanished, dangles or is unreadable is skipped, not fatal.
 
-    Note [sources are regular files]: a source is opened without blocking and checked on
-    the open descriptor, so that a FIFO (which would block ``open`` until a writer comes)
-    or a device such as ``/dev/zero`` (endless) named ``*.jpg`` is skipped with a note,
-    and a regular file is read up to ``limit`` bytes (default ``MAX_FILE_BYTES``) only.
+    Note [sources are regular files] (``regular_file``): a FIFO or a device named
+    ``*.jpg`` is skipped with a note, and a regular file is read up to ``limit`` bytes
+    (default ``MAX_FILE_BYTES``) only.
     """
     limit = MAX_FILE_BYTES if limit is None else limit
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return read_regular(path, limit)
+    except NotRegularFileError as err:
+        kind = kind_of(err.mode)
+        raise SkipRecord(f"not a regular file ({kind}); packed images are files") from err
+    except FileTooLargeError as err:
+        raise SkipRecord(f"larger than {limit} bytes; not an image pack reads whole") from err
     except FileNotFoundError as err:
         what = "a dangling symlink" if path.is_symlink() else "the file vanished while packing"
         raise SkipRecord(f"cannot read: {what}") from err
     except OSError as err:
         raise SkipRecord(f"cannot read: {err.strerror or err}") from err
-    with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise SkipRecord(f"not a regular file ({_kind(mode)}); packed images are files")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise SkipRecord(f"larger than {limit} bytes; not an image pack reads whole")
-    return data
 
 
-def _kind(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a folder")):  # fmt: skip
-        if test(mode):
-            return name
-    return "not a regular file"
+LARGE_DECODE_BYTES = 3 * 89_478_485
+"""Decodes past this (Pillow's warning threshold, ~268 MB) get a note in the result."""
 
 
-def _file_record(path: Path, label: int, config: PackConfig) -> dict[str, Any]:
+def _file_record(
+    path: Path, label: int, config: PackConfig, budget: DecodeBudget
+) -> dict[str, Any]:
     data = _read(path)
+    try:
+        h, w = codec.image_size(data)
+    except ValueError as err:
+        raise SkipRecord(str(err)) from err
+    with budget.hold(h * w * 3):
+        rec = _decoded_file(data, label, config)
+    if LARGE_DECODE_BYTES < h * w * 3 <= codec.MAX_DECODE_BYTES:
+        big = (
+            f"a large image ({w} x {h}): it decodes to {h * w * 3 / 1e6:.0f} MB, within the "
+            f"{codec.MAX_DECODE_BYTES / 1e6:.0f} MB limit; packed inside the "
+            f"{budget.limit_bytes / 1e6:.0f} MB that all decodes share"
+        )
+        rec[NOTE_KEY] = f"{rec[NOTE_KEY]}; {big}" if NOTE_KEY in rec else big
+    return rec
+
+
+def _decoded_file(data: bytes, label: int, config: PackConfig) -> dict[str, Any]:
     fast = _fast_jpeg_resize(data, config)  # guarded on its downscaled decode cost
     if fast is not None:
         return {"image": fast, "label": label}
@@ -214,8 +233,10 @@ def imagefolder_source(root: Path, config: PackConfig) -> Source:
             "to keep the images' own sizes as JPEG bytes"
         )
 
+    budget = DecodeBudget(config.decode_budget_bytes)
+
     def load(i: int) -> dict[str, Any]:
-        return _file_record(files[i][0], files[i][1], config)
+        return _file_record(files[i][0], files[i][1], config, budget)
 
     def item(i: int) -> str:
         return str(files[i][0].relative_to(root))

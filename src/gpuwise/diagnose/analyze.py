@@ -19,8 +19,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from gpuwise.diagnose.ranks.trace import merge_traces
 from gpuwise.diagnose.rules import diagnose
-from gpuwise.diagnose.trace_ranks import merge_traces
 from gpuwise.errors import UsageError
 from gpuwise.records import Run, Step, step_stats
 from gpuwise.telemetry.readers.inputs import Piece, describe, read_piece
@@ -33,7 +33,7 @@ MAX_SKIPPED_LISTED = 200
 
 
 def analyze(
-    paths: Sequence[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     strict: bool = False,
     jobs: int | None = None,
@@ -43,8 +43,8 @@ def analyze(
 
     Args:
         paths: Kineto traces, nvidia-smi logs, gpuwise Run JSON or monitor JSON/JSONL
-            files, in any mix; gzip accepted. Two Run JSONs compare a baseline (first)
-            with a scaled run (last).
+            files, in any mix, or one such path; gzip accepted. Two Run JSONs compare a
+            baseline (first) with a scaled run (last).
         strict: Fail on the first corrupt record instead of skipping and counting it.
         jobs: Worker processes reading several files at once (default: the usable
             cores; 1 reads them one after another here). Rank traces of one job are
@@ -55,7 +55,8 @@ def analyze(
         The diagnosed Run; ``run.findings[0]`` is the main bottleneck or ``healthy``.
 
     Raises:
-        UsageError: No paths were given.
+        UsageError: No paths were given, or one file was given twice (by two names,
+            a link or a hard link: the same device and inode).
         LogFormatError: A file is missing, of an unknown format, or (strict) corrupt.
 
     Example:
@@ -63,15 +64,18 @@ def analyze(
         >>> run.findings[0].kind  # doctest: +SKIP
         'input_bound'
     """
+    if isinstance(paths, (str, os.PathLike)):  # one path, not a sequence of its letters
+        paths = [paths]
     names = [os.fspath(p) for p in paths]
     if not names:
         raise UsageError("no input files; pass a trace or log, e.g. gpuwise analyze trace.json")
+    _refuse_repeats(names)
     if len(names) == 1 and ray_address is None:
         run = build_run(names, [read_piece(names[0], strict=strict)])
     else:
         run = _build_many(names, strict=strict, jobs=jobs, ray_address=ray_address)
     if run.serving is not None and not run.steps:  # a serve-bench run: requests, not steps
-        from gpuwise.diagnose.serving import diagnose_serving
+        from gpuwise.diagnose.inference.serving import diagnose_serving
 
         run.findings = diagnose_serving(run.serving)
     else:
@@ -79,10 +83,32 @@ def analyze(
     return run
 
 
+def _refuse_repeats(names: list[str]) -> None:
+    """One file named twice would be read as two processes of a job: refuse it.
+
+    Raises:
+        UsageError: Two of ``names`` are one file (the same device and inode).
+    """
+    seen: dict[tuple[int, int] | str, int] = {}
+    for i, name in enumerate(names):
+        try:
+            st = os.stat(name)
+            key: tuple[int, int] | str = (st.st_dev, st.st_ino)
+        except (OSError, ValueError):
+            key = os.path.realpath(name)  # missing: reported as skipped, or an error, later
+        first = names[seen.setdefault(key, i)]
+        if seen[key] != i:
+            how = "is given twice" if first == name else f"is the same file as '{first}'"
+            raise UsageError(
+                f"the input '{name}' {how}: read twice it would count as two ranks of one "
+                "job; give each file once"
+            )
+
+
 def _build_many(
     names: list[str], *, strict: bool, jobs: int | None, ray_address: str | None
 ) -> Run:
-    from gpuwise.diagnose.job_ranks import add_alignment, read_inputs
+    from gpuwise.diagnose.ranks.job import add_alignment, read_inputs
 
     inputs = read_inputs(names, strict=strict, jobs=jobs, ray_address=ray_address)
     run = build_run(names, inputs.pieces)

@@ -12,8 +12,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.anatomy import read_anatomy
+from gpuwise.diagnose.anatomy.data_kind import loader_image_side
+from gpuwise.diagnose.fixes import catalog as fx
 from gpuwise.records import Fix, Run, Step
 from gpuwise.records.anatomy import JobAnatomy
 from gpuwise.records.trace_section import TraceSection
@@ -263,6 +264,10 @@ class Context:
             if d.get("id") == device and isinstance(d.get("memory_total_bytes"), int):
                 return int(d["memory_total_bytes"])
         return None
+
+    def image_side(self) -> int | None:
+        """The side of the job's images, read from its first batch (None: not known)."""
+        return loader_image_side(self.run.extra.get("setup"))
 
     def bigger_batch_fix(self) -> Fix:
         """The bigger-batch fix, sized by the measured memory headroom when known."""

@@ -10,8 +10,10 @@ every parallel operator waits at its barrier for the thread that is descheduled:
 the finding carries none; ``gpuwise try`` measures it (the ``intra_op_threads`` trial).
 
 ``fit_to_anatomy`` then fits every finding to what the job is: input fixes to the data
-kind, no larger-batch advice for a full-batch job, and per-step findings of a job too small
-to judge become one note (``JobAnatomy.too_small``).
+kind, no larger-batch advice for a full-batch job, no compute fix (mixed precision) where the
+step is not in its matmuls (``compute_immaterial``), per-step findings of a job too small
+to judge become one note (``JobAnatomy.too_small``), and a job that shared the machine is
+told so, its timing findings as notes (``machine_rules``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuwise.diagnose.context import Context
-from gpuwise.diagnose.fix_scope import fits_data
+from gpuwise.diagnose.fixes import feed
+from gpuwise.diagnose.fixes.catalog import GIB
+from gpuwise.diagnose.fixes.scope import fits_data, scope_of
+from gpuwise.diagnose.machine_rules import WALL_CLOCK_KINDS, shared_machine, shared_machine_note
 from gpuwise.records import Finding, Fix
 
 PER_STEP_KINDS = frozenset(
@@ -34,9 +39,14 @@ PER_STEP_KINDS = frozenset(
         "h2d_bound",
         "gpu_idle_between_phases",
         "backward_heavy",
+        "comm_bound",
+        "straggler",
+        "small_rank_batch",
     }
 )
-"""Findings that judge shares of one step: a job too small to judge gets none of them."""
+"""Findings that judge shares of one step (a rank's all-reduce and lateness included): a job
+too small to judge gets them as notes."""
+
 
 BIGGER_BATCH = "Raise the batch size"
 """How the larger-batch fixes begin (``fixes.bigger_batch``)."""
@@ -83,6 +93,66 @@ def oversubscribed(ctx: Context) -> Finding | None:
     return Finding("cpu_oversubscribed", severity, summary, evidence, None, fixes)
 
 
+WORKERS_PER_CORE = 2
+"""Loader workers at twice the cores a rank may use and more only queue for those cores:
+each holds its own copy of the dataset object and ``prefetch_factor`` batches, and is
+started again every epoch unless ``persistent_workers``."""
+
+WORKERS_WARN_PER_CORE = 4
+"""At four workers a core (16 on 2 cores), or with the job's memory a quarter of the
+machine's, the extra workers are worth a warning."""
+
+MEMORY_WARN_SHARE = 0.25
+
+
+def too_many_workers(ctx: Context) -> Finding | None:
+    """More DataLoader worker processes than the cores can run (premise: twice the cores)."""
+    a = ctx.anatomy
+    trainers = max(1, len(a.trainers()))
+    workers = sum(1 for p in a.processes if p.role == "loader_worker")
+    if a.cores is None or workers == 0:
+        return None
+    cores_each = max(1, a.cores // trainers)
+    each = workers / trainers
+    if each < WORKERS_PER_CORE * cores_each:
+        return None
+    rss = a.resources.get("job_rss_peak_bytes")
+    total = _machine_memory(ctx)
+    share = rss / total if isinstance(rss, int) and total else None
+    evidence: dict[str, Any] = {
+        "loader_workers": workers,
+        "trainer_processes": trainers,
+        "cores": a.cores,
+        "workers_per_core": round(each / cores_each, 2),
+        "job_rss_peak_bytes": rss,
+        "memory_total_bytes": total,
+        "job_memory_share": None if share is None else round(share, 4),
+    }
+    setup = ctx.run.extra.get("setup") or {}
+    loader: Any = next(iter(setup.get("loaders") or []), {})
+    if isinstance(loader, Mapping) and "persistent_workers" in loader:
+        evidence["persistent_workers"] = loader.get("persistent_workers")
+    memory = f"; the job held {rss / GIB:.1f} GiB" if isinstance(rss, int) else ""
+    per = " per process" if trainers > 1 else ""
+    summary = (
+        f"{int(each)} DataLoader workers{per} on {cores_each} core"
+        f"{'s' if cores_each > 1 else ''}: the extra workers only queue for the cores, "
+        f"each with its own copy of the dataset and prefetched batches{memory}"
+    )
+    warn = each >= WORKERS_WARN_PER_CORE * cores_each or (share or 0) >= MEMORY_WARN_SHARE
+    fixes = (feed.loader_workers(a.cores, trainers, pin=ctx.has_gpu),)
+    severity = "warning" if warn else "info"
+    return Finding("too_many_workers", severity, summary, evidence, None, fixes)
+
+
+def _machine_memory(ctx: Context) -> int | None:
+    for d in ctx.run.devices:
+        total = d.get("memory_total_bytes")
+        if d.get("id") == "cpu" and isinstance(total, int) and not isinstance(total, bool):
+            return total
+    return None
+
+
 def threads_fix(per: int, processes: int, workers: int, cores: int, start: Any = None) -> Fix:
     """Fix: ``per`` intra-op threads per process, said at the line that starts the processes."""
     budget = f"{processes} x {per}" + (f" + {workers} workers" if workers else "")
@@ -115,16 +185,63 @@ def _name(path: Any) -> str:
     return os.path.basename(str(path))
 
 
+MIN_COMPUTE_MFU = 0.01
+"""Mixed precision speeds up the matmuls only: a model whose FLOPs run at under 1 % of the
+device's peak spends under 4 % of its step in them even at a quarter of the peak (a
+4-128-2 MLP at batch 1 runs at 0.0001 %), so bf16 cannot save a material share."""
+
+
+def compute_immaterial(ctx: Context) -> str | None:
+    """Why the step's compute is too small for a compute fix (mixed precision), or ``None``."""
+    if ctx.anatomy.too_small:
+        return ctx.anatomy.too_small
+    mfu = ctx.run.extra.get("mfu")
+    value = mfu.get("mfu") if isinstance(mfu, Mapping) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < MIN_COMPUTE_MFU:
+            return (
+                f"the model runs at {value:.4%} of the device's peak: the step is not in its "
+                "matmuls"
+            )
+        return None
+    rate = _counted_rate(ctx)  # no MFU section (no peak known): the counted FLOPs' rate
+    if rate is not None and rate < MIN_COMPUTE_FLOPS_S:
+        return f"the model's FLOPs run at {rate / 1e6:.1f} MFLOP/s: the step is not in its matmuls"
+    return None
+
+
+MIN_COMPUTE_FLOPS_S = 1e8
+"""Without a peak to compare with: 0.1 GFLOP/s is 1 % of one slow CPU core's fp32 rate
+(this project's 2-core machines measure 20-200 GFLOP/s; a GPU's is 100-1000x more)."""
+
+
+def _counted_rate(ctx: Context) -> float | None:
+    """FLOP/s of the steady step from the counted FLOPs (``model_flops``) and its median."""
+    counted = (ctx.run.extra.get("model_flops") or {}).get("counted") or []
+    known = [
+        (c.get("phase") == "train", float(c["hardware_flops"]))
+        for c in counted
+        if isinstance(c, Mapping) and isinstance(c.get("hardware_flops"), (int, float))
+    ]  # a training record first; else the largest counted pass (a forward read as eval)
+    step_s = ctx.anatomy.step_s
+    if not known or not step_s or step_s <= 0:
+        return None
+    return max(known)[1] / step_s
+
+
 def fit_to_anatomy(found: list[Finding], ctx: Context) -> list[Finding]:
     """Fit findings to the job: data kind, full batch, and materiality (module docstring)."""
     a = ctx.anatomy
     full_batch = "full_batch" in a.evidence
+    premises = {"compute_material": compute_immaterial(ctx) is None}
     out = []
     for f in found:
         fixes = tuple(
             x
             for x in f.fixes
-            if fits_data(x, a.data_kind) and not (full_batch and x.action.startswith(BIGGER_BATCH))
+            if fits_data(x, a.data_kind)
+            and all(premises.get(name, True) for name in scope_of(x).premises)
+            and not (full_batch and x.action.startswith(BIGGER_BATCH))
         )
         if full_batch and f.kind == "small_batch":
             continue  # the whole data set is the batch
@@ -132,5 +249,7 @@ def fit_to_anatomy(found: list[Finding], ctx: Context) -> list[Finding]:
             evidence = {**f.evidence, "too_small": a.too_small}
             summary = f"{f.summary} ({a.too_small}; not judged)"
             f = dataclasses.replace(f, severity="info", summary=summary, evidence=evidence)
+        f = shared_machine_note(f, a, f.kind in PER_STEP_KINDS or f.kind in WALL_CLOCK_KINDS)
         out.append(dataclasses.replace(f, fixes=fixes) if fixes != f.fixes else f)
-    return out
+    shared = shared_machine(a)  # it leads: what follows was timed on a busy machine
+    return out if shared is None else [shared, *out]

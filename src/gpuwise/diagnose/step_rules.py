@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.fixes import catalog as fx
 from gpuwise.records import Finding, Fix
 
 SMALL_BATCH = 8

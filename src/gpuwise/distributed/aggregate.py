@@ -354,6 +354,13 @@ def _ending(facts: Mapping[str, Any] | None) -> tuple[str, float | None]:
     return how, end.get("t_s")
 
 
+def _work_rate(stats: Mapping[str, Any]) -> float | None:
+    """Steps per second of all ranks together (a job's rate is one rank's: times its ranks)."""
+    rate = stats.get("steps_per_s")
+    together = stats.get("synchronous_ranks") or 1
+    return float(rate) * int(together) if rate else None
+
+
 def scaling(baseline: Mapping[str, Any], scaled: Mapping[str, Any], ranks: int) -> dict[str, Any]:
     """Scaling efficiency of a run on ``ranks`` ranks against a baseline run.
 
@@ -369,9 +376,10 @@ def scaling(baseline: Mapping[str, Any], scaled: Mapping[str, Any], ranks: int) 
     """
     base_ranks = max(1, int(baseline.get("ranks") or 1))
     basis = "samples_per_s"
-    if not (baseline.get(basis) and scaled.get(basis)):
-        basis = "steps_per_s"  # the same per-rank batch is assumed
     before, after = baseline.get(basis), scaled.get(basis)
+    if not (before and after):
+        basis = "steps_per_s"  # the same per-rank batch is assumed: work = rate x ranks
+        before, after = _work_rate(baseline), _work_rate(scaled)
     ideal = ranks / base_ranks
     speedup = after / before if before and after else None
     return {

@@ -34,6 +34,7 @@ import contextlib
 import ctypes
 import multiprocessing as mp
 import os
+import re
 import signal
 import sys
 import threading
@@ -47,6 +48,12 @@ from gpuwise.errors import MissingExtraError, UsageError
 
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
+RAY_FORMS = (
+    "'auto' (the cluster this machine belongs to), 'local' (one started here), "
+    "'ray://HOST:10001' (a Ray client server) or 'HOST:6379' (the head node's address)"
+)
+"""The forms ``--ray`` accepts, as its errors list them."""
+_RAY_ADDRESS = re.compile(r"(auto|local|(ray://)?[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5})")
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,8 @@ def map_files(
         ``FileResult`` per path: ``value`` or ``error``.
 
     Raises:
-        UsageError: ``jobs`` is below 1.
+        UsageError: ``jobs`` is below 1, ``ray_address`` is not an address, or no Ray
+            cluster answers at it.
         MissingExtraError: ``ray_address`` was given and Ray is not installed.
 
     Example:
@@ -108,6 +116,7 @@ def map_files(
         raise UsageError(f"--jobs {jobs}: need at least 1 worker process; e.g. --jobs 4")
     names = [os.fspath(p) for p in paths]
     if ray_address is not None:
+        check_ray_address(ray_address)
         return _on_ray(read, names, ray_address)
     workers = min(jobs or usable_cores(), len(names))
     if workers <= 1:
@@ -192,13 +201,33 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 
 def _worker_start(parent_pid: int) -> None:
-    """Worker set-up: die with the parent (Linux), leave Ctrl-C to the parent."""
+    """Worker set-up: die with the parent (Linux), leave Ctrl-C to the parent.
+
+    A forked worker inherits the command's stop handlers; the parent ends its workers with
+    SIGTERM, which must end them quietly, so SIGTERM and SIGHUP get their default action.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(1)
+
+
+def check_ray_address(address: str) -> None:
+    """Refuse, before Ray is imported, a ``--ray`` value that is none of its forms.
+
+    Raises:
+        UsageError: ``address`` is not ``auto``, ``local``, ``ray://HOST:PORT`` or
+            ``HOST:PORT``.
+
+    Example:
+        >>> check_ray_address("ray://head:10001")
+    """
+    if not _RAY_ADDRESS.fullmatch(address):
+        raise UsageError(f"--ray {address!r} is not a Ray address; give {RAY_FORMS}")
 
 
 def _ray() -> Any:
@@ -213,7 +242,14 @@ def _on_ray(read: Callable[[str], T], paths: list[str], address: str) -> list[Fi
     ray = _ray()
     started = not ray.is_initialized()
     if started:
-        ray.init(address=None if address == "local" else address, log_to_driver=False)
+        try:
+            ray.init(address=None if address == "local" else address, log_to_driver=False)
+        except (ConnectionError, TimeoutError, ValueError, RuntimeError) as err:
+            first = (str(err).strip().splitlines() or [""])[0]
+            raise UsageError(
+                f"--ray {address}: no Ray cluster answered ({type(err).__name__}: {first}); "
+                "start one with `ray start --head`, give its address, or use --ray local"
+            ) from err
     try:
         task = ray.remote(_call)
         refs = [task.remote(read, p) for p in paths]

@@ -9,8 +9,8 @@ README), where reports and ``gpuwise compare`` find them.
 from __future__ import annotations
 
 from gpuwise.records import Run
-from gpuwise.telemetry.energy import COUNTER_PERIOD_S, energy_section
-from gpuwise.telemetry.rapl import RaplReader, RaplReading
+from gpuwise.telemetry.power.energy import COUNTER_PERIOD_S, energy_section
+from gpuwise.telemetry.power.rapl import RaplReader, RaplReading
 
 
 class HostEnergy:

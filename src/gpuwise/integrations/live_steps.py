@@ -1,7 +1,7 @@
 """Step gauges while ``gpuwise profile --prometheus`` runs, from the step files as they grow.
 
 Every profiled process appends its steps, and once its counted FLOPs, to its step file
-(``profiling.step_files``), one flushed line at a time. ``LiveSteps`` reads the complete
+(``profiling.steps.files``), one flushed line at a time. ``LiveSteps`` reads the complete
 lines added since its last look every ``interval_s`` and gives the Prometheus collector the
 step time and phase fractions of the steps so far and, on a GPU the catalog knows, MFU,
 HFU and tokens/s. On a CPU the peak is a multiply measured on the job's own cores, which
@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuwise.integrations.prometheus import DeviceMetrics, run_step_metrics
 from gpuwise.profiling.recording import WARMUP_MIN_STEPS
-from gpuwise.profiling.step_files import FILE_GLOB, StepFiles, read_line
+from gpuwise.profiling.steps.files import FILE_GLOB, StepFiles, read_line
 from gpuwise.records import Run
 
 

@@ -24,7 +24,7 @@ from gpuwise.atomic import write_atomic
 from gpuwise.efficiency.sections import HostEnergy, add_efficiency
 from gpuwise.errors import GpuwiseError
 from gpuwise.profiling.recording import build_run, run_meta
-from gpuwise.profiling.step_files import StepFiles
+from gpuwise.profiling.steps.files import StepFiles
 from gpuwise.records import Run, Step
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def write_reports(run: Run, json_path: str | Path | None, html_path: str | Path 
     if json_path is not None:
         write_atomic(json_path, json.dumps(run.to_dict(), default=str), what="run")
     if html_path is not None:
-        from gpuwise.report.html import write_html
+        from gpuwise.report.html.run import write_html
 
         write_html(run, html_path)
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
+from gpuwise.pipeline.device.staging import Transform
 from gpuwise.pipeline.engine import Engine
 from gpuwise.pipeline.ledger import KEEP_RECORDS
-from gpuwise.pipeline.procs import ProcessPre
-from gpuwise.pipeline.staging import Transform
-from gpuwise.pipeline.threads import ThreadPlan
+from gpuwise.pipeline.workers.procs import ProcessPre
+from gpuwise.pipeline.workers.threads import ThreadPlan
 from gpuwise.records.serving import BatchRecord, RequestTiming, ServingResult, ServingSettings
 
 DROPPED_CLOSE_S = 5.0
@@ -58,6 +58,13 @@ class Pipeline:
         poll_s: Longest single blocking wait of a worker before it checks for stop.
         keep_records: Request timings and batch records kept for ``records()`` and
             ``result()`` (the most recent; counts by outcome cover every request).
+        cuda_graphs: Replay the model from one CUDA graph per bucket (Note [graphs per
+            bucket] in ``device/graphs.py``; needs ``buckets``); without CUDA the model runs
+            eagerly and ``graph_note`` says why.
+        close_on_idle: Close a batch at once when the device has nothing to run, rather
+            than wait ``max_delay_ms`` beside it (default); ``False``: wait for
+            ``max_batch`` or ``max_delay_ms`` (bigger batches at low load, where a batch's
+            fixed cost is high, e.g. a model on the CPU device).
 
     Raises:
         UsageError: A setting is out of range, or ``pre`` cannot be sent to processes.
@@ -88,6 +95,8 @@ class Pipeline:
         pre_processes: int = 0,
         poll_s: float = 0.05,
         keep_records: int = KEEP_RECORDS,
+        cuda_graphs: bool = False,
+        close_on_idle: bool = True,
     ) -> None:
         self._engine = Engine(
             pre, model, post, device, max_batch, max_delay_ms,
@@ -101,6 +110,8 @@ class Pipeline:
             pre_processes=pre_processes,
             poll_s=poll_s,
             keep_records=keep_records,
+            cuda_graphs=cuda_graphs,
+            close_on_idle=close_on_idle,
         )  # fmt: skip
         self._finalizer = weakref.finalize(self, _close_dropped, self._engine)
 
@@ -108,6 +119,11 @@ class Pipeline:
     def settings(self) -> ServingSettings:
         """The settings it serves with (batch, delay, workers, threads, device, buckets)."""
         return self._engine.settings
+
+    @property
+    def graph_note(self) -> str | None:
+        """Why ``cuda_graphs`` was not applied (``None``: applied, or not asked for)."""
+        return self._engine.graph_note
 
     @property
     def plan(self) -> ThreadPlan:

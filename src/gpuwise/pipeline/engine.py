@@ -3,10 +3,13 @@
 Note [pipeline threads]
     ``submit`` puts a request on the bounded pre queue (full: ``Overloaded`` at once).
     ``pre_workers`` threads run ``filter`` and ``pre`` and put the sample on the bounded
-    batch queue. One model thread forms batches (``Batcher``), stages each into a reused
-    host buffer, copies it to the device, runs ``transform`` and the model under
-    ``torch.inference_mode()``, and copies the outputs back once per batch; while it
-    does, the pre threads prepare the next batch and the post threads finish the last.
+    batch queue. One batch thread forms batches (``Batcher``), stages each into a free
+    one of two reused host slots and issues its copy to the device; one model thread
+    runs ``transform`` and the model under ``torch.inference_mode()`` on each copied
+    batch and copies the outputs back once per batch (Note [two staging slots] in
+    ``device/staging.py``). So while batch k runs, batch k+1 is formed and copied, the pre
+    threads prepare the ones after it and the post threads finish the last; a batch
+    closes at once when the model thread has nothing to run (``close_on_idle``).
     ``post_workers`` threads run ``post`` on each request's row and resolve its future
     (the pre and post loops: ``cpu_stages.CpuStages``; the model's: ``DeviceStage``).
     Every wait is a queue ``get``/``put`` with a timeout of ``poll_s`` that then checks
@@ -33,17 +36,18 @@ from typing import Any
 
 import torch
 
-from gpuwise.pipeline.batcher import Batcher
 from gpuwise.pipeline.checks import check_settings, torch_device
-from gpuwise.pipeline.cpu_stages import CpuStages
 from gpuwise.pipeline.deadlines import DeadlineTimer, deadline_t
-from gpuwise.pipeline.device_stage import DeviceStage
+from gpuwise.pipeline.device.batcher import Batcher
+from gpuwise.pipeline.device.graphs import GraphedModel, graph_note
+from gpuwise.pipeline.device.stage import DeviceStage
+from gpuwise.pipeline.device.staging import Stager, Transform
 from gpuwise.pipeline.errors import Overloaded, PipelineClosed
 from gpuwise.pipeline.ledger import KEEP_RECORDS, Ledger
-from gpuwise.pipeline.procs import ProcessPre
 from gpuwise.pipeline.request import Request
-from gpuwise.pipeline.staging import Stager, Transform
-from gpuwise.pipeline.threads import ThreadPlan, plan_threads
+from gpuwise.pipeline.workers.cpu_stages import CpuStages
+from gpuwise.pipeline.workers.procs import ProcessPre
+from gpuwise.pipeline.workers.threads import ThreadPlan, plan_threads
 from gpuwise.records.serving import BatchRecord, RequestTiming, ServingResult, ServingSettings
 
 log = logging.getLogger(__name__)
@@ -75,9 +79,18 @@ class Engine:
         pre_processes: int = 0,
         poll_s: float = 0.05,
         keep_records: int = KEEP_RECORDS,
+        cuda_graphs: bool = False,
+        close_on_idle: bool = True,
     ) -> None:
         self.device = torch_device(device)
         check_settings(max_batch, max_delay_ms, max_queue, buckets)
+        self.graph_note: str | None = None
+        if cuda_graphs:  # Note [graphs per bucket]
+            self.graph_note = graph_note(self.device, buckets)
+            if self.graph_note is None:
+                model = GraphedModel(model, buckets)
+            else:
+                log.info("%s", self.graph_note)
         self.pre, self.model, self.post, self.filter = pre, model, post, filter
         self.plan: ThreadPlan = plan_threads(
             self.device.type,
@@ -97,11 +110,12 @@ class Engine:
             self.plan.model_threads,
             str(self.device),
             tuple(sorted(buckets)),
+            close_on_idle,
         )
         self.poll_s = poll_s
         depth = max_queue or 4 * max_batch
         self._pre_q: queue.Queue[Request] = queue.Queue(maxsize=depth)
-        self._batch_q: queue.Queue[Request] = queue.Queue(maxsize=depth)
+        self._batch_q: queue.Queue[Request | None] = queue.Queue(maxsize=depth)
         self._post_q: queue.Queue[Request] = queue.Queue()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -115,7 +129,9 @@ class Engine:
         self._cpu = CpuStages(pre, post, filter, queues, self._stop, self._ledger, poll_s)
         rows = max(self.settings.buckets or (max_batch,))
         self._device = DeviceStage(
-            Batcher(self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s),
+            Batcher(
+                self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s, close_on_idle
+            ),
             Stager(self.device, max(rows, max_batch), transform),
             model,
             self.settings,
@@ -140,6 +156,7 @@ class Engine:
         targets = [(f"gpuwise-pre-{i}", cpu.pre_loop) for i in range(self.plan.pre_workers)]
         if self._procs is not None:
             targets = [("gpuwise-pre-dispatch", cpu.dispatch_loop)]
+        targets.append(("gpuwise-batch", self._batch_loop))
         targets.append(("gpuwise-model", self._model_loop))
         targets += [(f"gpuwise-post-{i}", cpu.post_loop) for i in range(self.plan.post_workers)]
         threads = [threading.Thread(target=fn, name=name, daemon=True) for name, fn in targets]
@@ -291,6 +308,10 @@ class Engine:
             self.settings, duration_s, requests, batches, load or {}, None, self.plan.to_dict()
         )
 
+    def _batch_loop(self) -> None:
+        while not self._stop.is_set():
+            self._device.feed_step(self.origin_t)
+
     def _model_loop(self) -> None:
         while not self._stop.is_set():
-            self._device.step(self.origin_t)
+            self._device.model_step(self.origin_t)

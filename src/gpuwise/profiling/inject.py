@@ -8,15 +8,16 @@ Note: the trial protocol.
 - The overrides apply where the object is built, so the user's script stays unmodified:
   ``loader`` keyword arguments of every ``DataLoader`` (``persistent_workers`` and
   ``prefetch_factor`` only where the loader has workers); ``optimizer`` flags (``foreach``
-  or ``fused``) for the one class named in ``optimizer_class``, only where the user did not
-  pass the flag and that class accepts it — the algorithm never changes; ``torch_threads``,
+  or ``fused``) for each class named in ``optimizer_flags`` (or the one ``optimizer_class``;
+  ``records.trial_spec``), only where the user did not pass the flag and that class accepts
+  it — the algorithm never changes; ``torch_threads``,
   ``cudnn_benchmark`` and ``tf32`` once at start; ``autocast``, ``channels_last`` and
   ``compile`` around the outermost module call (these change what is computed; the runner
   sends them only when the user allowed it).
 - ``stop_after_steps``: once that many steps are written the job ends with ``SystemExit(0)``,
   raised from the hook whose event closed the last one (a batch request, an optimizer step
   or the end of a ``backward()``), so its ``finally`` blocks and ``atexit`` handlers run and
-  the step files are complete. Steps are the step protocol's (``steps.py``), so a job
+  the step files are complete. Steps are the step protocol's (``steps``), so a job
   that never steps a ``torch.optim`` optimizer (manual updates, a custom optimizer, an
   evaluation or inference loop over a DataLoader) ends on time too: training steps are
   counted once the job trained, evaluation steps until then.
@@ -35,7 +36,9 @@ from typing import Any
 
 import torch
 
+from gpuwise.profiling import batch_probe
 from gpuwise.profiling.setup_capture import JobSetup
+from gpuwise.records.trial_spec import optimizer_flags
 
 LOSS_STEPS = 5
 """Losses recorded per run when the trial spec does not say: the first five steps."""
@@ -65,7 +68,7 @@ def arm(directory: str | None, spec_text: str | None, recorder: Any = None) -> J
     Args:
         directory: The profile directory (``setup-<pid>.json`` goes there).
         spec_text: The ``GPUWISE_TRIAL`` handshake (a JSON object), or ``None``.
-        recorder: The process's step recorder (``step_files``): ``stop_after_steps``
+        recorder: The process's step recorder (``steps.files``): ``stop_after_steps``
             counts the steps it writes.
 
     Returns:
@@ -76,9 +79,10 @@ def arm(directory: str | None, spec_text: str | None, recorder: Any = None) -> J
     spec = parse_spec(spec_text)
     _Armed.spec = spec
     _Armed.setup = JobSetup(directory, spec.get("name"))
+    batch_probe.listen(_Armed.setup.batch_seen)
     _patch_loader()
     _patch_process_start()
-    _patch_optimizers(spec.get("optimizer_class"), spec.get("optimizer") or {})
+    _patch_optimizers(optimizer_flags(spec))
     _patch_backward(int(spec.get("losses", LOSS_STEPS)))
     _apply_globals(spec)
     if spec.get("autocast") or spec.get("channels_last") or spec.get("compile"):
@@ -102,20 +106,26 @@ def stop_after_steps(recorder: Any, limit: int) -> None:
     """End the process once ``recorder`` has written ``limit`` steps (the protocol note).
 
     Wraps the writer the recorder's copy resolver passes steps to: the step is written
-    first, then ``SystemExit(0)`` is raised once. Steps written while the recorder closes
-    (held steps flushed at exit) never raise.
+    first, then ``SystemExit(0)`` is raised once. Steps the tracker holds back for the job's
+    first optimizer step count as written (a loop that updates by hand has none to wait
+    for; an accumulation loop's are joined into one as that step comes). Steps written
+    while the recorder closes (held steps flushed at exit) never raise.
     """
     resolver = recorder._resolver
     write = resolver.write
     close = recorder.close
     counts = {"train": 0, "eval": 0, "done": 0}
+    tracker = recorder.tracker
 
     def _write(step: Any, gpu_s: Any) -> None:
         write(step, gpu_s)
-        phase = "train" if step.phase == "train" else "eval"
-        counts[phase] += 1
-        trained = counts["train"] > 0 or recorder.tracker.trained
-        if counts["done"] or counts["train" if trained else "eval"] < limit:
+        counts["train" if step.phase == "train" else "eval"] += 1
+        _check()
+
+    def _check() -> None:  # steps held back for the first optimizer step count as written
+        trained = counts["train"] > 0 or tracker.trained
+        done = counts["train"] + len(tracker.hold.held) if trained else counts["eval"]
+        if counts["done"] or done < limit:
             return
         counts["done"] = 1
         if _Armed.setup is not None:
@@ -128,6 +138,7 @@ def stop_after_steps(recorder: Any, limit: int) -> None:
         close()
 
     resolver.write = _write
+    tracker.on_closed = _check
     recorder.close = _close
 
 
@@ -195,17 +206,17 @@ def optimizer_classes() -> list[type]:
     ]
 
 
-def _patch_optimizers(target: str | None, flags: dict[str, Any]) -> None:
+def _patch_optimizers(flags_by_class: dict[str, dict[str, Any]]) -> None:
     from torch.optim.optimizer import Optimizer
 
     for cls in optimizer_classes():
-        _wrap_optimizer(cls, target, flags)
+        _wrap_optimizer(cls, flags_by_class)
     # an optimizer of another library (bitsandbytes' AdamW) reaches only the base class:
     # recorded, so the job's optimizer is named, but never given PyTorch's flags
-    _wrap_optimizer(Optimizer, None, {})
+    _wrap_optimizer(Optimizer, {})
 
 
-def _wrap_optimizer(cls: type, target: str | None, flags: dict[str, Any]) -> None:
+def _wrap_optimizer(cls: type, flags_by_class: dict[str, dict[str, Any]]) -> None:
     """Wrap ``cls.__init__``: the outermost call injects the flags and records the result.
 
     ``AdamW.__init__`` calls ``Adam.__init__``, and a user's subclass calls its torch base:
@@ -218,7 +229,8 @@ def _wrap_optimizer(cls: type, target: str | None, flags: dict[str, Any]) -> Non
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         depth = getattr(_Armed.depth, "opt", 0)
-        if depth == 0 and flags and type(self).__name__ == target:
+        flags = flags_by_class.get(type(self).__name__)
+        if depth == 0 and flags:
             kwargs.update(_unset_flags(signature, flags, self, args, kwargs))
         _Armed.depth.opt = depth + 1
         try:

@@ -6,7 +6,7 @@ into MFU. No extra step runs and the batch is the job's own: the count is exact 
 ran (the loss, activation checkpointing's recomputation, the autocast precision).
 
 Counting window protocol (``FirstIterationFlops`` rides on the LoopTracker's events; the
-step protocol in ``steps.py`` says where those come from):
+step protocol in ``steps`` says where those come from):
 
 * The window opens at the first outermost module call (``forward``) of the tracker's
   thread while no batch is awaited. The modules called outermost in the window are the
@@ -14,8 +14,10 @@ step protocol in ``steps.py`` says where those come from):
   samples when no loader is seen).
 * It closes at the first of: the optimizer step's end; the next batch request; a new
   outermost module call after a ``backward()`` (the next micro-step, or a loop that
-  updates weights by hand); the first model called again with no ``backward()`` between
-  (inference without a loader); the recording's end. One micro-step is counted, so FLOPs per
+  updates weights by hand); the first model called again under ``no_grad`` with no
+  ``backward()`` between (inference without a loader); the recording's end. A model called
+  again with gradients before any ``backward()`` (an episode's forwards) stays in the
+  window: its FLOPs and samples add up to the whole step's. One micro-step is counted, so FLOPs per
   sample hold under gradient accumulation.
 * A window without a ``backward()`` is an ``eval`` count; the next iteration with grad
   mode on is then counted too (up to ``MAX_WINDOWS``), so a job that evaluates (under
@@ -70,6 +72,7 @@ class FirstIterationFlops:
         self._tally: FlopTally | None = None
         self._models: list[Any] = []
         self._inputs: Any = None
+        self._samples = 0  # leading dims of the first model's calls in the window
         self._outermost = False
         self._hook: Any = None
         self._backward = False
@@ -94,7 +97,7 @@ class FirstIterationFlops:
                 vars(self.tracker).pop(name, None)
             self._attached = False
 
-    def _region_entered(self, region: str) -> None:
+    def _region_entered(self, region: str, **_: Any) -> None:
         if region != "forward":
             return
         if self._tally is not None and self._backward:
@@ -124,7 +127,7 @@ class FirstIterationFlops:
     def _open(self) -> None:
         self._windows += 1
         self._backward = False
-        self._models, self._inputs = [], None
+        self._models, self._inputs, self._samples = [], None, 0
         self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._see_model)
         self._tally = enter_tally()
 
@@ -134,13 +137,16 @@ class FirstIterationFlops:
             return
         self._outermost = False
         again = self._models and module is self._models[0] and not self._backward
-        if again and torch._C._current_graph_task_id() == -1:  # not a recomputation
-            self._close()  # the model again with no backward between: the next iteration
+        recomputing = torch._C._current_graph_task_id() != -1
+        if again and not recomputing and not torch.is_grad_enabled():
+            self._close()  # the model again with no backward between: the next inference
             return
         if not any(module is seen for seen in self._models):
             self._models.append(module)
         if self._inputs is None:
             self._inputs = args
+        if module is self._models[0] and not recomputing:  # an episode calls it many times
+            self._samples += _leading_dim(args) or 0
 
     def _close(self) -> None:
         tally, self._tally = self._tally, None
@@ -152,7 +158,7 @@ class FirstIterationFlops:
         exit_tally(tally)
         samples = self._batch_size if self.tracker.loader_seen else None
         if samples is None:
-            samples = _leading_dim(self._inputs)
+            samples = self._samples or _leading_dim(self._inputs)
         phase = "train" if self._backward else "eval"
         record = flops_record(
             tally, rank=self.rank, phase=phase, samples=samples, models=self._models

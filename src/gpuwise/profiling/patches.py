@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from gpuwise.profiling import batch_probe
 
 Tracker = Callable[[], Any]
 
@@ -101,8 +104,10 @@ def _patch_regions(patches: Patches, get_tracker: Tracker) -> None:
 
     patches.add(register_optimizer_step_pre_hook(stepping).remove)
     patches.add(register_optimizer_step_post_hook(stepped).remove)
-    forward = _region_wrapper(torch.nn.Module.__call__, get_tracker, "forward")
-    patches.set(torch.nn.Module, "__call__", forward)
+    patches.set(
+        torch.nn.Module, "__call__", _forward_wrapper(torch.nn.Module.__call__, get_tracker)
+    )
+    _patch_own_forwards(patches, get_tracker)
     backward = _region_wrapper(torch.autograd.backward, get_tracker, "backward")
     patches.set(torch.autograd, "backward", backward)
     tensor_backward = _region_wrapper(torch.Tensor.backward, get_tracker, "backward")
@@ -132,6 +137,114 @@ def _region_wrapper(original: Any, get_tracker: Tracker, region: str) -> Any:
             tracker.region_exited(region)
 
     return wrapper
+
+
+def _forward_wrapper(original: Any, get_tracker: Tracker) -> Any:
+    """The outermost module call is the ``forward`` region; it says whether it evaluates."""
+
+    @functools.wraps(original)
+    def wrapper(module: Any, *args: Any, **kwargs: Any) -> Any:
+        if _Depth.open["forward"]:
+            return original(module, *args, **kwargs)
+        return _forward_region(original, get_tracker, module, args, kwargs)
+
+    return wrapper
+
+
+def _forward_region(
+    original: Any, get_tracker: Tracker, module: Any, args: Any, kwargs: Any
+) -> Any:
+    """Run ``original(module, ...)`` as the outermost ``forward`` region (when profiling)."""
+    tracker = get_tracker()
+    if tracker is None:
+        return original(module, *args, **kwargs)
+    _Depth.open["forward"] = 1
+    tracker.region_entered("forward", evaluating=evaluating(module), model=module)
+    try:
+        return original(module, *args, **kwargs)
+    finally:
+        _Depth.open["forward"] = 0
+        tracker.region_exited("forward")
+
+
+def _patch_own_forwards(patches: Patches, get_tracker: Tracker) -> None:
+    """Time ``self.forward(x)`` too: the ``forward`` of every module class outside torch.
+
+    A module called as ``self.forward(x)`` (layer-local training, some research code)
+    bypasses ``Module.__call__``; its forward time would land in no region. The job's own
+    classes (defined before the patch, as the explicit API sees them, or after it, as a
+    profiled script defines them: ``__init_subclass__``) get their ``forward`` wrapped; a
+    call through ``Module.__call__`` is already inside the region and passes straight on.
+    torch's own classes are left alone: they are called through ``__call__``.
+    """
+
+    def wrap(cls: Any) -> None:
+        own = vars(cls).get("forward")
+        plain = isinstance(own, types.FunctionType)  # not a staticmethod, partial or builtin
+        if plain and not getattr(own, _WRAPPED, False) and _outside_torch(cls):
+            patches.set(cls, "forward", _method_forward_wrapper(own, get_tracker))
+
+    pending = list(torch.nn.Module.__subclasses__())
+    seen: set[type] = set()
+    while pending:
+        cls = pending.pop()
+        if cls not in seen:
+            seen.add(cls)
+            wrap(cls)
+            pending.extend(cls.__subclasses__())
+    chained = vars(torch.nn.Module).get("__init_subclass__")
+
+    def __init_subclass__(cls: Any, /, **kwargs: Any) -> None:
+        if chained is not None:
+            chained.__func__(cls, **kwargs)
+        else:
+            super(torch.nn.Module, cls).__init_subclass__(**kwargs)
+        wrap(cls)
+
+    patches.set(torch.nn.Module, "__init_subclass__", classmethod(__init_subclass__))
+
+
+def _outside_torch(cls: type) -> bool:
+    module = getattr(cls, "__module__", "") or ""
+    return module != "torch" and not module.startswith("torch.")
+
+
+def _method_forward_wrapper(original: Any, get_tracker: Tracker) -> Any:
+    """A module's own ``forward``: the ``forward`` region when no module call is open.
+
+    TorchScript compiles a method from its source and looks its names up in the function's
+    globals and closure; the wrapper therefore runs with the original's globals, and every
+    name it uses itself is a closure cell with a name no user code has.
+    """
+    _gpuwise_original, _gpuwise_tracker, _gpuwise_open = original, get_tracker, _Depth.open
+    _gpuwise_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+    _gpuwise_region = _forward_region
+
+    def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+        if _gpuwise_open["forward"] or _gpuwise_compiling():  # inside a module call, or traced
+            return _gpuwise_original(module, *args, **kwargs)
+        return _gpuwise_region(_gpuwise_original, _gpuwise_tracker, module, args, kwargs)
+
+    code, closure = forward.__code__, forward.__closure__
+    wrapper = types.FunctionType(code, original.__globals__, "forward", None, closure)
+    functools.update_wrapper(wrapper, original)
+    setattr(wrapper, _WRAPPED, True)
+    return wrapper
+
+
+def evaluating(module: Any) -> bool:
+    """Whether a module call is evaluation: no gradients, ``eval()`` mode, a trainable model.
+
+    Under ``inference_mode`` any call evaluates; under ``no_grad`` a model in ``eval()``
+    mode does. A model none of whose parameters require grad (a frozen teacher, a target
+    network) is part of the training step that calls it.
+    """
+    inference = torch.is_inference_mode_enabled()
+    if torch.is_grad_enabled() and not inference:
+        return False
+    if getattr(module, "training", True) and not inference:
+        return False
+    return any(p.requires_grad for p in module.parameters())
 
 
 def _iter_wrapper(
@@ -177,6 +290,7 @@ def _next_wrapper(original: Any, get_tracker: Tracker) -> Any:
             tracker.batch_failed()
             raise
         tracker.batch_ready(batch_size_of(batch))
+        batch_probe.first_batch(self, batch)  # the data kind, once per dataset
         return batch
 
     setattr(__next__, _WRAPPED, True)

@@ -29,7 +29,7 @@ from gpuwise.distributed.aggregate import cross_rank
 from gpuwise.distributed.rank_files import read_rank_files
 from gpuwise.distributed.ranks import RankInfo, rank_info
 from gpuwise.profiling import hooks
-from gpuwise.profiling.step_files import JsonlRecorder, MemoryRecorder, StepFiles, read_step_files
+from gpuwise.profiling.steps.files import JsonlRecorder, MemoryRecorder, StepFiles, read_step_files
 from gpuwise.profiling.trainers import separate_trainers
 from gpuwise.records import Run, Sample, Step
 from gpuwise.records.ranks import RankView

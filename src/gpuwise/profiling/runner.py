@@ -25,8 +25,9 @@ from gpuwise.errors import UsageError
 from gpuwise.profiling.hooks import child_env
 from gpuwise.profiling.recording import run_from_directory, run_meta
 from gpuwise.profiling.setup_capture import read_setup
-from gpuwise.profiling.step_files import read_site_notes
+from gpuwise.profiling.steps.files import read_site_notes
 from gpuwise.records import Run, Sample
+from gpuwise.telemetry.load import LoadWindow
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ class ProfileConfig:
             trial handshake here).
         time_limit_s: Stop the command (``childproc.stop``) after this many seconds; the
             Run's ``meta.time_limit_s`` then says so (default: no limit).
+        shared_machine: ``"note"``: a job that shared the machine gets its timing findings
+            as notes (``diagnose.machine_rules``); ``"judge"``: judged anyway (the Run's
+            ``meta.machine_load.judge``), the share still reported.
     """
 
     interval_s: float = 0.5
@@ -58,6 +62,7 @@ class ProfileConfig:
     stdout_to_stderr: bool = False
     env: tuple[tuple[str, str], ...] = ()
     time_limit_s: float | None = None
+    shared_machine: str = "note"
 
 
 def profile_command(
@@ -113,17 +118,28 @@ def _profile(argv: list[str], config: ProfileConfig, sampler: Any, directory: st
         sampler.start()
     t0_wall_s = sampler.started_at_epoch_s if sampler is not None else time.time()
     t0_mono_s = time.monotonic()
-    code, received = childproc.run(
-        argv,
-        started=sampler.watch if sampler is not None else None,
-        env={**child_env(os.environ, directory, t0_wall_s), **dict(config.env)},
-        stdout_to_stderr=config.stdout_to_stderr,
-        duration_s=config.time_limit_s,
-    )
+    window = LoadWindow()
+
+    def started(pid: int) -> None:
+        window.started(pid)
+        if sampler is not None:
+            sampler.watch(pid)
+
+    try:
+        code, received = childproc.run(
+            argv,
+            started=started,
+            env={**child_env(os.environ, directory, t0_wall_s), **dict(config.env)},
+            stdout_to_stderr=config.stdout_to_stderr,
+            duration_s=config.time_limit_s,
+        )
+    finally:
+        load = window.finish()  # its thread ends with the job
     took_s = time.monotonic() - t0_mono_s
     samples: list[Sample] = sampler.stop() if sampler is not None else []
     interval_s = config.interval_s if config.sample else None
     meta = run_meta(t0_wall_s, time.monotonic() - t0_mono_s, interval_s, None)
+    meta["machine_load"] = {**load, "judge": True} if config.shared_machine == "judge" else load
     if received:
         meta["signals"] = received
     if config.time_limit_s is not None and took_s >= config.time_limit_s:

@@ -155,6 +155,7 @@ class JobSetup:
             "process_starts": [],
         }
         self._by_id: dict[int, dict[str, Any]] = {}
+        self._by_dataset: dict[int, dict[str, Any]] = {}
         self._watching = False
 
     def _where(self) -> dict[str, Any]:
@@ -178,9 +179,17 @@ class JobSetup:
             value = getattr(loader, key, None)
             record[key] = value if isinstance(value, (bool, int, type(None))) else str(value)
         record.update(dataset_facts(loader))
+        self._by_dataset.setdefault(id(getattr(loader, "dataset", None)), record)
         self.doc["loaders"].append(record)
         self._keep(loader, record)
         self.write()
+
+    def batch_seen(self, dataset_id: int, facts: dict[str, Any]) -> None:
+        """Record the first batch's facts (``batch_probe``) on the loader of that dataset."""
+        record = self._by_dataset.get(dataset_id)
+        if record is not None and "batch" not in record:
+            record["batch"] = facts
+            self.write()
 
     def optimizer_built(self, optimizer: Any) -> None:
         """Record an optimizer just constructed: class, flags, device, what it offers."""

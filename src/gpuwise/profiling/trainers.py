@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpuwise.profiling.step_files import StepFiles
+from gpuwise.profiling.steps.files import StepFiles
 from gpuwise.records import Step
 
 

@@ -46,6 +46,10 @@ class JobAlignment:
             ``kind``, ``last_share`` (at that kind), ``cost_fraction`` (of each step),
             ``cause``, ``cause_s`` and ``others_s`` (per step), ``cause_ratio``,
             ``sentence``.
+        clock_offsets: Hosts whose clock is off the lowest rank's by 50 µs or more, as
+            read from the collectives' common end: ``node`` (or ``rank``), ``ranks``,
+            ``offset_s``. Arrival was judged with them taken off; each rank's own is
+            ``per_rank[i]["clock_offset_s"]``.
     """
 
     source: str
@@ -59,6 +63,7 @@ class JobAlignment:
     step_holders: tuple[Mapping[str, Any], ...] = ()
     node_groups: tuple[Mapping[str, Any], ...] = ()
     straggler: Mapping[str, Any] | None = None
+    clock_offsets: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form (the trace section's ``alignment``)."""
@@ -70,6 +75,7 @@ class JobAlignment:
         d["step_holders"] = [dict(h) for h in self.step_holders]
         d["node_groups"] = [dict(g) for g in self.node_groups]
         d["straggler"] = None if self.straggler is None else dict(self.straggler)
+        d["clock_offsets"] = [dict(c) for c in self.clock_offsets]
         return d
 
     @classmethod
@@ -87,4 +93,5 @@ class JobAlignment:
             step_holders=tuple(dict(h) for h in d.get("step_holders") or ()),
             node_groups=tuple(dict(g) for g in d.get("node_groups") or ()),
             straggler=None if d.get("straggler") is None else dict(d["straggler"]),
+            clock_offsets=tuple(dict(c) for c in d.get("clock_offsets") or ()),
         )

@@ -20,10 +20,11 @@ from typing import Any
 PHASE_NAMES = ("startup", "warmup", "steady", "evaluation", "teardown")
 """Phases of a job's timeline, in the order they occur."""
 
-STEP_UNITS = ("optimizer_step", "profiler_step", "iteration", "recurrence", "forward")
-"""What one step was counted from: an optimizer step (closure evaluations and accumulation
-micro-steps are parts of it), a profiler step mark, a loader iteration, the recurrence of
-the step's own operator sequence, or one forward pass (inference)."""
+STEP_UNITS = ("optimizer_step", "backward", "profiler_step", "iteration", "recurrence", "forward")
+"""What one step was counted from: an optimizer step (several optimizers stepped in one
+iteration, closure evaluations and accumulation micro-steps are parts of it), a
+``backward()`` of a job that updates its weights by hand, a profiler step mark, a loader
+iteration, the recurrence of the step's own operator sequence, or one forward pass."""
 
 DATA_KINDS = ("images", "tokens", "tensors", "audio", "unknown")
 """What the input batches are: decoded/augmented images, token ids, in-memory tensors or

@@ -266,16 +266,24 @@ def steady_steps(steps: Sequence[Step], warmup: int = 0) -> list[Step]:
     return kept or list(steps)
 
 
-def step_stats(steps: Sequence[Step], warmup: int = 0) -> dict[str, Any]:
+def step_stats(
+    steps: Sequence[Step], warmup: int = 0, *, synchronous: bool = False
+) -> dict[str, Any]:
     """Summarize steps as the Run contract's ``steps`` object (without the records).
 
     Args:
         steps: Steps of one or more ranks.
         warmup: Steps at the start of every rank left out of means and fractions (their
             data wait includes starting the input pipeline); ``count`` still counts them.
+        synchronous: The steps' ranks are one job stepping together (collectives): its
+            rate is one rank's steps per second, and its samples per second add the
+            ranks' batches (the data-parallel degree). Otherwise the processes are
+            independent trainers (Hogwild) and their steps per second add up.
 
     Returns:
-        ``{"count", "mean_s", "phases_s", "fractions", "steps_per_s", "samples_per_s"}``;
+        ``{"count", "mean_s", "phases_s", "fractions", "steps_per_s", "samples_per_s",
+        "synchronous_ranks"}``; ``synchronous_ranks`` is the ranks stepping together
+        (None when ``synchronous`` is false or one rank);
         ``phases_s`` holds each phase's mean seconds per step and ``fractions`` each phase's
         share of the total (summing to 1). Means and fractions are ``None`` without steps.
         The headline describes training steps when there are any (evaluation steps go to
@@ -284,7 +292,7 @@ def step_stats(steps: Sequence[Step], warmup: int = 0) -> dict[str, Any]:
     """
     from gpuwise.records import stepstats
 
-    phases = stepstats.phase_stats(steps)
+    phases = stepstats.phase_stats(steps, synchronous=synchronous)
     steps = stepstats.headline_steps(steps)
     count = len(steps)
     steps = steady_steps(steps, warmup)
@@ -298,16 +306,19 @@ def step_stats(steps: Sequence[Step], warmup: int = 0) -> dict[str, Any]:
             "fractions": None,
             "steps_per_s": None,
             "samples_per_s": None,
+            "synchronous_ranks": None,
         }
     totals = {p: sum(s.phase_s(p) for s in steps) for p in PHASES}
     grand = sum(totals.values())
     ranks = {s.rank for s in steps}
     mean_s = grand / n
     sizes = [s.batch_size for s in steps if s.batch_size is not None]
-    steps_per_s = len(ranks) / mean_s if mean_s > 0 else None
+    together = len(ranks) if synchronous and len(ranks) > 1 else None
+    rate = len(ranks) / mean_s if mean_s > 0 else None  # every process's steps, added
     samples_per_s = None
-    if steps_per_s is not None and len(sizes) == n:
-        samples_per_s = steps_per_s * (sum(sizes) / n)
+    if rate is not None and len(sizes) == n:
+        samples_per_s = rate * (sum(sizes) / n)
+    steps_per_s = rate / len(ranks) if rate is not None and together else rate
     stats = {
         "count": count,
         "warmup_excluded": count - n,
@@ -316,6 +327,7 @@ def step_stats(steps: Sequence[Step], warmup: int = 0) -> dict[str, Any]:
         "fractions": {p: (totals[p] / grand if grand > 0 else 0.0) for p in PHASES},
         "steps_per_s": steps_per_s,
         "samples_per_s": samples_per_s,
+        "synchronous_ranks": together,
         **stepstats.robust_stats(steps),
     }
     if phases is not None:

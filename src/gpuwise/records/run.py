@@ -66,8 +66,10 @@ class Run:
         """Return the ``steps`` summary of the Run contract (see ``step_stats``).
 
         ``meta["warmup_steps"]`` (set by the profiler) leaves each rank's first steps out.
+        Ranks of one job (``self.ranks`` set) step together: the rate is one rank's.
         """
-        return step_stats(self.steps, int(self.meta.get("warmup_steps", 0)))
+        warmup = int(self.meta.get("warmup_steps", 0))
+        return step_stats(self.steps, warmup, synchronous=self.ranks is not None)
 
     def _repr_html_(self) -> str:
         """The HTML report, inline, when a notebook displays the Run."""

@@ -142,6 +142,9 @@ class ServingSettings:
         model_threads: Intra-op threads of the model (CPU device), else ``None``.
         device: ``"cpu"``, ``"cuda:0"``, ...
         buckets: Padded batch sizes, empty when batches are not padded.
+        close_on_idle: A batch closed at once when the device had nothing to run
+            (``False``: it waited for ``max_batch`` or ``max_delay_ms``, as runs
+            recorded before this field did).
     """
 
     max_batch: int
@@ -151,6 +154,7 @@ class ServingSettings:
     model_threads: int | None
     device: str
     buckets: tuple[int, ...] = ()
+    close_on_idle: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -220,6 +224,8 @@ class ServingResult:
         thread_plan: How the CPU cores were split (``"explanation"`` and the counts).
         sweep: Settings a sweep tried (empty when not a sweep).
         slo_p99_s: The latency target of the sweep, when one was given.
+        partial: Why the measurement is partial (a stop signal cut its window short, or
+            a sweep's grid), ``None`` for a whole one.
     """
 
     settings: ServingSettings
@@ -231,6 +237,7 @@ class ServingResult:
     thread_plan: Mapping[str, Any] = field(default_factory=dict)
     sweep: Sequence[SweepPoint] = ()
     slo_p99_s: float | None = None
+    partial: str | None = None
 
     def completed(self) -> list[RequestTiming]:
         """Requests that returned a result."""
@@ -309,6 +316,7 @@ class ServingResult:
             "thread_plan": dict(self.thread_plan),
             "slo_p99_s": self.slo_p99_s,
             "sweep": [p.to_dict() for p in self.sweep],
+            "partial": self.partial,
         }
         if include_records:
             doc["request_records"] = [r.to_dict() for r in self.requests]
@@ -328,4 +336,5 @@ class ServingResult:
             thread_plan=dict(d.get("thread_plan") or {}),
             sweep=[SweepPoint.from_dict(p) for p in d.get("sweep") or ()],
             slo_p99_s=d.get("slo_p99_s"),
+            partial=d.get("partial"),
         )

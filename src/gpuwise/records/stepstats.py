@@ -112,7 +112,9 @@ def micro_steps(steps: Sequence[Step]) -> dict[str, float] | None:
     }
 
 
-def phase_stats(steps: Sequence[Step]) -> dict[str, dict[str, Any]] | None:
+def phase_stats(
+    steps: Sequence[Step], *, synchronous: bool = False
+) -> dict[str, dict[str, Any]] | None:
     """Per phase (``train``, ``eval``): count, mean, median, steps and samples per second.
 
     Returns:
@@ -121,18 +123,19 @@ def phase_stats(steps: Sequence[Step]) -> dict[str, dict[str, Any]] | None:
     names = sorted({s.phase for s in steps})
     if len(names) < 2:
         return None
-    return {name: _one_phase([s for s in steps if s.phase == name]) for name in names}
+    return {name: _one_phase([s for s in steps if s.phase == name], synchronous) for name in names}
 
 
-def _one_phase(steps: Sequence[Step]) -> dict[str, Any]:
+def _one_phase(steps: Sequence[Step], synchronous: bool) -> dict[str, Any]:
     totals = [s.total_s for s in steps]
     mean_s = sum(totals) / len(totals)
     ranks = len({s.rank for s in steps})
     sizes = [s.batch_size for s in steps if s.batch_size is not None]
-    steps_per_s = ranks / mean_s if mean_s > 0 else None
+    rate = ranks / mean_s if mean_s > 0 else None  # every process's steps, added
     samples_per_s = None
-    if steps_per_s is not None and len(sizes) == len(steps):
-        samples_per_s = steps_per_s * sum(sizes) / len(sizes)
+    if rate is not None and len(sizes) == len(steps):
+        samples_per_s = rate * sum(sizes) / len(sizes)
+    steps_per_s = rate / ranks if rate is not None and synchronous else rate  # the job's
     return {
         "count": len(steps),
         "mean_s": mean_s,

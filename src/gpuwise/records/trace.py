@@ -120,7 +120,8 @@ class LaunchStats:
 
     Attributes:
         kernels: Device events linked to a host launch call.
-        per_step: Device events per profiler step (None without steps).
+        per_step: Kernels (compute and communication; no copies or memsets) per step
+            (None without steps).
         median_kernel_s: Median duration of compute kernels.
         short_kernel_fraction: Share of compute kernels shorter than 10 µs.
         median_launch_delay_s: Median time from the launch call to the event's start.
@@ -222,7 +223,7 @@ class TraceFacts:
             and ``epilogue_s`` after the last, and ``outside_wait_s``: a blocking sync or
             synchronous copy at the head of the trace that waited, the recorded device
             idle, on work queued before the trace started (the window starts after it).
-        timeline: The timeline's phases (``telemetry.readers.kineto.phases``):
+        timeline: The timeline's phases (``telemetry.readers.kineto.job.phases``):
             ``step_unit``, ``steps``, ``steady_steps``, ``step_s``, ``steady_s`` (the
             steady window, seconds from the trace's start), ``phases``, backward passes
             per step (``evaluations_per_step``; ``closure_evaluations`` inside each

@@ -70,7 +70,9 @@ class TraceSection:
         ranks: One row per rank trace read, lowest rank first (None before merging).
         distributed: ``distributedInfo`` with ``world_size`` and ``ranks_read`` of the job
             (None before merging: then ``facts.distributed`` is the trace's own).
-        straggler: The slowest rank against the others' median step, or None.
+        straggler: The rank that held the job back: where collectives were matched, the
+            alignment's straggler (``basis`` "collectives"), else the slowest median step
+            against the others'; None when neither names one.
         alignment: Collectives matched across the rank traces (``records.alignment``),
             or None (one trace, or no collective recorded).
     """

@@ -82,7 +82,7 @@ def write_run_files(
     """
     if not (out or html or trace):
         return []  # nothing asked: the HTML and trace writers stay unimported
-    from gpuwise.report.html import write_html
+    from gpuwise.report.html.run import write_html
     from gpuwise.report.trace import write_trace
 
     files: list[tuple[str | None, str, Callable[[Run, str], None]]] = [

@@ -39,7 +39,7 @@ def run_html(run: Run) -> str:
         from gpuwise.report.serving.html import render_serving_html
 
         return framed(render_serving_html(run))
-    from gpuwise.report.html import render_html
+    from gpuwise.report.html.run import render_html
 
     return framed(render_html(run))
 

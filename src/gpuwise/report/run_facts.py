@@ -65,3 +65,15 @@ def phase_share(row: Mapping[str, Any], phase: str) -> float | None:
     if not phases or not mean_s:
         return None
     return float(phases[phase]) / float(mean_s)
+
+
+def machine_line(run: Run) -> tuple[str, bool] | None:
+    """The job's share of the machine (``anatomy.resources.machine``) and whether it was shared.
+
+    ``("SHARED MACHINE: the job got 0.52 of the 2 cores ...", True)``; ``None`` when the
+    load was not measured (an analyzed trace, an old Run).
+    """
+    share = run.anatomy.resources.get("machine") if run.anatomy is not None else None
+    if not isinstance(share, dict) or not isinstance(share.get("summary"), str):
+        return None
+    return share["summary"], bool(share.get("contended"))

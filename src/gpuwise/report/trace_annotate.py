@@ -44,7 +44,11 @@ from gpuwise.errors import LogFormatError
 from gpuwise.records import Finding, Run
 from gpuwise.report.trace import step_slices
 from gpuwise.telemetry.readers._json_stream import JsonStream, TextSource
-from gpuwise.telemetry.readers.kineto.device import CLASS_NAMES, DEVICE_CATEGORIES, kernel_class
+from gpuwise.telemetry.readers.kineto.calls.device import (
+    CLASS_NAMES,
+    DEVICE_CATEGORIES,
+    kernel_class,
+)
 
 GPUWISE_PID = 2_000_000_000
 """The annotation process's id: far above real process ids and device indices."""

@@ -160,6 +160,23 @@ def device_label(device: dict[str, object]) -> str:
     return " · ".join(parts)
 
 
+DEVICE_COLUMNS = ("device", "mean util", "p95 util", "idle", "peak memory", "energy", "power")
+"""The per-device table's columns, the same in the terminal and the HTML report."""
+
+
+def device_cells(summary: Mapping[str, Any]) -> list[str]:
+    """Return a device's row after its name: utilization, idle, memory, energy, power."""
+    power = summary.get("mean_power_w")
+    return [
+        format_pct(summary.get("mean_utilization_pct")),
+        format_pct(summary.get("p95_utilization_pct")),
+        format_fraction(summary.get("idle_fraction")),
+        format_bytes(summary.get("peak_memory_used_bytes")),
+        format_energy(summary.get("energy_j")),
+        NA if power is None else f"{power:.1f} W",
+    ]
+
+
 def gap_note(device: str, summary: Mapping[str, Any]) -> str | None:
     """Return ``"gpu0: 3 sampling gaps, 12.0 s without readings"``, or None without gaps."""
     gaps = summary.get("gaps")

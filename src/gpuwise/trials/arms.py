@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise import childproc
 from gpuwise.errors import GpuwiseError, UsageError
 from gpuwise.profiling.hooks import ENV_TRIAL
 from gpuwise.records import Run
@@ -25,6 +33,8 @@ class Arm:
     compile_s: float | None = None
     limit_s: float | None = None
     timed_out: bool = False
+    left_running: tuple[str, ...] = ()
+    """``"PID (COMMAND)"`` of each process the run detached and left running (ended)."""
 
     @property
     def times_s(self) -> list[float]:
@@ -111,20 +121,55 @@ def run_arm(
 
     warmup = config.warmup + extra_warmup(spec)
     handshake = dict(spec, name=label, stop_after_steps=warmup + steps)
-    profile = ProfileConfig(
-        interval_s=config.interval_s,
-        sample=sample,
-        stdout_to_stderr=True,
-        env=((ENV_TRIAL, json.dumps(handshake)),),
-        time_limit_s=limit_s,
-    )
-    run = profile_command(argv, profile)
+    # a daemon it detached, a temporary folder it left, must not pile up run after run
+    with childproc.adopting() as ended, run_tmpdir() as tmp_env:
+        profile = ProfileConfig(
+            interval_s=config.interval_s,
+            sample=sample,
+            stdout_to_stderr=True,
+            env=((ENV_TRIAL, json.dumps(handshake)), *tmp_env),
+            time_limit_s=limit_s,
+        )
+        run = profile_command(argv, profile)
     setup = run.extra.get("setup") or {}
     timed_out = "time_limit_s" in run.meta
     chosen = measured_steps(run, warmup, steps, least_warmup=config.warmup)
     return Arm(label, chosen, list(setup.get("losses") or []),
                int(run.exit_code or 0), run, setup.get("compile_s"), limit_s,
-               timed_out)  # fmt: skip
+               timed_out, tuple(ended))  # fmt: skip
+
+
+@contextlib.contextmanager
+def run_tmpdir() -> Iterator[tuple[tuple[str, str], ...]]:
+    """A ``TMPDIR`` of the run's own, removed with all it holds when the run ends.
+
+    ``try`` runs the job many times; what a run leaves in the temporary folder (the
+    ``pymp-*`` folder of a DataLoader worker ended before Python could clean up, say)
+    would pile up in the user's ``$TMPDIR``, one per run. PyTorch's compile cache keeps
+    its usual place (``TORCHINDUCTOR_CACHE_DIR`` when unset), so compiled kernels are
+    still shared between runs.
+
+    Yields:
+        The environment entries that point the job at the folder.
+    """
+    base = tempfile.gettempdir()
+    folder = tempfile.mkdtemp(prefix="gpuwise-run-", dir=base)
+    env = [("TMPDIR", folder)]
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        env.append(("TORCHINDUCTOR_CACHE_DIR", os.path.join(base, f"torchinductor_{_user()}")))
+    try:
+        yield tuple(env)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _user() -> str:
+    """The user's name as PyTorch puts it in its default compile cache folder's name."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        name = f"uid_{os.getuid()}"
+    return re.sub(r'[\\/:*?"<>|]', "_", name)
 
 
 def measured_steps(

@@ -20,10 +20,10 @@ process without a GPU), the finding's bound stays, and the basis says so.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuwise.diagnose.fixes import amdahl
+from gpuwise.diagnose.fixes.catalog import amdahl
 
 MAX_ELEMENTS = 4_000_000
 """Parameter elements the optimizer measurement steps at most (16 MB of fp32 a tensor kind)."""
@@ -41,6 +41,32 @@ def loader_bound(wait_fraction: float, workers: int) -> tuple[float, str]:
         f"is max(compute, wait / {workers})"
     )
     return round(min(bound, amdahl(f)), 3), basis
+
+
+def optimizers_bound(
+    finding_bound: float | None,
+    evidence: Mapping[str, Any],
+    flagged: Sequence[tuple[Mapping[str, Any], str]],
+) -> tuple[float | None, str]:
+    """The bound of several optimizers' flags (a GAN's two): their savings, by parameters.
+
+    Each ``(record, flag)``'s measured saving is weighted by the elements its optimizer
+    updates; one that cannot be measured leaves the finding's bound.
+    """
+    if len(flagged) == 1:
+        return optimizer_bound(finding_bound, evidence, *flagged[0])
+    f = float(evidence.get("optimizer_fraction") or 0.0)
+    savings = [update_saving(record, flag) for record, flag in flagged]
+    sizes = [sum(int(n) for n in record.get("numels") or []) for record, _ in flagged]
+    if f <= 0 or finding_bound is None or any(s is None for s in savings) or not sum(sizes):
+        return finding_bound, "the whole optimizer update removed (its finding's bound)"
+    saving = sum(float(s or 0.0) * n for s, n in zip(savings, sizes, strict=True)) / sum(sizes)
+    names = " and ".join(f"{r.get('class')}(..., {flag}=True)" for r, flag in flagged)
+    basis = (
+        f"the optimizers' {f:.0%} of the step x the {saving:.0%} of their updates that "
+        f"{names} saved on the job's parameter sizes, measured here"
+    )
+    return round(min(amdahl(f * saving), finding_bound), 3), basis
 
 
 def update_saving(record: Mapping[str, Any], flag: str) -> float | None:

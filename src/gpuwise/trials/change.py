@@ -18,12 +18,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuwise.diagnose.fix_terms import (
+from gpuwise.diagnose.fixes.calls import find_call, kept_arguments, script_option
+from gpuwise.diagnose.fixes.terms import (
     HF_LOADER_ARGS,
     accelerator_record,
     first_record,
     framework_setting,
+    records_for,
 )
+from gpuwise.records.trial_spec import JOB_OPTIMIZER, optimizer_flags
 from gpuwise.trials.plan import Trial
 
 ACCELERATOR_ARGS = {
@@ -35,24 +38,6 @@ ACCELERATOR_ARGS = {
 
 def _py(value: Any) -> str:
     return f'"{value}"' if isinstance(value, str) else repr(value)
-
-
-def _callee(node: ast.Call) -> str | None:
-    func = node.func
-    if isinstance(func, ast.Name):
-        return func.id
-    return func.attr if isinstance(func, ast.Attribute) else None
-
-
-def find_call(tree: ast.AST, line: int | None, callee: str) -> ast.Call | None:
-    """The innermost call of ``callee`` spanning ``line`` (any line: the first such call)."""
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _callee(n) == callee]
-    if line is not None:
-        calls = [c for c in calls if c.lineno <= line <= (c.end_lineno or c.lineno)]
-        calls.sort(key=lambda c: (c.end_lineno or c.lineno) - c.lineno)
-    else:
-        calls.sort(key=lambda c: c.lineno)
-    return calls[0] if calls else None
 
 
 def _offset(lines: list[str], line: int, col: int) -> int:
@@ -105,21 +90,42 @@ def insert_before(text: str, line: int, statement: str) -> str:
     lines = text.splitlines(keepends=True)
     target = lines[line - 1]
     indent = target[: len(target) - len(target.lstrip())]
-    lines.insert(line - 1, f"{indent}{statement}\n")
+    lines.insert(line - 1, f"{indent}{statement}{_line_end(target)}")
     return "".join(lines)
+
+
+def _line_end(line: str) -> str:
+    r"""The line's own ending (``\r\n`` in a Windows-edited file), ``\n`` for none."""
+    body = line.rstrip("\r\n")
+    return line[len(body) :] or "\n"
+
+
+def read_source(path: str | Path) -> str:
+    r"""A script's text with its line endings as they are (``\r\n`` stays ``\r\n``).
+
+    A diff of a CRLF file must keep its CRs, or neither ``patch`` nor ``git apply``
+    finds the lines it changes.
+
+    Raises:
+        OSError: The file cannot be read.
+        UnicodeDecodeError: It is not UTF-8.
+    """
+    with open(path, encoding="utf-8", newline="") as fh:
+        return fh.read()
 
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """The unified diff of one file, ``a/`` and ``b/`` prefixed like ``git diff``."""
     name = Path(path).name
-    return "".join(
-        difflib.unified_diff(
-            old.splitlines(keepends=True),
-            new.splitlines(keepends=True),
-            fromfile=f"a/{name}",
-            tofile=f"b/{name}",
-        )
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"a/{name}",
+        tofile=f"b/{name}",
     )
+    # a last line without an ending is marked as ``diff`` marks it, or the next line of
+    # the diff would be read as part of it
+    return "".join(x if x.endswith("\n") else f"{x}\n\\ No newline at end of file\n" for x in lines)
 
 
 def _edits(
@@ -128,20 +134,20 @@ def _edits(
     """``(record kind, record, callee, kwargs)`` for each call the trial edits."""
     framework = setup.get("framework", "plain")
     loader = first_record(setup, "loaders")
-    opt = first_record(setup, "optimizers")
     hf = framework == "hf_trainer"
     if "loader" in trial.spec and loader is not None:
         kwargs = dict(trial.spec["loader"])
         if hf:
             kwargs = {HF_LOADER_ARGS[k]: v for k, v in kwargs.items() if k in HF_LOADER_ARGS}
         yield "loader", loader, "TrainingArguments" if hf else "DataLoader", kwargs
-    if "optimizer" in trial.spec and opt is not None:
-        flags = dict(trial.spec["optimizer"])
+    by_class = optimizer_flags(trial.spec)
+    for record in records_for(by_class, setup) if by_class else []:
+        flags = by_class.get(str(record.get("class"))) or by_class.get(JOB_OPTIMIZER) or {}
         if hf:
-            if opt.get("class") == "AdamW" and flags.get("fused"):
-                yield "optimizer", opt, "TrainingArguments", {"optim": "adamw_torch_fused"}
+            if record.get("class") == "AdamW" and flags.get("fused"):
+                yield "optimizer", record, "TrainingArguments", {"optim": "adamw_torch_fused"}
         else:
-            yield "optimizer", opt, str(opt.get("class")), flags
+            yield "optimizer", record, str(record.get("class")), flags
     site = accelerator_record(setup) if framework == "accelerate" else None
     owned = {k: v for k, v in ACCELERATOR_ARGS.items() if trial.spec.get(k)}
     if site is not None and owned:
@@ -161,11 +167,18 @@ def changes_for(winners: list[Trial], setup: Mapping[str, Any]) -> list[dict[str
                 "file": where.get("file"),
                 "line": where.get("line"),
                 "code": where.get("code"),
-                "text": framework_setting(trial.name, trial.spec, setup),
+                "text": _change_text(trial, setup),
                 "diff": patch_for([trial], setup) or None,
             }
         )
     return out
+
+
+def _change_text(trial: Trial, setup: Mapping[str, Any]) -> str:
+    """The trial's setting in the framework's terms, with the script's own options kept."""
+    kept = _kept([trial], setup)
+    own = framework_setting(trial.name, trial.spec, setup, kept={k for k, _ in kept})
+    return "; ".join([p for p in (own, *(line for _, line in kept)) if p != trial.name] or [own])
 
 
 def _first_record(setup: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -201,7 +214,7 @@ def _insert_threads(
     path, line, callee = at
     if path not in files:
         try:
-            text = Path(path).read_text("utf-8")
+            text = read_source(path)
         except (OSError, UnicodeDecodeError):
             return
         files[path] = (text, text)
@@ -225,8 +238,46 @@ def merged_spec(trials: Iterable[Trial]) -> dict[str, Any]:
     return merged
 
 
+def kept_options(winners: list[Trial], setup: Mapping[str, Any]) -> list[str]:
+    """How to set what the diff leaves to the script's own options or variables.
+
+    One line each: ``run with --mixed_precision bf16 (train.py:41 passes
+    mixed_precision=args.mixed_precision)``, or, for a variable, ``set mixed_precision to
+    "bf16" where train.py:41 reads it from mp``.
+    """
+    return [line for _, line in _kept(winners, setup)]
+
+
+def _kept(winners: list[Trial], setup: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(argument, how to set it)`` for each argument ``kept_options`` describes."""
+    spec = merged_spec(winners)
+    out = []
+    for _, rec, callee, kwargs in _edits(Trial("combined", "", None, None, spec), setup):
+        path = rec.get("file")
+        line = None if callee == "TrainingArguments" else rec.get("line")
+        try:
+            text = Path(str(path)).read_text("utf-8") if path else ""
+        except (OSError, UnicodeDecodeError):
+            continue
+        site = f"{Path(str(path)).name}:{rec.get('line')}"
+        for key, source in kept_arguments(text, line, callee, kwargs).items():
+            value = kwargs[key]
+            option = script_option(text, source)
+            if option is not None:
+                out.append((key, f"run with {option} {value} ({site} passes {key}={source})"))
+            else:
+                how = f"set {key} to {_py(value)} where {site} reads it from {source}"
+                out.append((key, how))
+    return out
+
+
 def patch_for(winners: list[Trial], setup: Mapping[str, Any]) -> str:
-    """One unified diff with the winners' edits together, file by file (nothing applied)."""
+    """One unified diff with the winners' edits together, file by file (nothing applied).
+
+    An argument the script passes as an expression (its own option, a variable) is not
+    replaced: the diff opens with a ``#`` line per such argument saying how to set it
+    (``kept_options``; ``git apply`` and ``patch`` skip text before the first file).
+    """
     spec = merged_spec(winners)
     files: dict[str, tuple[str, str]] = {}
     threads_at = None
@@ -236,8 +287,12 @@ def patch_for(winners: list[Trial], setup: Mapping[str, Any]) -> str:
         if not path or not kwargs:
             continue
         try:
-            old, current = files.get(path) or (Path(path).read_text("utf-8"),) * 2
+            old, current = files.get(path) or (read_source(path),) * 2
         except (OSError, UnicodeDecodeError):
+            continue
+        kept = kept_arguments(current, line, callee, kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k not in kept}
+        if not kwargs:
             continue
         new = edit_call(current, line, callee, kwargs)
         if new is not None:
@@ -250,4 +305,5 @@ def patch_for(winners: list[Trial], setup: Mapping[str, Any]) -> str:
             why = "one thread per core across the job's processes"
         if threads_at is not None:
             _insert_threads(files, threads_at, int(spec["torch_threads"]), why)
-    return "".join(unified_diff(p, old, new) for p, (old, new) in files.items())
+    notes = "".join(f"# {line}\n" for line in kept_options(winners, setup))
+    return notes + "".join(unified_diff(p, old, new) for p, (old, new) in files.items())

@@ -9,16 +9,19 @@ interleaved baseline (``stats.speedup_of``) and the bound ``b`` promised for tha
 - ``partly``: a gain beyond the noise, under 70 % of the promised one;
 - ``no gain``: the interval holds 1;
 - ``slower``: ``high < 1``;
-- ``failed``: the job did not run to its step limit with the fix.
+- ``failed``: the job did not run to its step limit with the fix;
+- ``load-made``: a gain that other processes on the machine made, not the code
+  (``trials.load``): never a winner; its note says what it would likely be on a quiet one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpuwise.diagnose.compare.stats import beyond_bound
+from gpuwise.trials.load import LOADED_CORES, load_made, mean_others
 from gpuwise.trials.stats import Speedup, speedup_of, target_of
 
 DELIVERED_SHARE = 0.7
@@ -58,6 +61,8 @@ class TrialOutcome:
             (empty when it did, or when nothing was promised and it gained).
         noise: The figures behind ``why_not``: step statistics of both sides (seconds),
             the baseline's step-to-step spread, and the steps a side that would decide it.
+        others_cores: Mean cores other processes took over the compared runs (``None``:
+            not measured).
     """
 
     name: str
@@ -79,6 +84,7 @@ class TrialOutcome:
     bound_basis: str = ""
     why_not: str = ""
     noise: dict[str, Any] | None = None
+    others_cores: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -122,6 +128,8 @@ def outcome(
     drift: tuple[float | None, float | None],
     error: str | None = None,
     premise: str = "",
+    loads: Sequence[Mapping[str, Any] | None] = (),
+    setup: Mapping[str, Any] | None = None,
 ) -> TrialOutcome:
     """Build a trial's outcome from the step times of both sides and the losses' drift.
 
@@ -132,6 +140,8 @@ def outcome(
         drift: The trial's loss drift and the baseline's own drift between its runs.
         error: Why the trial failed, if it did.
         premise: What the stage the fix is about did (``session.premise``), for ``why_not``.
+        loads: The machine's load beside each compared run (``trials.load.run_load``).
+        setup: The baseline's setup record (threads, cores), for a load-made win.
     """
     numerics, note = numerics_of(*drift)
     steps = sum(len(r) for r in trial_runs)
@@ -158,10 +168,19 @@ def outcome(
             "busy machine)"
         )
     noise = noise_of(measured, trial.promised)
+    why = why_not(verdict, measured, trial.promised, premise)
+    others = mean_others(loads)
+    made = load_made(getattr(trial, "spec", {}) or {}, trial.promised, low, loads, setup or {})
+    if made is not None:
+        verdict, note, why = "load-made", made, made
+    elif others is not None and others >= LOADED_CORES:
+        note = (note + "; " if note else "") + (
+            f"measured beside other processes that took {others:.2f} cores on average"
+        )
     return TrialOutcome(
         trial.name, trial.action, trial.finding, trial.promised, s, low, high, verdict,
         steps, trial.changes_results, drift[0], numerics, note, suspect, runs, finding_bound,
-        basis, why_not(verdict, measured, trial.promised, premise), noise,
+        basis, why, noise, None if others is None else round(others, 3),
     )  # fmt: skip
 
 

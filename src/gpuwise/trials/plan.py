@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise.diagnose.fixes.terms import optimizer_records
 from gpuwise.records import Finding, Run
 from gpuwise.trials import bounds
 
@@ -204,18 +205,47 @@ def _pin_trial(setup: Mapping[str, Any], found: Mapping[str, Finding]) -> Trial 
 def _optimizer_trial(
     setup: Mapping[str, Any], found: Mapping[str, Finding], skipped: list[dict[str, str]]
 ) -> Trial | None:
+    """One trial setting each optimizer's own flag: a GAN's two optimizers change together."""
     finding = found.get("optimizer_bound")
-    opt = _first(setup, "optimizers")
     if finding is None:
         return None
-    if opt is None:
+    records = optimizer_records(setup)
+    if not records:
         skipped.append({"fix": "optimizer", "reason": "no torch.optim optimizer was built"})
         return None
+    flagged: list[tuple[dict[str, Any], str]] = []
+    for opt in records:
+        flag, why = _optimizer_flag(opt)
+        if flag is None:
+            skipped.append({"fix": "optimizer", "reason": why})
+        elif all(str(o.get("class")) != str(opt.get("class")) for o, _ in flagged):
+            flagged.append((opt, flag))
+    if not flagged:
+        return None
+    if len(flagged) == 1:
+        cls, flag = str(flagged[0][0].get("class")), flagged[0][1]
+        spec: dict[str, Any] = {"optimizer_class": cls, "optimizer": {flag: True}}
+        action = f"{cls}(..., {flag}=True): the same algorithm in fewer kernels"
+        name = f"optimizer_{flag}"
+    else:
+        spec = {"optimizer_flags": {str(o.get("class")): {f: True} for o, f in flagged}}
+        action = " and ".join(f"{o.get('class')}(..., {f}=True)" for o, f in flagged)
+        action += ": the same algorithms in fewer kernels"
+        flags = {f for _, f in flagged}
+        name = f"optimizer_{flags.pop()}" if len(flags) == 1 else "optimizer_flags"
+    bound, basis = bounds.optimizers_bound(finding.max_speedup, finding.evidence, flagged)
+    return Trial(
+        name, action, finding.kind, bound, spec,
+        finding_bound=finding.max_speedup, bound_basis=basis,
+    )  # fmt: skip
+
+
+def _optimizer_flag(opt: Mapping[str, Any]) -> tuple[str | None, str]:
+    """The flag to try on one optimizer, or ``None`` with the reason it gets none."""
     offers = list(opt.get("offers") or [])
     cls = str(opt.get("class"))
     if opt.get("fused"):
-        skipped.append({"fix": "optimizer", "reason": f"{cls} already runs fused=True"})
-        return None
+        return None, f"{cls} already runs fused=True"
     flag = "fused" if "fused" in offers else "foreach" if "foreach" in offers else None
     if flag is None or (flag == "foreach" and opt.get("foreach")):
         why = f"{cls} offers no fused or foreach update on {opt.get('device')}"
@@ -224,20 +254,11 @@ def _optimizer_trial(
             why = f"{module}.{cls} is not a torch.optim class: PyTorch's fused/foreach don't apply"
         if opt.get("foreach"):
             why = f"{cls} already runs foreach=True and offers no fused update here"
-        skipped.append({"fix": "optimizer", "reason": why})
-        return None
+        return None, why
     if flag == "fused" and (opt.get("fused") is False or opt.get("foreach")):
         mine = "fused=False" if opt.get("fused") is False else "foreach=True"
-        why = f"your code builds {cls} with {mine}; a trial never overrides a flag you set"
-        skipped.append({"fix": "optimizer", "reason": why})
-        return None
-    spec = {"optimizer_class": cls, "optimizer": {flag: True}}
-    action = f"{cls}(..., {flag}=True): the same algorithm in fewer kernels"
-    bound, basis = bounds.optimizer_bound(finding.max_speedup, finding.evidence, opt, flag)
-    return Trial(
-        f"optimizer_{flag}", action, finding.kind, bound, spec,
-        finding_bound=finding.max_speedup, bound_basis=basis,
-    )  # fmt: skip
+        return None, f"your code builds {cls} with {mine}; a trial never overrides a flag you set"
+    return flag, ""
 
 
 def _cudnn_trial(setup: Mapping[str, Any]) -> Trial | None:

@@ -51,6 +51,7 @@ from gpuwise.trials.arms import (
     run_arm,
     run_limit_s,
 )
+from gpuwise.trials.load import run_load
 from gpuwise.trials.outcome import DELIVERED_SHARE, TrialOutcome, loss_drift, outcome
 from gpuwise.trials.plan import Plan, Trial, job_device, plan_trials
 from gpuwise.trials.stats import target_of, undecided
@@ -101,6 +102,7 @@ class TryResult:
     run_limit_s: float | None = None
     stopped_by: int | None = None
     job_failure: str | None = None
+    loads: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def budget_steps(self) -> int:
@@ -127,6 +129,11 @@ class TryResult:
                     for f in self.baseline.findings
                 ],
                 "loss_drift": self.baseline_drift,
+                "machine": (
+                    self.baseline.anatomy.resources.get("machine")
+                    if self.baseline.anatomy is not None
+                    else None
+                ),
             },
             "setup": setup,
             "trials": [t.to_dict() for t in self.trials],
@@ -145,6 +152,7 @@ class TryResult:
             "job_failure": self.job_failure,
             "changes": self.changes,
             "patch": self.patch,
+            "machine_load": self.loads,
         }
 
 
@@ -198,6 +206,7 @@ def try_command(
             "was tried; nothing was measured",
         ) from None
     result = TryResult(argv, config, a0.run, plan, runs=["baseline"])
+    result.loads.append({"run": "baseline", **(run_load(a0.run.meta) or {})})
     result.measured_steps = len(a0.times_s)
     result.warmup_steps = config.warmup
     result.run_limit_s = run_limit_s(a0)
@@ -249,11 +258,17 @@ class Schedule:
         limit_s = run_limit_s(self.base[0], arm_spec)
         arm = run_arm(self.argv, label, arm_spec, self.config, self.config.block, limit_s=limit_s)
         interrupts.raise_if_stopped()  # the run a stop signal ended is left out
+        if arm.left_running:
+            self.say(
+                f"{label} left {len(arm.left_running)} process(es) running after it ended "
+                f"({', '.join(arm.left_running)}); ended, so that each run starts alone"
+            )
         failure = failure_of(arm)
         if failure and trial is None:
             raise JobFailed(label, failure)
         arms.append(arm)
         self.result.runs.append(label)
+        self.result.loads.append({"run": label, **(run_load(arm.run.meta) or {})})
         self.used += self.config.block
         self.result.measured_steps += len(arm.times_s)
         self.result.warmup_steps += self.config.warmup + extra_warmup(arm_spec)
@@ -287,9 +302,11 @@ class Schedule:
             )
         elif failed:
             error = f"{failed[0]} with this fix; the unchanged job ran fine right after it"
+        loads = [run_load(a.run.meta) for a in [*self.base, *arms]]
         return outcome(
             trial, [a.times_s for a in self.base], [a.times_s for a in arms],
             (drift, self.result.baseline_drift), error, premise(trial, self.base, arms),
+            loads, a0.run.extra.get("setup") or {},
         )  # fmt: skip
 
     def trials(self, trials: list[Trial]) -> list[Trial]:
@@ -359,7 +376,7 @@ def combine(winners: list[Trial]) -> Trial:
     bounds = {t.finding: t.promised for t in winners if t.finding and t.promised}
     promised = None
     if bounds:
-        from gpuwise.diagnose.fixes import amdahl
+        from gpuwise.diagnose.fixes.catalog import amdahl
 
         promised = round(amdahl(sum(1 - 1 / b for b in bounds.values())), 3)
     action = " + ".join(t.name for t in winners)

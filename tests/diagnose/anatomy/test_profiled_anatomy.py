@@ -13,7 +13,7 @@ from gpuwise.diagnose.anatomy.common import TOO_SMALL_STEP_S, resources, too_sma
 from gpuwise.diagnose.anatomy.data_kind import data_kind
 from gpuwise.efficiency.model_mfu import counted_mfu_section
 from gpuwise.profiling.recording import rank_view
-from gpuwise.profiling.step_files import read_step_files
+from gpuwise.profiling.steps.files import read_step_files
 from gpuwise.profiling.trainers import separate_trainers
 from gpuwise.records import Run, Sample, Step
 from gpuwise.trials.change import patch_for

@@ -218,7 +218,9 @@ def test_json_object() -> None:
     assert data["price_date"] == "2025-10"
     assert data["assumptions"]["launch_s_per_op"] == 4e-6
     assert all(r["max_batch_fits"] > 64 for r in data["rows"] if r["kind"] == "gpu")
-    assert all(set(r["rate_sources"]) == {"gemm", "conv", "vector", "bandwidth"}
+    assert all(set(r["rate_sources"]) == {"gemm", "conv", "vector", "bandwidth", "attention"}
+               for r in data["rows"] if r["kind"] == "gpu")  # fmt: skip
+    assert all("FlashAttention-2" in r["rate_sources"]["attention"]  # L4, L40S: not Hopper
                for r in data["rows"] if r["kind"] == "gpu")  # fmt: skip
     assert [r["kind"] for r in data["rows"]] == [r.kind for r in rows]
     assert set(data["rows"][0]) >= {"device", "fits", "step_s", "cost_usd", "crossover_batch"}
@@ -241,6 +243,7 @@ def test_cpu_cache_bandwidth_applies_when_the_step_fits_in_cache() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.kernels
 def test_measure_host_reports_positive_rates() -> None:
     from gpuwise.sizing.hardware.cpu_rates import measure_host
 

@@ -147,6 +147,7 @@ def test_memory_limit_skips_probes_predicted_too_big() -> None:
     assert all("predicted peak" in (p.reason or "") for p in skipped)
 
 
+@pytest.mark.kernels
 def test_cpu_limit_from_measured_peaks_without_an_estimate() -> None:
     # each step allocates batch MiB; the CPU allocator's record is measured per probe
     calls: list[int] = []

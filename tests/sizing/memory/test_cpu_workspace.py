@@ -11,6 +11,8 @@ from gpuwise.sizing.memory.estimate import estimate
 from gpuwise.sizing.memory.measured import measure_cpu_peak_bytes
 from gpuwise.telemetry.host import cpu_flags
 
+pytestmark = pytest.mark.kernels
+
 
 def wide_conv() -> nn.Module:
     """One 256x256x3x3 convolution (2.4 MB of weights) on a 2x2 image: workspace-heavy."""

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from gpuwise.sizing.memory.flops import flop_counter_mode, transformer_reference_flops
+from gpuwise.sizing.memory.opcost import flop_counter_mode, transformer_reference_flops
+
+pytestmark = pytest.mark.kernels
 
 
 def test_cpu_attention_is_counted_forward_and_backward() -> None:

@@ -13,6 +13,8 @@ from gpuwise.sizing.memory.live import (
     round_cuda_bytes,
 )
 
+pytestmark = pytest.mark.kernels
+
 MiB = 2**20
 
 

@@ -11,6 +11,8 @@ from gpuwise.sizing.memory.measured import measure_training_peak
 from tests.sizing import factories
 from tests.sizing.factories import D_IN, D_OUT, HIDDEN
 
+pytestmark = pytest.mark.kernels
+
 F32 = 4
 MLP = "tests.sizing.factories:tiny_mlp"
 CNN = "tests.sizing.factories:tiny_cnn"
@@ -172,7 +174,7 @@ def test_resnet50_forward_is_4_1_g_multiply_adds() -> None:
 @pytest.mark.slow
 def test_gpt2_small_flops_match_6_n_tokens_plus_attention() -> None:
     from gpuwise.sizing.job.models import gpt2_small
-    from gpuwise.sizing.memory.flops import transformer_reference_flops
+    from gpuwise.sizing.memory.opcost import transformer_reference_flops
 
     seq, batch = 128, 2
     with torch.device("meta"):

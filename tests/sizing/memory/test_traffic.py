@@ -10,6 +10,8 @@ from gpuwise.sizing.memory.live import LiveBytesMode
 from gpuwise.sizing.memory.opcost import OpCost
 from gpuwise.sizing.memory.traffic import host_only, moved_bytes, traffic
 
+pytestmark = pytest.mark.kernels
+
 aten = torch.ops.aten
 
 

@@ -10,6 +10,8 @@ import pytest
 from gpuwise.sizing.hardware.calibration import cublas_workspace_bytes
 from gpuwise.sizing.memory.estimate import estimate
 
+pytestmark = pytest.mark.kernels
+
 H100 = json.loads(
     (Path(__file__).resolve().parents[2] / "realdata" / "h100_workspaces.json").read_text()
 )

@@ -7,6 +7,8 @@ import pytest
 
 from gpuwise.cli.main import main
 
+pytestmark = pytest.mark.kernels
+
 ARGS = ["estimate", "resnet18", "--input", "3x32x32", "--batch", "2", "--optimizer", "sgd"]
 
 
@@ -43,6 +45,10 @@ def test_advise_times_channels_last_faster_at_fp16(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # this CPU's figures stay in tmp_path
+    from gpuwise.sizing.hardware import cpu_rates
+
+    host = cpu_rates.cached_host()  # one host for both calls: a busy machine's are not kept
+    monkeypatch.setattr(cpu_rates, "cached_host", lambda *args, **kwargs: host)
 
     def a100_step(*extra: str) -> tuple[float, bool]:
         argv = ["advise", "resnet18", "--input", "3x64x64", "--batch", "32", "--optimizer"]

@@ -17,6 +17,8 @@ from gpuwise.sizing.hardware.catalog import find_gpus
 from gpuwise.sizing.memory.estimate import estimate
 from gpuwise.sizing.speed.roofline import gpu_rates, gpu_step_time, layout_transpose_s, transposed
 
+pytestmark = pytest.mark.kernels
+
 TRACES = Path(__file__).parents[2] / "realdata" / "hta_traces"
 H100_RUN = Path(__file__).parents[2] / "realdata" / "h100_layout_transposes.json"
 

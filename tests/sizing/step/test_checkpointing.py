@@ -25,6 +25,8 @@ from gpuwise.sizing.memory.estimate import estimate_job
 from gpuwise.sizing.step.checkpointing import checkpoint_blocks
 from gpuwise.sizing.step.peft import LoraSpec
 
+pytestmark = pytest.mark.kernels
+
 LLAMA = "tests.sizing.factories:tiny_llama"
 BERT = "tests.sizing.factories:tiny_bert"
 DROPOUT_MLP = "tests.sizing.factories:dropout_mlp"

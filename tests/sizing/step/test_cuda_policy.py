@@ -11,6 +11,8 @@ from gpuwise.sizing.memory.estimate import estimate
 from gpuwise.sizing.memory.measured import measure_training_peak
 from gpuwise.sizing.step.autocast_policy import cuda_autocast
 
+pytestmark = pytest.mark.kernels
+
 
 def test_layernorm_and_softmax_run_in_fp32_as_on_cuda() -> None:
     linear, norm = nn.Linear(8, 8), nn.LayerNorm(8)

@@ -18,6 +18,8 @@ from gpuwise.sizing.memory.estimate import estimate_job
 from gpuwise.sizing.speed.roofline import gpu_step_time
 from tests.sizing.factories import tiny_llama_tied
 
+pytestmark = pytest.mark.kernels
+
 LLAMA = "tests.sizing.factories:tiny_llama"
 TIED = "tests.sizing.factories:tiny_llama_tied"
 

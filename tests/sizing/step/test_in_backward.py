@@ -22,6 +22,8 @@ from gpuwise.sizing.step.in_backward import InBackward
 from gpuwise.sizing.step.optimizers import state_bytes_per_parameter
 from tests.sizing.factories import tiny_llama
 
+pytestmark = pytest.mark.kernels
+
 LLAMA = "tests.sizing.factories:tiny_llama"
 
 

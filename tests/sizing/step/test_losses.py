@@ -20,6 +20,8 @@ from gpuwise.cli.main import main
 from gpuwise.errors import UsageError
 from gpuwise.sizing.step.losses import chunked_cross_entropy, loss_name, parse_loss
 
+pytestmark = pytest.mark.kernels
+
 pytest.importorskip("transformers", reason="the chunked head is checked on a Hugging Face Llama")
 
 DATA = Path(__file__).parents[1] / "data"

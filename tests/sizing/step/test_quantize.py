@@ -27,6 +27,8 @@ from gpuwise.sizing.step.peft import LoraLinear, LoraSpec
 from gpuwise.sizing.step.quantize import QuantizedLinear, quantize_frozen, weight_bytes
 from tests.sizing.factories import OwnLinear, tiny_llama
 
+pytestmark = pytest.mark.kernels
+
 LLAMA = "tests.sizing.factories:tiny_llama"
 OWN = "tests.sizing.factories:llama_own_linear"
 

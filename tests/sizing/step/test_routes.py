@@ -14,7 +14,10 @@ from gpuwise.sizing.memory.estimate import estimate
 from gpuwise.sizing.step.routes import MasterWeights, compute_precision
 from tests.sizing import factories
 
+pytestmark = pytest.mark.kernels
+
 MLP = "tests.sizing.factories:tiny_mlp"  # bias-free: every parameter is a matrix
+LLAMA = "tests.sizing.factories:tiny_llama"
 PARAMS = sum(p.numel() for p in factories.tiny_mlp().parameters())
 
 
@@ -24,6 +27,7 @@ PARAMS = sum(p.numel() for p in factories.tiny_mlp().parameters())
         ("fp32", 4 + 4 + 8),
         ("bf16", 4 + 4 + 8),  # autocast: the weights stay fp32
         ("fp16-o2", 2 + 2 + 4 + 8),  # half model + fp32 master weight + fp32 moments
+        ("bf16-o2", 2 + 2 + 4 + 8),  # the same in bf16: FSDP mixed precision, DeepSpeed bf16
         ("bf16-pure", 2 + 2 + 4),  # bf16 weight, gradient and two bf16 moments
     ],
 )
@@ -50,6 +54,23 @@ def test_master_weights_update_the_half_model() -> None:
     assert weight.dtype == torch.float16
     assert weight.tolist() == [0.5] * 4
     assert update.master[0].dtype == torch.float32
+
+
+def test_bf16_o2_keeps_bf16_activations_and_no_loss_scaler() -> None:
+    autocast = estimate(LLAMA, batch_size=8, seq_len=128, precision="bf16", device="cpu")
+    o2 = estimate(LLAMA, batch_size=8, seq_len=128, precision="bf16-o2", device="cpu")
+    pure = estimate(LLAMA, batch_size=8, seq_len=128, precision="bf16-pure", device="cpu")
+    fp16 = estimate(LLAMA, batch_size=8, seq_len=128, precision="fp16-o2", device="cpu")
+    assert o2.weight_dtype == "bfloat16"
+    # a backward peak: the bf16 model keeps bf16-pure's activations (autocast: fp32 ones)
+    assert (o2.peak_phase, pure.peak_phase, autocast.peak_phase) == ("backward",) * 3
+    assert o2.activations_bytes == pure.activations_bytes < autocast.activations_bytes
+    # fp16-o2 and bf16-o2 hold the same bytes; bf16 needs no GradScaler's unscale
+    assert o2.params_grads_optimizer_bytes == fp16.params_grads_optimizer_bytes
+    names = {op.name for op in o2.ops}
+    assert "_amp_foreach_non_finite_check_and_unscale_" not in names
+    assert o2.job is not None
+    assert compute_precision(o2.job.precision) == "bf16"
 
 
 def test_compute_precision_of_each_route() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from gpuwise.diagnose.analyze import analyze
 from gpuwise.telemetry.readers.kineto import read_trace
-from gpuwise.telemetry.readers.kineto.collectives import collective_kind, is_communication
-from gpuwise.telemetry.readers.kineto.job import SGLANG, VLLM, host_marks
+from gpuwise.telemetry.readers.kineto.calls.collectives import collective_kind, is_communication
+from gpuwise.telemetry.readers.kineto.job.kind import SGLANG, VLLM, host_marks
 from tests.trace_events import event, kernel, write_trace
 
 GEMM = "ampere_sgemm_128x64_nn"
@@ -34,6 +34,26 @@ def test_kernels_per_step_divides_the_steady_kernels_by_the_steady_steps(tmp_pat
     assert tr.facts.steady_events == 48
     assert tr.facts.launch.per_step == 16
     assert tr.facts.timeline["step_unit"] == "profiler_step"
+
+
+def test_kernels_per_step_counts_kernels_not_copies_or_memsets(tmp_path: Path) -> None:
+    """Issue 44 #7: each of 4 steps runs 16 kernels, 3 copies and 2 memsets."""
+    events, corr = [], 0
+    for step in range(4):
+        t0 = step * 2000
+        events.append(event("user_annotation", f"ProfilerStep#{step}", t0, 2000))
+        for k in range(16):
+            corr += 1
+            events.append(kernel(GEMM, t0 + 20 + 50 * k, 30, 7, corr=corr))
+        for k in range(3):
+            at = t0 + 1000 + 100 * k
+            events.append(event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", at, 20, stream=7))
+        for k in range(2):
+            events.append(event("gpu_memset", "Memset (Device)", t0 + 1500 + 50 * k, 5, stream=7))
+    tr = read_trace(write_trace(tmp_path, events))
+    assert tr.facts is not None
+    assert tr.facts.steady_events == 3 * (16 + 3 + 2)  # the steady columns: all device events
+    assert tr.facts.launch.per_step == 16
 
 
 def test_a_kernels_only_training_trace_steps_by_its_recurring_kernel(tmp_path: Path) -> None:
@@ -173,3 +193,26 @@ def test_warm_up_profiler_steps_are_left_out_of_the_step_figures(tmp_path: Path)
     stats = run.step_stats()
     assert stats["warmup_excluded"] == 2
     assert stats["mean_s"] == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize(("tail_us", "cut"), [(100.0, False), (900.0, True)])
+def test_the_last_step_is_called_cut_only_when_its_work_outlives_it(
+    tmp_path: Path, tail_us: float, cut: bool
+) -> None:
+    """Issue 44 #5: 3 steps of 1 ms; the last step's kernel ends ``tail_us`` before or
+    after its end (launched 500 µs in, 400 µs or 1.4 ms long)."""
+    from gpuwise.report.text.trace import trace_lines
+
+    events = []
+    for step in range(3):
+        t0 = step * 1000
+        events.append(event("user_annotation", f"ProfilerStep#{step}", t0, 1000))
+        events.append(event("cuda_runtime", "cudaLaunchKernel", t0 + 500, 5, correlation=step + 1))
+        dur = 400.0 if step < 2 or not cut else 500.0 + tail_us
+        events.append(kernel(GEMM, t0 + 510, dur - 10, 7, corr=step + 1))
+    tr = read_trace(write_trace(tmp_path, events))
+    assert tr.facts is not None
+    assert tr.facts.timeline["last_step_cut"] is cut
+    device = dict(trace_lines(tr.to_section(), tr.facts))["device"]
+    assert ("(the last is cut)" in device) is cut
+    assert ("(the last left out, as HTA does)" in device) is not cut

@@ -8,6 +8,7 @@ its setup records (``profiled``), an analyzed trace's from its events (``traced`
 from __future__ import annotations
 
 from gpuwise.diagnose.anatomy.common import base_anatomy
+from gpuwise.diagnose.anatomy.machine import add_machine_share
 from gpuwise.diagnose.anatomy.profiled import add_profiled_facts
 from gpuwise.diagnose.anatomy.traced import add_trace_facts
 from gpuwise.records import Run
@@ -30,6 +31,7 @@ def read_anatomy(run: Run) -> JobAnatomy:
     anatomy = base_anatomy(run)
     add_profiled_facts(anatomy, run)
     add_trace_facts(anatomy, run)
+    add_machine_share(anatomy, run)  # after the threads are known
     return anatomy
 
 

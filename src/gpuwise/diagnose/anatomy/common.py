@@ -53,7 +53,8 @@ def _processes(run: Run) -> list[Process]:
     """
     ranks = sorted({s.rank for s in run.steps})
     headers = {p.get("rank"): p for p in run.meta.get("processes") or [] if isinstance(p, dict)}
-    separated = any("trainer" in h for h in headers.values())
+    # every header carries the key; only ``separate_trainers`` sets it (true or false)
+    separated = any(h.get("trainer") is not None for h in headers.values())
     role = "rank" if len(ranks) > 1 and not separated else "trainer"
     out = []
     for r in ranks:

@@ -3,7 +3,7 @@
 ``profiling.setup_capture`` writes each process's loaders (dataset class, transforms),
 optimizers (class, ``foreach``/``fused``, intra-op threads) and process starts into the
 Run's ``setup`` section; the steps say which were optimizer steps, evaluation passes and
-closure evaluations (``profiling/steps.py``'s step protocol).
+closure evaluations (``profiling.steps``' step protocol).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def add_profiled_facts(anatomy: JobAnatomy, run: Run) -> None:
         anatomy.applied["optimizer"] = first.get("class")
         anatomy.applied["optimizer_impl"] = optimizer_impl(first)
         anatomy.evidence["optimizer"] = "setup: the optimizer the script built"
-        anatomy.step_unit = "optimizer_step"
+        anatomy.evidence["optimizer_classes"] = [o.get("class") for o in optimizers]
     loaders = [ld for ld in setup.get("loaders") or [] if isinstance(ld, Mapping)]
     if loaders:
         anatomy.applied["loader_workers"] = loaders[0].get("num_workers")
@@ -54,17 +54,34 @@ def add_profiled_facts(anatomy: JobAnatomy, run: Run) -> None:
 
 
 def _step_identity(anatomy: JobAnatomy, run: Run) -> None:
-    """Evaluations (closure calls, accumulation micro-steps) per optimizer step."""
-    train = [s for s in run.steps if s.phase == "train" and s.optimizer_calls]
-    if not train:
+    """What one step is (an optimizer step, else a ``backward()``) and its evaluations."""
+    train = [s for s in run.steps if s.phase == "train"]
+    stepped = [s for s in train if s.optimizer_calls]
+    built = (run.extra.get("setup") or {}).get("optimizers") or []
+    if not stepped and built and not any(s.backward_calls for s in train):
+        anatomy.step_unit = "optimizer_step"  # steps recorded without their update counts
+        anatomy.evidence["step_unit"] = "the job built an optimizer; its steps carry no counts"
+        return
+    if not stepped:
+        if train and all(s.backward_calls for s in train):
+            anatomy.step_unit = "backward"
+            anatomy.evidence["step_unit"] = (
+                f"{sum(s.backward_calls for s in train)} backward() calls, no optimizer step"
+            )
+        elif train:
+            anatomy.step_unit = "forward"
+            anatomy.evidence["step_unit"] = "a forward with gradients recurring, no backward()"
         return
     anatomy.step_unit = "optimizer_step"
-    evaluations = sum(s.backward_calls for s in train) / sum(s.optimizer_calls for s in train)
-    anatomy.evaluations_per_step = round(evaluations, 2)
+    backwards = sum(s.backward_calls for s in stepped)
+    updates = sum(s.optimizer_calls for s in stepped)
+    anatomy.evaluations_per_step = round(backwards / len(stepped), 2)
     anatomy.evidence["evaluations_per_step"] = (
-        f"{sum(s.backward_calls for s in train)} backward() calls in "
-        f"{sum(s.optimizer_calls for s in train)} optimizer steps"
+        f"{backwards} backward() calls in {len(stepped)} steps of {updates} optimizer steps"
     )
+    per_step = updates / len(stepped)
+    if per_step > 1:
+        anatomy.evidence["updates_per_step"] = round(per_step, 2)
 
 
 def _topology(anatomy: JobAnatomy, setup: Mapping[str, Any]) -> None:

@@ -7,16 +7,16 @@
   schedule, only where start-up is most of a trace recorded without one.
 - ``fp32_gemms``: fp32 GEMMs and convolutions are the bulk of device compute on a card
   with tensor cores (NVIDIA compute capability 7.0 and later, AMD Instinct MI100 and
-  later): TF32 or bf16 runs them several times faster. The bound assumes the tensor rate
-  is ``TENSOR_OVER_FP32`` times the fp32 rate.
+  later): TF32 or bf16 (fp16 on Volta and Turing) runs them several times faster. The
+  bound assumes the tensor rate is ``TENSOR_OVER_FP32`` times the fp32 rate.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.diagnose import fixes as fx
 from gpuwise.diagnose.context import Context
+from gpuwise.diagnose.fixes import catalog as fx
 from gpuwise.records import Finding, Fix
 from gpuwise.records.trace import TraceFacts
 
@@ -43,6 +43,8 @@ def startup_costs(ctx: Context) -> Finding | None:
     ot = tl.get("one_time") or {}
     startup = ot.get("startup_s")
     steady = tl.get("steady_s")
+    if float((f.excerpt or {}).get("first_launches_s") or 0.0) > 0:
+        return _first_launches(f, ot)
     if startup is None or not steady:
         return None
     counts = {k: (ot.get(k) or {}) for k in ("syncs", "allocs", "creations", "slow_launches")}
@@ -71,6 +73,28 @@ def startup_costs(ctx: Context) -> Finding | None:
     if share >= STARTUP_SHARE and ctx.trace is not None and not ctx.trace.profiler_steps:
         fixes = (_schedule(),)
     return Finding("startup_costs", "info", summary, evidence, None, fixes)
+
+
+def _first_launches(f: TraceFacts, ot: dict[str, Any]) -> Finding:
+    """Start-up of a stepless trace: the first launches that loaded code (``excerpt``)."""
+    ex = f.excerpt or {}
+    startup, span = float(ex["startup_s"]), float(ex.get("trace_span_s") or 0.0)
+    n, load = int(ex.get("first_launches") or 0), float(ex["first_launches_s"])
+    longest = float((ot.get("slow_launches") or {}).get("longest_s") or 0.0)
+    summary = (
+        f"Start-up: {_time(startup)} of the {_time(span)} trace before the device work began; "
+        f"{n} first launch{'es' if n != 1 else ''} held the host {_time(load)} loading their "
+        f"code (the longest {_time(longest)}); one-time costs, judged apart from the work after"
+    )
+    evidence: dict[str, Any] = {
+        "startup_s": round(startup, 6),
+        "trace_span_s": round(span, 6),
+        "startup_fraction": round(startup / span, 4) if span > 0 else None,
+        "first_launches": n,
+        "first_launches_s": round(load, 6),
+        "longest_launch_s": round(longest, 6),
+    }
+    return Finding("startup_costs", "info", summary, evidence, None, ())
 
 
 def _parts(counts: dict[str, dict[str, Any]]) -> str:
@@ -122,8 +146,9 @@ def fp32_gemms(ctx: Context) -> Finding | None:
         return None  # the GEMMs are too small a part of the window to matter
     summary = (
         f"fp32 GEMMs and convolutions take {share:.0%} of the device's compute time "
-        f"({of_window:.0%} of the window) on {card}, which has tensor cores: TF32 or bf16 "
-        f"runs them up to {TENSOR_OVER_FP32:g}x faster, at most {bound:.2f}x for the job"
+        f"({of_window:.0%} of the window) on {card}, which has tensor cores: "
+        f"{_tensor_precisions(major)} runs them up to {TENSOR_OVER_FP32:g}x faster, "
+        f"at most {bound:.2f}x for the job"
     )
     evidence: dict[str, float | int | str | None] = {
         "fp32_gemm_s": round(fp32, 6),
@@ -147,6 +172,17 @@ def fp32_gemms(ctx: Context) -> Finding | None:
     if half is not None:
         fixes.append(half)
     return Finding("fp32_gemms", severity, summary, evidence, round(bound, 3), tuple(fixes))
+
+
+def _tensor_precisions(major: int | None) -> str:
+    """What the card's tensor cores run.
+
+    Volta and Turing (7.x) fp16 only, Ampere on TF32 and bf16 as well; AMD Instinct
+    (``None``) bf16 and fp16.
+    """
+    if major is None:
+        return "bf16 or fp16"
+    return "TF32 or bf16" if major >= 8 else "fp16 (the one precision its tensor cores run)"
 
 
 def _tensor_cores(ctx: Context, vendor: str | None) -> tuple[str, int | None] | None:

@@ -10,7 +10,10 @@ evaluates a closure many times (L-BFGS: a full-batch method). So:
   releases these traces come from), foreach where it has only that, and none where the
   trace already runs the best the class has, or the class has neither (L-BFGS);
 - no mixed-precision fix where the GEMMs already run in half precision;
-- no "larger batch" or "gradient accumulation" for a closure optimizer's full batch.
+- no "larger batch" or "gradient accumulation" for a closure optimizer's full batch;
+- no optimizer fix for a job whose trace shows no optimizer step: none among its host
+  ops and no optimizer kernel on the device (a forward pass, a micro-test, a manual
+  update, or a trace of device events only).
 
 Runs without a trace, or whose setup was recorded by ``profile``, are left as they are
 (``fix_terms.in_user_terms`` writes those in the user's terms).
@@ -42,15 +45,27 @@ def fit_to_trace_anatomy(found: list[Finding], ctx: Context) -> list[Finding]:
     tl = facts.timeline or {}
     applied = ctx.anatomy.applied
     closure = float(tl.get("closure_evaluations") or 0.0) >= 2
+    ev = facts.job.get("evidence") or {}
+    # no optimizer step among the host ops and no optimizer kernel on the device: whether
+    # the host ops were recorded or not, nothing here steps an optimizer (issue 44 #3)
+    no_optimizer = not ev.get("optimizer_spans") and not ev.get("optimizer_kernel_s")
     out = []
     for f in found:
-        fixes = tuple(new for fix in f.fixes for new in _fit(fix, tl, applied, closure=closure))
+        fixes = tuple(
+            new
+            for fix in f.fixes
+            for new in _fit(fix, tl, applied, closure=closure, no_optimizer=no_optimizer)
+        )
         out.append(f if fixes == f.fixes else dataclasses.replace(f, fixes=fixes))
     return out
 
 
-def _fit(fix: Fix, tl: dict[str, Any], applied: dict[str, Any], *, closure: bool) -> list[Fix]:
+def _fit(
+    fix: Fix, tl: dict[str, Any], applied: dict[str, Any], *, closure: bool, no_optimizer: bool
+) -> list[Fix]:
     if "torch.optim" in fix.how and ("fused=True" in fix.how or "foreach=True" in fix.how):
+        if no_optimizer:
+            return []  # the host ops were recorded and no optimizer step is among them
         return optimizer_fix(tl.get("optimizer"), tl.get("optimizer_impl"))
     if closure and _batch_fix(fix):
         return []  # one step evaluates the whole data set: there is no batch to grow

@@ -14,7 +14,14 @@ from typing import Any
 
 from gpuwise._version import __version__
 from gpuwise.atomic import write_atomic
-from gpuwise.report.comparisons.try_text import budget_line, headline, measured, row_notes, rows
+from gpuwise.report.comparisons.try_text import (
+    budget_line,
+    headline,
+    load_line,
+    measured,
+    row_notes,
+    rows,
+)
 from gpuwise.report.units import format_seconds, format_speedup
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -35,6 +42,7 @@ def render_try_html(doc: Mapping[str, Any]) -> str:
         f"<p>{escape(doc['framework'])} on {escape(doc['device'])}; baseline "
         f"{escape(format_seconds(doc['baseline']['mean_s']))} per step; "
         f"{escape(budget_line(doc))}</p>",
+        f"<p>{escape(load_line(doc) or '')}</p>",
         f"<p><b>{escape(headline(doc))}</b></p></header>",
         _table(doc),
         _notes(doc),

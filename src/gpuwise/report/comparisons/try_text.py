@@ -21,6 +21,7 @@ VERDICT_STYLES = {
     "no gain": "",
     "slower": "red",
     "failed": "red",
+    "load-made": "yellow",
 }
 
 FRAMEWORK_NAMES = {
@@ -61,7 +62,29 @@ def headline(doc: Mapping[str, Any]) -> str:
         return f"the winning fixes together: {measured(combined)} ({bound})"
     if not doc.get("trials"):
         return "no fix applies to this job's findings: nothing to try"
+    made = [r["name"] for r in doc["trials"] if r.get("verdict") == "load-made"]
+    if made:
+        return (
+            f"no fix gained on its own merit: the gain of {', '.join(made)} came from the busy "
+            "machine (see the notes); keep the job as it is, or try again on a quiet machine"
+        )
     return "no fix gained beyond the noise: keep the job as it is"
+
+
+def load_line(doc: Mapping[str, Any]) -> str | None:
+    """``machine: other processes took 1.62 of 2 cores on average over the 7 runs (...)``."""
+    loads = [x for x in doc.get("machine_load") or [] if x.get("cores")]
+    if not loads:
+        return None
+    others = [float(x["others_cores"]) for x in loads]
+    mean = sum(others) / len(others)
+    busiest = max(loads, key=lambda x: x["others_cores"])
+    named = ", ".join(str(o["command"]) for o in busiest.get("others") or [])
+    line = (
+        f"machine: other processes took {mean:.2f} of {loads[0]['cores']} cores on average "
+        f"over the {len(loads)} runs ({min(others):.2f} to {max(others):.2f})"
+    )
+    return line + (f"; the busiest: {named}" if named and mean >= 0.05 else "")
 
 
 def budget_line(doc: Mapping[str, Any]) -> str:
@@ -108,6 +131,9 @@ def render_try(doc: Mapping[str, Any], console: Console) -> None:
         markup=False,
         highlight=False,
     )
+    machine = load_line(doc)
+    if machine:
+        console.print(machine, markup=False, highlight=False)
     main = (base.get("findings") or [{}])[0]
     console.print(f"main finding: {main.get('kind', NA)} — {main.get('summary', '')}", markup=False)
     if rows(doc):

@@ -17,12 +17,14 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpuwise.report.monitor.spans import Line
 from gpuwise.report.units import format_bytes
 from gpuwise.telemetry.nvml_procs import DeviceProcess
+from gpuwise.telemetry.proc_stats import INTERPRETERS
 
 SORT_KEYS = ("memory", "sm", "cpu", "rss", "time", "pid", "user", "device", "command")
 """Process table orders; the keys ``<`` and ``>`` step through them in this order."""
@@ -143,6 +145,19 @@ def table_rows(table: ProcessTable) -> list[tuple[list[str], bool]]:
     return rows
 
 
+def fit_command(command: str, room: int) -> str:
+    """A command cut to ``room`` cells; when it is too long, the script's name comes first.
+
+    ``python3.11 ~/job/train.py --lr 3e-4`` in 16 cells is ``train.py --lr 3…``: the
+    script says which job it is, the interpreter's name does not.
+    """
+    if len(command) > room:
+        words = command.split(" ")
+        if len(words) > 1 and words[0].startswith(INTERPRETERS) and not words[1].startswith("-"):
+            command = " ".join([os.path.basename(words[1]) or words[1], *words[2:]])
+    return command if len(command) <= room else command[: room - 1] + "…"
+
+
 def process_lines(table: ProcessTable, width: int = 120, rows: int | None = None) -> list[Line]:
     """The process table: a header and a line per row (``rows`` at most), cut to ``width``."""
     if not table.processes:
@@ -162,7 +177,7 @@ def process_lines(table: ProcessTable, width: int = 120, rows: int | None = None
     left = {0, 2, len(head) - 1}
 
     def line(cells: list[str], style: str = "") -> Line:
-        command = cells[-1] if len(cells[-1]) <= room else cells[-1][: room - 1] + "…"
+        command = fit_command(cells[-1], room)
         parts = [
             c.ljust(w) if i in left else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths, strict=False))

@@ -4,7 +4,7 @@ Note [drawing cheaply]: a frame is a few dozen lines of a few styled pieces each
 ``rich.text.Text`` objects, rich measured, divided and wrapped every line again on each
 redraw, which cost the eight-GPU view more than its budget in
 ``benchmarks/monitor_view.py``. So the view builds plain ``(text, style name)`` tuples:
-the live screen writes them out itself (``cli._monitor_screen``), and ``SpanLines`` hands
+the live screen writes them out itself (``cli.monitor.screen``), and ``SpanLines`` hands
 them to rich as segments, cropped to the width, wherever the view is printed once.
 
 Example:

@@ -170,7 +170,7 @@ def frame_lines(frame: MonitorFrame, width: int = 120, height: int | None = None
             lines.append(_host_line(frame.host))
         rows = None if height is None else max(height - len(lines) - 2, 3)
         lines += process_lines(frame.table(), width, rows)
-    lines.append(footer(frame))
+    lines.append(footer(frame, width))
     return lines
 
 
@@ -181,17 +181,24 @@ def help_lines() -> list[Line]:
     return lines
 
 
-def footer(frame: MonitorFrame) -> Line:
-    """The last line: the filter being typed, or the keys and the table's order."""
+def footer(frame: MonitorFrame, width: int = 120) -> Line:
+    """The last line: the filter being typed, or the keys and the table's order.
+
+    On a terminal too narrow for every key, ``h`` (which lists them) and ``q`` stay,
+    and the table's order is said first, so a cut takes what matters least.
+    """
     if frame.editing:
         return [("filter: ", "bold"), (frame.filter, ""), ("█", "blink"),
                 ("   Enter keeps it, Esc clears it", "dim")]  # fmt: skip
     what = "GPU processes" if frame.table().gpu else "host processes by CPU"
-    text = f"q quit · h help · < > sort · / filter · t tree · space pause — {what}"
-    text += f", sorted by {frame.sort}"
+    order = f"{what}, sorted by {frame.sort}"
     if frame.filter:
-        text += f", filtered by '{frame.filter}'"
-    return [(text + (", as a tree" if frame.tree else ""), "dim")]
+        order += f", filtered by '{frame.filter}'"
+    order += ", as a tree" if frame.tree else ""
+    text = f"q quit · h help · < > sort · / filter · t tree · space pause — {order}"
+    if len(text) > width:
+        text = f"{order} — h help · q quit"
+    return [(text, "dim")]
 
 
 def gauge_widths(width: int) -> tuple[int, int]:

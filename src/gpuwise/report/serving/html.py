@@ -21,9 +21,9 @@ from gpuwise.atomic import write_atomic
 from gpuwise.records import Run
 from gpuwise.records.serving import SERVING_STAGES, ServingResult, SweepPoint
 from gpuwise.report import bars, svg
-from gpuwise.report.html import _CSP, _card, _css, _findings_section
-from gpuwise.report.html_sections import Paths, section_html
-from gpuwise.report.html_tables import definition_list
+from gpuwise.report.html.run import _CSP, _card, _css, _findings_section
+from gpuwise.report.html.sections import Paths, section_html
+from gpuwise.report.html.tables import definition_list
 from gpuwise.report.run_facts import command_line
 from gpuwise.report.serving.plots import latency_cdf, latency_over_time, stage_shares
 from gpuwise.report.serving.text import STAGE_COLORS, serving_result
@@ -93,6 +93,8 @@ def _header(run: Run, result: ServingResult) -> str:
         ("cores", escape(str(result.thread_plan.get("explanation", "")))),
         ("load", escape(", ".join(f"{k}={v}" for k, v in result.load.items()))),
     ]
+    if result.partial:
+        rows.append(("partial", escape(result.partial)))
     return f"<header><h1>gpuwise serving report</h1>{definition_list(rows)}</header>"
 
 

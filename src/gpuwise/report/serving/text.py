@@ -15,7 +15,7 @@ from rich.text import Text
 from gpuwise.errors import UsageError
 from gpuwise.records import Run
 from gpuwise.records.serving import SERVING_STAGES, ServingResult
-from gpuwise.report.text import BAR_WIDTH, _apportion, render_findings
+from gpuwise.report.text.run import BAR_WIDTH, _apportion, render_findings
 from gpuwise.report.units import NA, format_energy, format_seconds
 
 STAGE_COLORS = {
@@ -55,6 +55,8 @@ def render_serving(run: Run, console: Console) -> None:
     result = serving_result(run)
     name = run.meta.get("app", "")
     console.print(Text(f"gpuwise serve-bench · {name}", style="bold"))
+    if result.partial:
+        console.print(Text(f"  partial: {result.partial}", style="bold yellow"))
     for line in _settings_lines(result):
         console.print("  " + line)
     console.print()
@@ -132,7 +134,7 @@ def _render_stages(result: ServingResult, console: Console) -> None:
 def _render_sweep(result: ServingResult, console: Console) -> None:
     target = NA if result.slo_p99_s is None else format_seconds(result.slo_p99_s)
     table = Table(title=f"sweep · p99 target {target}", title_justify="left")
-    for col in ("max_batch", "delay", "pre", "req/s", "p99", "meets", "bottleneck"):
+    for col in ("max_batch", "delay", "pre", "idle close", "req/s", "p99", "meets", "bottleneck"):
         table.add_column(col, justify="right" if col not in ("bottleneck",) else "left")
     for p in result.sweep:
         best = p.settings == result.settings
@@ -140,6 +142,7 @@ def _render_sweep(result: ServingResult, console: Console) -> None:
             str(p.settings.max_batch),
             f"{p.settings.max_delay_ms:g} ms",
             str(p.settings.pre_workers),
+            "on" if p.settings.close_on_idle else "off",
             f"{p.throughput_per_s:,.1f}",
             format_seconds(p.p99_s),
             "yes" if p.meets_slo else "no",
@@ -156,5 +159,5 @@ def _render_sweep(result: ServingResult, console: Console) -> None:
     s = result.settings
     console.print(
         f"  {verdict}: max_batch {s.max_batch}, max_delay {s.max_delay_ms:g} ms, "
-        f"pre workers {s.pre_workers}"
+        f"pre workers {s.pre_workers}, close on idle {'on' if s.close_on_idle else 'off'}"
     )

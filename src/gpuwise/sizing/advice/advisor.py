@@ -22,12 +22,15 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gpuwise.errors import UsageError
+from gpuwise.sizing.advice.layouts import cheapest_fit, scale_fields, tokens_per_sample
 from gpuwise.sizing.advice.provenance import estimates_of, route_precision, runnable_precision
 from gpuwise.sizing.advice.rows import AdviceRow, Assumptions
 from gpuwise.sizing.hardware import calibration
 from gpuwise.sizing.hardware.catalog import PRICE_DATE, GpuSpec, load_catalog
 from gpuwise.sizing.hardware.cpu_rates import HostSpec
 from gpuwise.sizing.memory.result import MemoryEstimate
+from gpuwise.sizing.scale.plan import ParallelPlan, layers_of
+from gpuwise.sizing.scale.step import scaled_step
 from gpuwise.sizing.speed.cpu_step import StepWork, cpu_bound, cpu_step_s, cpu_times
 from gpuwise.sizing.speed.paging import paging_s
 from gpuwise.sizing.speed.roofline import StepTime, gpu_step_time
@@ -53,6 +56,13 @@ def _gpu_time(
     return step if step is None or not paging else replace(step, step_s=step.step_s + paging)
 
 
+def _cpu_step(ctx: dict[str, Any], batch: int) -> float:
+    """This CPU's optimizer step: each micro-batch's work and dispatch, the optimizer once."""
+    micro = ctx["micro_batches"]
+    compute, memory, dispatch = cpu_times(ctx["host"], ctx["work"], batch * micro)
+    return cpu_step_s((compute, memory, dispatch * micro))
+
+
 def _crossover(
     gpu: GpuSpec, est: MemoryEstimate, precision: str, ctx: dict[str, Any]
 ) -> int | None:
@@ -60,7 +70,7 @@ def _crossover(
     for exponent in range(0, 17):
         batch = 1 << exponent
         gpu_step = _gpu_time(gpu, est, batch, precision, ctx)
-        cpu_step = cpu_step_s(cpu_times(ctx["host"], ctx["work"], batch))
+        cpu_step = _cpu_step(ctx, batch)
         if gpu_step is not None and gpu_step.step_s < cpu_step:
             return batch
     return None
@@ -81,10 +91,11 @@ def _verdict(speedup: float, batch: int, crossover: int | None, bound: str) -> s
     return f"{speedup:.0f}x this CPU ({bound}-bound)"
 
 
-def _train_hours(step_s: float | None, batch: int, ctx: dict[str, Any]) -> float | None:
+def _train_hours(step_s: float | None, samples: int, ctx: dict[str, Any]) -> float | None:
+    """Hours to train at ``step_s`` per optimizer step of ``samples`` samples."""
     if step_s is None or ctx["dataset_size"] is None or ctx["epochs"] is None:
         return None
-    steps = math.ceil(ctx["dataset_size"] / batch) * float(ctx["epochs"])
+    steps = math.ceil(ctx["dataset_size"] / samples) * float(ctx["epochs"])
     hours: float = step_s * steps / 3600.0
     return hours
 
@@ -93,19 +104,27 @@ def _memory_at(work: StepWork, batch: int) -> float:
     return work.fixed_memory_bytes + work.memory_per_sample_bytes * batch
 
 
-def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, int, str]:
-    """Whether the step fits the card, the largest batch that does, and the verdict if not."""
+def _fit(
+    gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any], peak: int | None = None
+) -> tuple[bool, int, str]:
+    """Whether the step fits the card, the largest batch that does, and the verdict if not.
+
+    ``peak`` is each GPU's peak under a sharding stage (default: the single-GPU peak).
+    """
     usable = gpu.memory_gib * 2**30 * ctx["assumptions"].usable_memory_fraction
     context = calibration.cuda_context_bytes(gpu.name)
     outside = context + calibration.cublas_workspace_bytes(gpu.name)
     room = usable - outside
     work: StepWork = ctx["work"]
-    largest = int((room - work.fixed_memory_bytes) // max(work.memory_per_sample_bytes, 1.0))
-    need = est.peak_bytes + outside
+    peak = est.peak_bytes if peak is None else peak
+    fixed = work.fixed_memory_bytes + peak - est.peak_bytes
+    largest = int((room - fixed) // max(work.memory_per_sample_bytes, 1.0))
+    need = peak + outside
     if need <= usable:
         return True, largest, ""
     alternatives: dict[str, MemoryEstimate] = ctx["alternatives"]
-    ways = [flag for flag, alt in alternatives.items() if alt.peak_bytes + outside <= usable]
+    shrink = peak - est.peak_bytes  # what the stage adds or divides, the same for each
+    ways = [f for f, alt in alternatives.items() if alt.peak_bytes + shrink + outside <= usable]
     half = runnable_precision(gpu, "bf16")
     if est.precision in ("fp32", "tf32") and half:
         ways.append(f"--precision {half}")
@@ -116,25 +135,30 @@ def _fit(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> tuple[bool, 
     return False, max(largest, 0), verdict
 
 
-def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRow:
+def _gpu_row(
+    gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any], plan: ParallelPlan
+) -> AdviceRow:
     a: Assumptions = ctx["assumptions"]
-    batch = est.batch_size
     precision = route_precision(gpu, ctx["route"])
-    time = _gpu_time(gpu, est, batch, precision, ctx) if precision else None
-    step = time.step_s if time else None
-    fits, largest, no_fit = _fit(gpu, est, ctx)
-    speedup = ctx["cpu_step"] / step if step else None
-    hours = _train_hours(step, batch, ctx)
-    price = gpu.cloud_usd_per_hour
+    time = _gpu_time(gpu, est, est.batch_size, precision, ctx) if precision else None
+    scaled = scaled_step(est, time, gpu, plan, ctx["layers"]) if time else None
+    step = scaled.step_s if scaled else None
+    samples = est.batch_size * ctx["micro_batches"] * plan.gpus
+    peak = scaled.memory.peak_bytes if scaled else None
+    fits, largest, no_fit = _fit(gpu, est, ctx, peak)
+    rate = samples / step if step else None
+    speedup = rate / ctx["cpu_rate"] if rate else None
+    hours = _train_hours(step, samples, ctx)
+    price = gpu.cloud_usd_per_hour * plan.gpus if gpu.cloud_usd_per_hour is not None else None
     cost = hours * price if hours is not None and price is not None else None
     months = None
     if gpu.launch_usd is not None and price:
-        months = gpu.launch_usd / (price * a.hours_per_month * a.utilization)
-    crossover = _crossover(gpu, est, precision, ctx) if precision else None
+        months = gpu.launch_usd * plan.gpus / (price * a.hours_per_month * a.utilization)
+    crossover = _crossover(gpu, est, precision, ctx) if precision and plan.gpus == 1 else None
     if time is None or speedup is None:
         verdict = f"no {ctx['precision']} matrix units on this card"
     else:
-        verdict = _verdict(speedup, batch, crossover, time.bound)
+        verdict = _verdict(speedup, est.batch_size, crossover, time.bound)
         if precision != ctx["precision"]:
             verdict = f"no {ctx['precision']} here: use {precision} (timed at it); " + verdict
     return AdviceRow(
@@ -160,22 +184,27 @@ def _gpu_row(gpu: GpuSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRo
         rate_sources=dict(time.sources) if time else {},
         time_by_class=dict(time.by_class) if time else {},
         precision=precision,
-        samples_per_s=batch / step if step else None,
-        usd_per_million_samples=price * step / batch * 1e6 / 3600 if step and price else None,
+        samples_per_s=rate,
+        usd_per_million_samples=price / rate * 1e6 / 3600 if rate and price else None,
         max_batch_fits=largest,
         estimates=estimates_of(gpu, precision or "fp32"),
+        **scale_fields(plan, scaled, rate, est, ctx),
     )
 
 
 def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> AdviceRow:
-    times = cpu_times(host, ctx["work"], est.batch_size)
+    micro = ctx["micro_batches"]
+    compute, memory, dispatch = cpu_times(host, ctx["work"], est.batch_size * micro)
+    times = (compute, memory, dispatch * micro)
     step = cpu_step_s(times)
+    samples = est.batch_size * micro
     verdict = "this machine (already owned)"
     if ctx["precision"] in ("bf16", "fp16"):
         verdict += (
             f"; timed at fp32 rates: {ctx['route']} is often slower on a CPU, "
             "`gpuwise tune` measures it"
         )
+    tokens = ctx["tokens_per_sample"]
     return AdviceRow(
         device=f"this CPU: {host.name}",
         kind="cpu",
@@ -188,7 +217,7 @@ def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> Advice
         overhead_s=times[2],
         bound=cpu_bound(times),
         speedup_vs_cpu=1.0,
-        train_hours=_train_hours(step, est.batch_size, ctx),
+        train_hours=_train_hours(step, samples, ctx),
         cloud_usd_per_hour=None,
         cost_usd=0.0,
         price_date=None,
@@ -197,9 +226,12 @@ def _cpu_row(host: HostSpec, est: MemoryEstimate, ctx: dict[str, Any]) -> Advice
         verdict=verdict,
         efficiency={},
         precision="fp32",
-        samples_per_s=est.batch_size / step,
+        samples_per_s=samples / step,
         usd_per_million_samples=0.0,
         max_batch_fits=None,
+        micro_batches=micro,
+        memory_per_gpu_bytes=est.peak_bytes,
+        tokens_per_s=samples / step * tokens if tokens else None,
     )
 
 
@@ -222,6 +254,8 @@ def advise(
     assumptions: Assumptions | None = None,
     compiled: bool = False,
     alternatives: dict[str, MemoryEstimate] | None = None,
+    plans: list[ParallelPlan] | None = None,
+    layers: int | None = None,
 ) -> list[AdviceRow]:
     """Rank the catalog's GPUs and this CPU for training (or serving) the estimated model.
 
@@ -241,6 +275,9 @@ def advise(
         alternatives: Estimates of the same job changed by one flag (e.g.
             ``{"--checkpoint": ...}``); a card the job does not fit suggests the flags
             whose estimate fits it, and only those.
+        plans: Layouts to size each card in (default: one GPU); a row per card and
+            layout (``scale.plan``, Note [Sharding stages]).
+        layers: Layers a full shard gathers one at a time (default ``scale.plan.layers_of``).
 
     Returns:
         Rows sorted with devices that fit first, then by time to train (or samples/s).
@@ -273,10 +310,15 @@ def advise(
         "dataset_size": dataset_size,
         "epochs": epochs,
         "compiled": compiled,
+        "micro_batches": estimate.job.accumulation_steps if estimate.job else 1,
+        "tokens_per_sample": tokens_per_sample(estimate),
+        "layers": layers or layers_of(estimate.job.model if estimate.job else None),
     }
-    ctx["cpu_step"] = cpu_step_s(cpu_times(host, work, estimate.batch_size))
     rows = [_cpu_row(host, estimate, ctx)]
-    rows += [_gpu_row(g, estimate, ctx) for g in (gpus or list(load_catalog()))]
+    ctx["cpu_rate"] = rows[0].samples_per_s
+    layouts = plans or [ParallelPlan()]
+    cards = gpus or list(load_catalog())
+    rows += [_gpu_row(g, estimate, ctx, plan) for plan in layouts for g in cards]
     if budget_usd is not None:
         rows = [
             r
@@ -331,6 +373,11 @@ def advice_to_dict(
         "flops_per_step": estimate.flops_per_step,
         "bytes_moved_per_step": estimate.bytes_moved_per_step,
         "peak_bytes": estimate.peak_bytes,
+        "parameter_count": estimate.parameter_count,
+        "trainable_parameter_count": estimate.trainable_parameter_count,
+        "micro_batches": estimate.job.accumulation_steps if estimate.job else 1,
+        "tokens_per_sample": tokens_per_sample(estimate),
+        "cheapest_fit": cheapest_fit(rows),
         "paged_state_bytes": estimate.paged_state_bytes,
         "price_date": PRICE_DATE,
         "assumptions": asdict(a),

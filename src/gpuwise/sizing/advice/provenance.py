@@ -28,10 +28,10 @@ def runnable_precision(gpu: GpuSpec, precision: str) -> str | None:
 def route_precision(gpu: GpuSpec, route: str) -> str | None:
     """The precision ``gpu`` times a job of precision route ``route`` at.
 
-    A bf16 model (``bf16-pure``) needs bf16 units; an autocast route may fall back to
+    A bf16 model (``bf16-pure``, ``bf16-o2``) needs bf16 units; an autocast route may fall back to
     fp16 (``runnable_precision``).
     """
-    if route == "bf16-pure":
+    if route in ("bf16-pure", "bf16-o2"):
         return "bf16" if gpu.peak_flops("bf16") is not None else None
     return runnable_precision(gpu, route.split("-")[0])
 

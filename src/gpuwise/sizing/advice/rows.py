@@ -38,6 +38,12 @@ class AdviceRow:
     card's own generation (``estimates_of``). ``efficiency`` holds the rates the step is
     timed at (FLOP/s per class, bytes/s), ``rate_sources`` where each comes from, and
     ``time_by_class`` the step's seconds per operator class (``class_rates.OP_CLASSES``).
+
+    A row is one layout of ``gpus`` cards (``shard``: Note [Sharding stages]):
+    ``step_s`` is one optimizer step of ``micro_batches`` micro-batches of ``--batch``
+    on each GPU; ``samples_per_s`` and ``tokens_per_s`` are the whole job's, the
+    ``_per_gpu`` ones each GPU's; ``cloud_usd_per_hour`` and ``cost_usd`` are for all
+    the job's cards; ``memory_per_gpu_bytes`` is each GPU's peak.
     """
 
     device: str
@@ -66,6 +72,19 @@ class AdviceRow:
     usd_per_million_samples: float | None = None
     max_batch_fits: int | None = None
     estimates: tuple[str, ...] = ()
+    gpus: int = 1
+    nodes: int = 1
+    shard: str | None = None
+    micro_batches: int = 1
+    memory_per_gpu_bytes: int | None = None
+    memory_per_gpu: dict[str, int] | None = None
+    samples_per_s_per_gpu: float | None = None
+    tokens_per_s: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    comm_s: float | None = None
+    comm_exposed_s: float | None = None
+    collectives: list[dict[str, Any]] = field(default_factory=list)
+    interconnect_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the row."""

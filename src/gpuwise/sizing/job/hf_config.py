@@ -69,7 +69,7 @@ def read_config(path: str | Path) -> Any:
         UsageError: No such file, not JSON, or a model type transformers does not know.
     """
     try:
-        from transformers import AutoConfig
+        import transformers  # noqa: F401 (a clear error before anything is read)
     except ImportError as err:
         raise UsageError("--hf-config needs transformers: pip install 'gpuwise[hf]'") from err
     file = Path(path)
@@ -77,9 +77,10 @@ def read_config(path: str | Path) -> Any:
     try:
         if not file.is_file():  # a FIFO would block the read
             raise OSError(f"{file} is not a regular file")
-        written = json.loads(file.read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark, as some Windows editors write one, is not content
+        written = json.loads(file.read_text(encoding="utf-8-sig"))
         check_fields(path, written)
-        config = AutoConfig.from_pretrained(str(file), local_files_only=True)
+        config = _auto_config(path, file, written)
     except (OSError, json.JSONDecodeError, ValueError, KeyError, RecursionError) as err:
         raise UsageError(
             f"--hf-config {path}: cannot read a Hugging Face config ({type(err).__name__}: "
@@ -88,6 +89,38 @@ def read_config(path: str | Path) -> Any:
         ) from err
     config.gpuwise_written_keys = tuple(written) if isinstance(written, dict) else ()
     return config
+
+
+def _auto_config(path: str | Path, file: Path, written: dict[str, Any]) -> Any:
+    """``AutoConfig`` of ``file``, with a field the config class refuses named in the error.
+
+    transformers reads the file again itself, so a byte-order mark is dropped first (the
+    config is then built from the parsed fields, as ``from_pretrained`` would).
+    """
+    from transformers import AutoConfig
+
+    try:
+        if file.read_bytes().startswith(b"\xef\xbb\xbf"):
+            return AutoConfig.for_model(**written)
+        return AutoConfig.from_pretrained(str(file), local_files_only=True)
+    except (TypeError, ValueError, KeyError, RecursionError, OSError):
+        raise
+    except Exception as err:  # huggingface_hub's strict dataclasses raise their own class
+        if "Validation" not in type(err).__name__:
+            raise
+        field = getattr(err, "field", None) or _field_named(str(err))
+        raise UsageError(
+            f"--hf-config {path}: {field} is {json.dumps(written.get(field))}, which "
+            f"{written.get('model_type', 'the model')}'s config does not take "
+            f"({str(err.__cause__ or err).splitlines()[-1].strip()}); give the value of the "
+            "model's published config.json"
+        ) from err
+
+
+def _field_named(message: str) -> str:
+    """The field a validation message names (``"... for field 'hidden_size': ..."``)."""
+    _, quote, rest = message.partition("'")
+    return rest.partition("'")[0] if quote else "a field"
 
 
 def defaults_used(config: Any) -> dict[str, Any]:

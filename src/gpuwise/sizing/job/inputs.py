@@ -59,8 +59,9 @@ def with_vocab(spec: InputSpec, model: nn.Module) -> InputSpec:
 
     Raises:
         UsageError: A token spec for a model without an embedding, or float samples for a
-            model that starts with one.
+            model that starts with one, or tokens past its context (``check_context``).
     """
+    check_context(spec, model)
     first = next((m for m in model.modules() if isinstance(m, nn.Embedding)), None)
     if spec.kind == "tokens" and spec.vocab_size is None:
         if first is None:
@@ -76,6 +77,31 @@ def with_vocab(spec: InputSpec, model: nn.Module) -> InputSpec:
             " gives float samples: pass --seq N instead"
         )
     return spec
+
+
+def check_context(spec: InputSpec, model: nn.Module) -> None:
+    """Refuse token sequences longer than the model's learned position table.
+
+    A model with learned positions (GPT-2's ``wpe``, BERT's position embeddings) has one
+    row per position, so its context is that table's length; rotary models have none.
+
+    Raises:
+        UsageError: ``--seq`` is longer than the table.
+    """
+    if spec.kind != "tokens" or not spec.shape:
+        return
+    for name, module in model.named_modules():
+        leaf = name.rpartition(".")[2].lower()
+        is_positions = "pos" in leaf or leaf == "wpe"
+        if is_positions and isinstance(module, nn.Embedding):
+            context = module.num_embeddings
+            if spec.shape[-1] > context:
+                raise UsageError(
+                    f"--seq {spec.shape[-1]:,} is longer than the model's context: its "
+                    f"context is {context:,} (the learned position table {name}); pass "
+                    f"--seq {context} or less"
+                )
+            return
 
 
 def _embedding_first(model: nn.Module, embedding: nn.Module) -> bool:

@@ -1,7 +1,7 @@
 """The sizing job: one typed description of what is sized, passed whole through every step.
 
 ``gpuwise estimate``, ``advise`` and ``tune`` build one ``SizingJob`` from their flags
-(``cli._model_args.job_from_args``); ``memory.estimate_job`` traces it, the advisor reads
+(``cli.sizing._model_args.job_from_args``); ``memory.estimate_job`` traces it, the advisor reads
 its precision route from the estimate, and ``steps.make_training_step`` runs the same job
 for real. ``prepare_model`` turns a built model into the job's model and its update
 (optimizer, or optimizer over fp32 master weights), in the same order for the trace and
@@ -120,12 +120,12 @@ class SizingJob:
         if self.checkpoint is not None:
             check_choice("checkpoint mode", self.checkpoint, CHECKPOINT_MODES)
         if self.optimizer_in_backward and (
-            self.accumulation_steps > 1 or self.precision == "fp16-o2"
+            self.accumulation_steps > 1 or self.precision in routes.MASTER_ROUTES
         ):
             raise UsageError(
                 "--optimizer-in-backward steps each gradient as it is made: it cannot keep "
                 "gradients across --accumulate micro-batches nor step fp32 master weights "
-                "(fp16-o2); drop one of them"
+                "(fp16-o2, bf16-o2); drop one of them"
             )
         if self.accumulation_steps < 1:
             raise UsageError(f"accumulation steps {self.accumulation_steps} must be 1 or more")
@@ -211,7 +211,7 @@ def prepare_model(
     def make(group: list[nn.Parameter]) -> torch.optim.Optimizer:
         return make_optimizer(job.optimizer, group, job.foreach)
 
-    if job.precision == "fp16-o2":
+    if job.precision in routes.MASTER_ROUTES:
         return routes.MasterWeights(params, make)
     if job.optimizer_in_backward:
         return InBackward(params, lambda group: make_optimizer(job.optimizer, group, False))

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from gpuwise.errors import UsageError
-from gpuwise.sizing.job import hf_config
+from gpuwise.sizing.job import hf_cache, hf_config
 from gpuwise.sizing.job.models import BUILTIN_MODELS, InputSpec
 from gpuwise.user_code import import_factory
 
@@ -117,9 +117,11 @@ def resolve_model(model: ModelLike) -> ModelSource:
         return _hf_source(model)
     if ":" in model:
         return ModelSource(model, _checked(model, _import_factory(model)), None)
+    if hf_cache.is_hub_name(model):
+        return replace(_hf_source(str(hf_cache.cached_config(model))), name=model)
     raise UsageError(
-        f"unknown model {model!r}; use one of {', '.join(sorted(BUILTIN_MODELS))} "
-        "or 'package.module:factory'"
+        f"unknown model {model!r}; use one of {', '.join(sorted(BUILTIN_MODELS))}, "
+        "'package.module:factory', or a Hugging Face name (ORG/NAME) in the local cache"
     )
 
 
@@ -222,8 +224,14 @@ def _about_shapes(err: BaseException, text: str) -> bool:
 
 
 @contextmanager
-def layer_errors(model: nn.Module, shape_text: str) -> Iterator[None]:
-    """Re-raise an error inside ``model``'s forward as a UsageError naming the layer."""
+def layer_errors(
+    model: nn.Module, shape_text: str, batch_size: int | None = None
+) -> Iterator[None]:
+    """Re-raise an error inside ``model``'s forward as a UsageError naming the layer.
+
+    A tensor too large for any size calculation (more than 2**63 bytes) is the batch's
+    doing, not the sample shape's, and the message says so.
+    """
     stack: list[str] = []
     handles = []
 
@@ -247,6 +255,12 @@ def layer_errors(model: nn.Module, shape_text: str) -> Iterator[None]:
                 f"layer {where} needs real data to decide a shape ({type(err).__name__}: "
                 f"{first_line}), so it cannot be traced on fake tensors; measure it with "
                 "`gpuwise tune` instead"
+            ) from err
+        if batch_size is not None and "overflow" in first_line.lower():
+            raise UsageError(
+                f"batch {batch_size:,} of input {shape_text} is too large to trace: layer "
+                f"{where} would hold a tensor past any memory ({type(err).__name__}: "
+                f"{first_line}); pass a smaller --batch"
             ) from err
         if not _about_shapes(err, first_line):
             raise UsageError(

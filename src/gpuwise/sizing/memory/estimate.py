@@ -34,10 +34,12 @@ from gpuwise.sizing.job.inputs import input_spec, with_vocab
 from gpuwise.sizing.job.job import InputLike, LossFn, SizingJob, prepare_model
 from gpuwise.sizing.job.models import InputSpec
 from gpuwise.sizing.memory import layer_scaling
-from gpuwise.sizing.memory.cpu_workspace import CpuWorkspaces, workspace_fields
-from gpuwise.sizing.memory.live import LiveBytesMode, StorageRecord, before, live_at, peak_of
+from gpuwise.sizing.memory.cpu_workspace import CpuWorkspaces
+from gpuwise.sizing.memory.live import LiveBytesMode
 from gpuwise.sizing.memory.result import MemoryEstimate
 from gpuwise.sizing.memory.shadow import ShadowValues
+from gpuwise.sizing.memory.summary import classify, summarize
+from gpuwise.sizing.memory.torch_cache import no_stray_cache
 from gpuwise.sizing.memory.trace_modes import forward_modes, recompute_modes
 from gpuwise.sizing.memory.tracer import Tracer
 from gpuwise.sizing.step.choices import OPTIMIZERS, PRECISIONS, check_choice
@@ -45,7 +47,6 @@ from gpuwise.sizing.step.loss_scaling import scaler_for
 from gpuwise.sizing.step.offload import ActivationOffload
 from gpuwise.sizing.step.optimizers import make_optimizer
 from gpuwise.sizing.step.peft import LoraSpec, freeze_parameters
-from gpuwise.sizing.step.quantize import QuantizedLinear
 from gpuwise.sizing.step.routes import autocast_precision, build_model, cast_input
 
 __all__ = [
@@ -85,18 +86,6 @@ def _fake_inputs(example: InputLike, spec: InputSpec | None, batch: int) -> tupl
     return (model_source.make_batch(spec, batch),)
 
 
-def _classify(
-    records: list[StorageRecord], forward_end: list[int], phase_at: dict[int, str]
-) -> None:
-    for r in records:
-        if r.category is not None:
-            continue
-        made_in_forward = phase_at.get(r.alloc_seq) in ("forward", "input")
-        end = next((e for e in forward_end if e >= r.alloc_seq), None)
-        alive_after = r.free_seq is None or (end is not None and r.free_seq > end)
-        r.category = "activations" if made_in_forward and alive_after else "temporaries"
-
-
 def estimate(
     model: model_source.ModelLike,
     example_input: InputLike = None,
@@ -127,7 +116,8 @@ def estimate(
             built-in model's default input.
         batch_size: Samples per step (default: the example batch's size, else 1).
         precision: Precision route: ``"fp32"``, ``"tf32"``, ``"bf16"``/``"fp16"``
-            (autocast), ``"fp16-o2"`` (half model, fp32 master weights) or ``"bf16-pure"``.
+            (autocast), ``"fp16-o2"``/``"bf16-o2"`` (half model, fp32 master weights) or
+            ``"bf16-pure"``.
         optimizer: One of ``OPTIMIZERS`` (``optimizers.make_optimizer``).
         training: Trace forward, backward and optimizer step; False traces a forward
             under ``torch.no_grad``.
@@ -197,6 +187,11 @@ def estimate_job(job: SizingJob) -> MemoryEstimate:
         >>> est.optimizer
         'lion'
     """
+    with no_stray_cache():
+        return _estimated(job)
+
+
+def _estimated(job: SizingJob) -> MemoryEstimate:
     source = model_source.resolve_model(job.model)
     layers = hf_config.layer_count(source.hf_config) if source.hf_config is not None else None
     if layers is not None and layers > layer_scaling.SCALE_ABOVE_LAYERS:
@@ -255,7 +250,7 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
             offload = ActivationOffload() if job.offload_activations else None
             cast = functools.partial(forward_modes, autocast, job.attention, offload)
             recompute = functools.partial(recompute_modes, autocast, job.attention)
-            with model_source.layer_errors(net, shape_text):
+            with model_source.layer_errors(net, shape_text, batch_size):
                 plans = _plans(training, job.accumulation_steps)
                 for i, plan in enumerate(plans):
                     last = i == len(plans) - 1
@@ -276,10 +271,10 @@ def _trace(job: SizingJob, source: model_source.ModelSource, real_paths: bool) -
                     )
             state.clear()
             records = tracker.all_records()
-    _classify(records, tracer.forward_end, tracker.phase_at)
+    classify(records, tracer.forward_end, tracker.phase_at)
     # --longest-first: later (shorter) steps stay below the first step's peak
     first_only = job.longest_first and len(tracer.step_start) > 1
-    summary = _summarize(
+    summary = summarize(
         source.name,
         spec,
         batch_size,
@@ -321,76 +316,3 @@ def _batch_of(example: Any) -> int:
 def _to_fake(mode: FakeTensorMode, example: Any) -> tuple[torch.Tensor, ...]:
     tensors = (example,) if isinstance(example, torch.Tensor) else example
     return tuple(mode.from_tensor(t) for t in tensors)
-
-
-def _summarize(
-    name: str,
-    spec: InputSpec | None,
-    batch: int,
-    precision: str,
-    optimizer: str,
-    training: bool,
-    device: str,
-    records: list[StorageRecord],
-    tracker: LiveBytesMode,
-    tracer: Tracer,
-    trace_s: float,
-    cut: int | None = None,
-) -> MemoryEstimate:
-    transient = tracker.workspaces.measure() if tracker.workspaces else {}
-    # CPU-side scalars: CPU memory; paged optimizer state: CUDA unified memory, outside
-    # the caching allocator and paged out to the host under pressure
-    host = frozenset({"host", "paged"} if device == "cuda" else ())
-    peak, peak_seq = peak_of(
-        records if cut is None else before(records, cut), skip=host, transient=transient
-    )
-    by_category: dict[str, int] = {}
-    for r in live_at(records, peak_seq):
-        key = r.category or "temporaries"
-        by_category[key] = by_category.get(key, 0) + r.rounded_bytes
-    kept = [r for r in records if r.free_seq is None]
-    steady = {
-        c: sum(r.rounded_bytes for r in kept if r.category == c)
-        for c in ("parameters", "gradients", "optimizer_state")
-    }
-    # a quantized frozen weight is held in buffers (``quantize.QuantizedLinear``)
-    quantized = sum(
-        m.out_features * m.in_features
-        for m in tracer.model.modules()
-        if isinstance(m, QuantizedLinear)
-    )
-    params = sum(p.numel() for p in tracer.model.parameters()) + quantized
-    trainable = sum(p.numel() for p in tracer.model.parameters() if p.requires_grad)
-    by_dtype: dict[str, int] = {}
-    for p in tracer.model.parameters():
-        key = str(p.dtype).removeprefix("torch.")
-        by_dtype[key] = by_dtype.get(key, 0) + p.numel()
-    return MemoryEstimate(
-        model=name,
-        batch_size=batch,
-        input_shape=spec.shape if spec else None,
-        precision=precision,
-        optimizer=optimizer if training else None,
-        training=training,
-        device=device,
-        parameter_count=params,
-        peak_bytes=peak,
-        peak_phase=tracker.phase_at.get(peak_seq, "build"),
-        parameters_bytes=by_category.get("parameters", 0),
-        gradients_bytes=by_category.get("gradients", 0),
-        optimizer_state_bytes=by_category.get("optimizer_state", 0),
-        activations_bytes=by_category.get("activations", 0),
-        temporaries_bytes=by_category.get("temporaries", 0),
-        params_grads_optimizer_bytes=sum(steady.values()),
-        flops_forward=int(tracer.flops["forward"]),
-        flops_backward=int(tracer.flops["backward"]),
-        bytes_moved=dict(tracker.bytes_moved),
-        op_count=sum(tracker.op_count.values()),
-        input_bytes=tracer.input_bytes,
-        trace_s=trace_s,
-        ops=tuple(tracker.ops),
-        trainable_parameter_count=trainable,
-        paged_state_bytes=sum(r.rounded_bytes for r in kept if r.category == "paged"),
-        weight_dtype=max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
-        **workspace_fields(tracker.workspaces, transient.get(peak_seq, 0)),
-    )

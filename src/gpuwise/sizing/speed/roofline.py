@@ -14,7 +14,7 @@ from pinned memory on a side stream, ``data.prefetch``), so it bounds the step o
 it is the longest part.
 
 Rates are per operator class (``class_rates``): matrix products at the card's published
-GEMM rate times their shape's wave fill, fused attention at FlashAttention-2's share of
+GEMM rate times their shape's wave fill, fused attention at its measured share of
 it by sequence length, convolutions at the tensor-core rate, memory-bound kernels
 (elementwise, norms, optimizer, QLoRA's dequantization) at the achieved bandwidth, each
 figure with its source (``StepTime.sources``). Matrix operators run at the precision's
@@ -54,6 +54,7 @@ from gpuwise.sizing.memory.result import MemoryEstimate
 from gpuwise.sizing.speed.class_rates import (
     alignment_efficiency,
     attention_efficiency,
+    attention_source,
     class_rates,
     gemm_shape_efficiency,
     op_class,
@@ -121,6 +122,9 @@ class DeviceRates:
     """Tensor-core products need 16-byte aligned rows for the fast kernels (measured on
     Hopper, whose kernels load tiles with the tensor memory accelerator):
     ``class_rates.alignment_efficiency`` applies."""
+    generation: str = "unknown"
+    """The card's generation (``calibration.generation``): fused attention takes the
+    shares measured on it where there are some (``class_rates.attention_efficiency``)."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     """Where each rate comes from (``gemm``, ``conv``, ``vector``, ``bandwidth``)."""
 
@@ -155,6 +159,10 @@ class StepTime:
     by_class: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     rate_values: dict[str, float] = field(default_factory=dict)
+    by_phase: dict[str, float] = field(default_factory=dict)
+    """Kernel seconds per phase (``forward``, ``backward``, ``optimizer``) of the step."""
+    micro_batches: int = 1
+    """Micro-batches in the step (``--accumulate``): the optimizer runs once after them."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -179,7 +187,9 @@ def gpu_rates(gpu: GpuSpec, precision: str) -> DeviceRates | None:
         tf32_convolutions=tf32,
         sm_count=rates.sm_count,
         aligned_loads=generation(gpu.name) in ALIGNED_GENERATIONS,
-        sources={name: item["source"] for name, item in rates.to_dict().items()},
+        generation=generation(gpu.name),
+        sources={name: item["source"] for name, item in rates.to_dict().items()}
+        | {"attention": attention_source(generation(gpu.name))},
     )
 
 
@@ -209,7 +219,7 @@ def _flop_rate(
     if kind == "conv":
         return rates.conv_flops_s
     if kind == "attention":
-        return rates.matrix_flops_s * attention_efficiency(op.phase, op.dims[2])
+        return rates.matrix_flops_s * attention_efficiency(op.phase, op.dims[2], rates.generation)
     if kind == "gemm":
         grow = scale if op.phase != "optimizer" else 1.0
         dims = scaled_dims(op.dims, grow)
@@ -233,6 +243,7 @@ def step_time(
     compiled: bool = False,
     channels_last: bool = False,
     widths: frozenset[int] = frozenset(),
+    micro_batches: int = 1,
 ) -> StepTime:
     """Predicted step time of the traced operators on a device.
 
@@ -250,9 +261,11 @@ def step_time(
             fp16/bf16 and TF32 convolutions (``transposed``, ``layout_transpose_s``).
         widths: The model's parameter dimensions (``MemoryEstimate.widths``): the only
             dimensions whose alignment is charged; empty charges every dimension.
+        micro_batches: Micro-batches per optimizer step: forward, backward and the
+            batch's copy run that many times, the optimizer once.
 
     Returns:
-        The step time and its parts.
+        The step time and its parts (a whole optimizer step).
     """
     transposes = not channels_last and (
         precision in TRANSPOSE_PRECISIONS or rates.tf32_convolutions
@@ -260,30 +273,35 @@ def step_time(
     compute = memory = 0.0
     by_bound = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
     by_class: dict[str, float] = {}
+    by_phase: dict[str, float] = {}
     kernels = 0
     for op in ops:
         if op.kernels == 0 or (compiled and op.fusible):
             continue
-        flops, moved = _scaled(op, batch_scale)
+        runs = 1 if op.phase == "optimizer" else micro_batches
+        flops, moved = (runs * x for x in _scaled(op, batch_scale))
         kind = op_class(op)
         rate = _flop_rate(op, kind, rates, batch_scale, precision, widths) if flops else 0.0
         op_compute = flops / rate if flops else 0.0
         op_memory = moved / rates.bandwidth_bytes_s
         compute += op_compute
         memory += op_memory
-        op_s = max(op_compute, op_memory, rates.min_kernel_s)
-        if op_s == rates.min_kernel_s:
+        op_s = max(op_compute, op_memory, rates.min_kernel_s * runs)
+        by_phase[op.phase] = by_phase.get(op.phase, 0.0) + op_s
+        if op_s == rates.min_kernel_s * runs:
             by_bound["overhead"] += op_s
         else:
             by_bound["compute" if op_compute >= op_memory else "memory"] += op_s
         by_class[kind] = by_class.get(kind, 0.0) + op_s
-        kernels += op.kernels
+        kernels += op.kernels * runs
         if transposes and transposed(op, rates, precision):
-            transpose_s = layout_transpose_s(op, rates, batch_scale)
+            transpose_s = layout_transpose_s(op, rates, batch_scale) * runs
             memory += transpose_s
             by_bound["memory"] += transpose_s
             by_class["memory"] = by_class.get("memory", 0.0) + transpose_s
-            kernels += TRANSPOSE_KERNELS.get(op.phase, 2)
+            kernels += TRANSPOSE_KERNELS.get(op.phase, 2) * runs
+            by_phase[op.phase] = by_phase.get(op.phase, 0.0) + transpose_s
+    h2d_s *= micro_batches
     kernels_s = sum(by_bound.values())
     launch = kernels * launch_s_per_kernel
     bound = "overhead" if launch > kernels_s else max(by_bound, key=by_bound.__getitem__)
@@ -307,6 +325,8 @@ def step_time(
         by_class,
         rates.sources,
         values,
+        by_phase,
+        micro_batches,
     )
 
 
@@ -335,6 +355,7 @@ def gpu_step_time(
     with_h2d: bool = True,
     compiled: bool = False,
     channels_last: bool | None = None,
+    micro_batches: int | None = None,
 ) -> StepTime | None:
     """Predicted step time of a traced estimate on ``gpu`` (None: precision unsupported).
 
@@ -349,6 +370,8 @@ def gpu_step_time(
             (``est.offloaded_bytes``) cross PCIe either way.
         compiled: ``torch.compile`` fuses elementwise operators.
         channels_last: NHWC activations (default: the estimate's ``channels_last``).
+        micro_batches: Micro-batches per optimizer step (default: the job's
+            ``accumulation_steps``).
 
     Returns:
         The step time, or None when the card's matrix units lack ``precision``.
@@ -371,4 +394,5 @@ def gpu_step_time(
         compiled=compiled,
         channels_last=est.channels_last if channels_last is None else channels_last,
         widths=est.widths,
+        micro_batches=micro_batches or (est.job.accumulation_steps if est.job else 1),
     )

@@ -5,7 +5,8 @@ optimizers and checkpointing modes) sits below the rest; ``attention`` and ``qua
 build on ``cuda_ops`` and ``peft``.
 
 - ``choices``: the names a job accepts, and the check that names the valid ones.
-- ``routes``: precision routes (fp32, tf32, autocast, fp16-o2, bf16-pure), master weights.
+- ``routes``: precision routes (fp32, tf32, autocast, fp16-o2, bf16-o2, bf16-pure), master
+  weights.
 - ``loss_scaling``: fp16 autocast's ``GradScaler`` (scale, unscale, update) in the step.
 - ``autocast_policy``: CUDA's autocast casts, applied while tracing on the CPU.
 - ``optimizers``: the optimizers a job may name, each with exactly the state it keeps.

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 
 from gpuwise.errors import UsageError
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp16-o2", "bf16-pure")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp16-o2", "bf16-o2", "bf16-pure")
 """Precision routes: fp32/tf32; ``bf16``/``fp16`` autocast over fp32 weights; ``fp16-o2``
-half weights with fp32 master weights and optimizer state (apex O2, DeepSpeed fp16);
-``bf16-pure`` bf16 weights, gradients and optimizer state (torchtune's default)."""
+half weights with fp32 master weights and optimizer state (apex O2, DeepSpeed fp16),
+``bf16-o2`` the same in bf16 (FSDP mixed precision, DeepSpeed bf16); ``bf16-pure`` bf16
+weights, gradients and optimizer state (torchtune's default)."""
 OPTIMIZERS = (
     "sgd",
     "sgd_momentum",

@@ -10,6 +10,10 @@
   the optimizer's fp32 state on top, and a transient fp32 copy of the gradients while the
   optimizer steps (apex's master gradients, DeepSpeed's fp32 gradient partition).
   BatchNorm stays fp32 (apex's ``keep_batchnorm_fp32``).
+- ``bf16-o2``: the same with a bf16 model and no loss scaling: FSDP's
+  ``MixedPrecision(param_dtype=torch.bfloat16)`` (fp32 sharded weights, bf16 gathered
+  copies that compute, so the activations are bf16), DeepSpeed's bf16 mode and Megatron's
+  bf16 with fp32 main parameters.
 - ``bf16-pure``: the model is bf16 and the optimizer updates it directly, its state bf16
   too (torchtune's default ``dtype=bf16``): 2 + 2 bytes a parameter plus the state.
 """
@@ -30,8 +34,12 @@ ROUTE_NAMES = {
     "bf16": "bf16 autocast",
     "fp16": "fp16 autocast",
     "fp16-o2": "fp16 model, fp32 master weights and optimizer state (apex O2, DeepSpeed fp16)",
+    "bf16-o2": "bf16 model, fp32 master weights and optimizer state (FSDP mixed precision, "
+    "DeepSpeed bf16)",
     "bf16-pure": "bf16 weights, gradients and optimizer state (pure bf16)",
 }
+MASTER_ROUTES = ("fp16-o2", "bf16-o2")
+"""Routes whose optimizer updates fp32 master copies of a half model's weights."""
 
 
 def compute_precision(route: str) -> str:
@@ -57,7 +65,9 @@ def autocast_dtype(route: str) -> torch.dtype:
 
 def model_dtype(route: str) -> torch.dtype | None:
     """The dtype the model itself is cast to (None: it stays fp32)."""
-    return {"fp16-o2": torch.float16, "bf16-pure": torch.bfloat16}.get(route)
+    return {"fp16-o2": torch.float16, "bf16-o2": torch.bfloat16, "bf16-pure": torch.bfloat16}.get(
+        route
+    )
 
 
 def build_model(build: Callable[[], nn.Module], route: str) -> nn.Module:
@@ -90,7 +100,7 @@ def cast_model(net: nn.Module, route: str) -> None:
     if dtype is None:
         return
     for module in net.modules():
-        keep = route == "fp16-o2" and isinstance(module, nn.modules.batchnorm._BatchNorm)
+        keep = route in MASTER_ROUTES and isinstance(module, nn.modules.batchnorm._BatchNorm)
         want = torch.float32 if keep else dtype
         for name, param in list(module._parameters.items()):
             if param is not None and param.is_floating_point() and param.dtype != want:

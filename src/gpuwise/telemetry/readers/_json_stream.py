@@ -46,9 +46,9 @@ def _load_fast() -> Callable[[str], Any]:
     return loads
 
 
-_decode_run = _load_fast()
-DECODER = "orjson" if _decode_run is not _decoder.decode else "json"
-"""Which decoder reads runs of elements (``JsonStream.batches``)."""
+load_run = _load_fast()
+DECODER = "orjson" if load_run is not _decoder.decode else "json"
+"""Which decoder reads runs of elements (``JsonStream.batches``) unless it is given one."""
 
 
 class Readable(Protocol):
@@ -206,7 +206,11 @@ class JsonStream:
             if sep == "]":
                 return
 
-    def batches(self, corrupt: list[Corrupt] | None = None) -> Iterator[list[Any]]:
+    def batches(
+        self,
+        corrupt: list[Corrupt] | None = None,
+        decode: Callable[[str], list[Any]] | None = None,
+    ) -> Iterator[list[Any]]:
         """Yield the elements of the array that starts here, many at a time.
 
         Whole runs of elements that end at a ``}, {`` boundary in the buffered text are
@@ -217,6 +221,9 @@ class JsonStream:
 
         Args:
             corrupt: As for ``elements``.
+            decode: Decodes the text of a run (a JSON array) into its elements, raising
+                ``ValueError`` where it is not valid JSON; ``load_run`` by default. The
+                elements read one by one are plain decoded values either way.
 
         Raises:
             JsonStreamError: As for ``elements``.
@@ -229,7 +236,7 @@ class JsonStream:
         slow_until = -1
         while True:
             if self.offset >= slow_until:
-                batch, cut = self._run_of_elements()
+                batch, cut = self._run_of_elements(decode or load_run)
                 if batch is not None:
                     index += len(batch)
                     yield batch
@@ -255,7 +262,7 @@ class JsonStream:
             if sep == "]":
                 return
 
-    def _run_of_elements(self) -> tuple[list[Any] | None, int]:
+    def _run_of_elements(self, decode: Callable[[str], Any]) -> tuple[list[Any] | None, int]:
         """Decode the buffered elements up to the last ``}, {`` boundary in one call.
 
         Returns:
@@ -271,7 +278,7 @@ class JsonStream:
         if cut <= pos:
             return None, -1
         try:
-            batch = _decode_run("[" + buf[pos : cut + 1] + "]")
+            batch = decode("[" + buf[pos : cut + 1] + "]")
         except ValueError:  # json.JSONDecodeError, orjson.JSONDecodeError
             return None, self._base + cut + 2
         self._pos = cut + 2

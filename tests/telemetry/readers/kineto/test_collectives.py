@@ -8,7 +8,7 @@ import pytest
 
 from gpuwise.records.trace_section import TraceSection
 from gpuwise.telemetry.readers.kineto import read_trace
-from gpuwise.telemetry.readers.kineto.device import collective_kind
+from gpuwise.telemetry.readers.kineto.calls.device import collective_kind
 from tests.trace_events import kernel, write_trace
 
 
@@ -103,13 +103,18 @@ def test_a_trace_without_communication_has_no_collectives(tmp_path: Path) -> Non
         ("void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(...)", "all_reduce"),
         ("void deep_ep::intranode::dispatch<8, 768, 8192>(...)", "all_to_all"),
         ("void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(...)", "all_to_all"),
+        # issue 44 #4: DeepEP's notify kernels exchange token counts between the ranks
+        ("void deep_ep::internode::cached_notify(int, int*, void*, int)", "all_to_all"),
+        ("void internode::cached_notify<8>(int, int*, void**)", "all_to_all"),
+        ("cached_notify", "all_to_all"),
+        ("void deep_ep::intranode::notify_dispatch<8>(int const*, int*, int)", "all_to_all"),
         ("nvshmemi_transfer_put_signal_kernel", "send_recv"),
         ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "all_to_all"),
         ("ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "broadcast"),
     ],
 )
 def test_collectives_by_what_they_do_across_libraries(name: str, kind: str) -> None:
-    from gpuwise.telemetry.readers.kineto.collectives import is_communication
+    from gpuwise.telemetry.readers.kineto.calls.collectives import is_communication
 
     assert is_communication(name, {})
     assert collective_kind(name) == kind
@@ -125,7 +130,7 @@ def test_collectives_by_what_they_do_across_libraries(name: str, kind: str) -> N
     ],
 )
 def test_compute_kernels_are_not_communication(name: str) -> None:
-    from gpuwise.telemetry.readers.kineto.collectives import is_communication
+    from gpuwise.telemetry.readers.kineto.calls.collectives import is_communication
 
     assert not is_communication(name, {})
 
@@ -165,7 +170,7 @@ def test_symmetric_memory_all_reduce_is_communication_in_the_figures(tmp_path: P
     ],
 )
 def test_parallelism_of_a_process_group(group: str, label: str) -> None:
-    from gpuwise.telemetry.readers.kineto.collectives import parallelism
+    from gpuwise.telemetry.readers.kineto.calls.collectives import parallelism
 
     assert parallelism(group) == label
 

@@ -3,7 +3,7 @@
 import pytest
 
 from gpuwise.telemetry.readers.kineto import read_trace
-from gpuwise.telemetry.readers.kineto.device import (
+from gpuwise.telemetry.readers.kineto.calls.device import (
     COMMUNICATION,
     COMPUTE,
     MEMORY,

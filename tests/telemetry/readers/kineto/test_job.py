@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.telemetry.readers.kineto import read_trace
-from gpuwise.telemetry.readers.kineto.job import (
+from gpuwise.telemetry.readers.kineto.job.kind import (
     BACKWARD,
     DECODE,
     EVAL,

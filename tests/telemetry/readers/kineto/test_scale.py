@@ -152,7 +152,7 @@ def test_a_device_behind_the_host_shows_in_its_own_step_time(tmp_path: Path) -> 
     assert tr.facts is not None
     assert [s.device_s for s in tr.facts.steps] == pytest.approx([1200e-6] * 5)
     assert [s.duration_s for s in tr.facts.steps] == pytest.approx([1000e-6] * 5)
-    from gpuwise.report.text_trace import trace_lines
+    from gpuwise.report.text.trace import trace_lines
 
     per_step = dict(trace_lines(tr.to_section(), tr.facts))["per step"]
     assert "the device takes 1.2 ms for each step's work, the host 1.0 ms" in per_step

@@ -13,16 +13,23 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.telemetry.readers.kineto.device import (
+from gpuwise.telemetry.readers.kineto.calls.device import (
     DEVICE_CATEGORIES,
     HOST_CATEGORIES,
     DeviceEvents,
 )
-from gpuwise.telemetry.readers.kineto.engine_steps import EngineSteps
-from gpuwise.telemetry.readers.kineto.excerpt import outside_wait
-from gpuwise.telemetry.readers.kineto.host import HostCalls
+from gpuwise.telemetry.readers.kineto.calls.host import HostCalls
+from gpuwise.telemetry.readers.kineto.decode import (
+    NO_ARGS,
+    NOT_COMPLETE,
+    PASSING,
+    TraceEvent,
+    event_of,
+)
+from gpuwise.telemetry.readers.kineto.excerpt import first_launch_loads, outside_wait
 from gpuwise.telemetry.readers.kineto.intervals import US, Intervals, busy_before
-from gpuwise.telemetry.readers.kineto.job import (
+from gpuwise.telemetry.readers.kineto.job.engine_steps import EngineSteps
+from gpuwise.telemetry.readers.kineto.job.kind import (
     BACKWARD,
     COMPILED,
     CONV,
@@ -32,6 +39,8 @@ from gpuwise.telemetry.readers.kineto.job import (
     JobMarks,
     kernel_marks,
 )
+from gpuwise.telemetry.readers.kineto.job.phases import read_timeline
+from gpuwise.telemetry.readers.kineto.job.timeline import Timeline
 from gpuwise.telemetry.readers.kineto.members import (
     EVENT_KINDS,
     copy_kind,
@@ -39,8 +48,6 @@ from gpuwise.telemetry.readers.kineto.members import (
     distributed_info,
     image_like,
 )
-from gpuwise.telemetry.readers.kineto.phases import read_timeline
-from gpuwise.telemetry.readers.kineto.timeline import Timeline
 
 INF = math.inf
 OLD_CATEGORIES = frozenset({"Operator", "Runtime", "Kernel", "Memcpy", "Memset"})
@@ -69,6 +76,7 @@ class EventTally:
         self.device_props: list[dict[str, Any]] = []
         self.rank: int | None = None
         self._kind_of: dict[Any, str | None] = {}
+        self._plain: dict[str, bool] = {}  # host span names no collector keeps
         self._copy_of: dict[str, tuple[str, str]] = {}
         self.device = DeviceEvents()
         self.host = HostCalls()
@@ -81,6 +89,7 @@ class EventTally:
         self.image_inputs: bool | None = None
         self.distributed: dict[str, Any] = {}
         self._head_wait: tuple[tuple[float, float] | None] | None = None
+        self._loads: tuple[tuple[float, float, int] | None] | None = None
         self.timeline = Timeline()
         self._phases: dict[str, Any] | None = None
 
@@ -100,19 +109,28 @@ class EventTally:
         self.add_batch([ev])
 
     def add_batch(self, events: list[Any]) -> None:
-        """Take trace events, in file order (the hot loop: a few dict reads per event)."""
+        """Take trace events, in file order (the hot loop: a few dict reads per event).
+
+        The span's bounds and the clock's base stay in locals until the batch ends.
+        """
         self.saw_events = True
-        kind_of, span, host = self._kind_of, self.span, self.host
+        kind_of, host, passing = self._kind_of, self.host, PASSING
+        lo, hi = self.span
+        base = self.base_us
         index = self.events - 1
         for ev in events:
             index += 1
-            if type(ev) is not dict:
-                self.invalid.append((index, "event is not a JSON object"))
-                continue
-            if ev.get("ph") != "X":
-                continue
-            ts: Any = ev.get("ts")
-            dur: Any = ev.get("dur", 0)
+            if type(ev) is not TraceEvent:
+                if type(ev) in passing:
+                    continue
+                ev = event_of(ev)
+                if ev is None:
+                    self.invalid.append((index, "event is not a JSON object"))
+                    continue
+                if ev is NOT_COMPLETE:
+                    continue
+            ts: Any = ev.ts
+            dur: Any = ev.dur
             tt, td = type(ts), type(dur)
             if (tt is not float and tt is not int) or (td is not float and td is not int):
                 self.invalid.append(
@@ -123,35 +141,37 @@ class EventTally:
                 self.nonfinite += 1
                 self.invalid.append((index, f"non-finite or negative ts/dur: {ts!r}/{dur!r}"))
                 continue
-            if self.base_us is None:
-                self.base_us = float(ts)
-            start = ts - self.base_us
+            if base is None:
+                base = self.base_us = float(ts)
+            start = ts - base
             end = start + dur
-            cat = ev.get("cat")
+            cat = ev.cat
             kind = kind_of.get(cat, "?") if type(cat) is str else None
             if kind == "?":
                 kind = self._kind(cat)
             if kind == "trace":
                 continue
-            if start < span[0]:
-                span[0] = start
-            if end > span[1]:
-                span[1] = end
+            if start < lo:
+                lo = start
+            if end > hi:
+                hi = end
             if kind == "cpu":
-                self._cpu(ev.get("name", ""), cat, start, end, ev)
+                self._cpu(ev.name, cat, start, end, ev)
             elif kind == "runtime":
-                host.runtime(ev.get("name"), start, end, ev.get("args"))
+                host.runtime(ev.name, start, end, ev.args)
             elif kind == "kernel" or kind == "memcpy" or kind == "memset":
                 self._device_event(ev, kind, start, end)
             elif kind == "sync":
-                sync_name = str(ev.get("name", ""))
+                sync_name = str(ev.name)
                 self.sync_by_name[sync_name] += 1
                 self.sync_at.append((start, sync_name))
             elif kind == "range":
                 self.profiler_ranges += 1
             elif kind is None:
                 self._unplaced(ev, cat, start, end)
+        self.span[0], self.span[1] = lo, hi
         self.events = index + 1
+        self.device.flush()
 
     def _kind(self, cat: Any) -> str | None:
         kind = self._kind_of.get(cat, "?")
@@ -162,37 +182,54 @@ class EventTally:
                 self.categories.add(cat)
         return kind
 
-    def _device_event(self, ev: dict[str, Any], kind: str, start: float, end: float) -> None:
-        args = ev.get("args")
-        if type(args) is not dict:
-            args = {}
-        device = args.get("device")
+    def _device_event(self, ev: Any, kind: str, start: float, end: float) -> int:
+        """Take one kernel, memcpy or memset; return its class (``device.COMPUTE`` ...)."""
+        args = ev.args
+        if args is None:
+            args = NO_ARGS
+        device = args.device
         if type(device) is not int:
-            device = ev.get("pid")
+            device = ev.pid
         if type(device) is int and device not in self.gpu_ids:
             self.gpu_ids.add(device)
-        name = ev.get("name", "")
+        name = ev.name
         if type(name) is not str:
             name = str(name)
         if kind == "memcpy":
             self._memcpy(name, args, start, end)
-        self.device.add(name, kind, start, end, args)
+        return self.device.add(name, kind, start, end, args)
 
-    def _unplaced(self, ev: dict[str, Any], cat: Any, start: float, end: float) -> None:
+    def _unplaced(self, ev: Any, cat: Any, start: float, end: float) -> None:
         """An event of a category this reader does not know: counted, named, never dropped."""
         name = str(cat) if cat is not None else "(no category)"
         if name.lower() in HOST_CATEGORIES or name.lower() in DEVICE_CATEGORIES:
             return
         self.unplaced[name] += 1
-        args = ev.get("args")
-        if isinstance(args, dict) and ("stream" in args or "device" in args):
-            self.device.add(str(ev.get("name", "")), "other", start, end, args)
+        args = ev.args
+        if args is not None and ("stream" in args or "device" in args):
+            self.device.add(str(ev.name), "other", start, end, args)
 
-    def _cpu(self, name: Any, cat: Any, start: float, end: float, ev: dict[str, Any]) -> None:
+    def _is_plain(self, name: str) -> bool:
+        """True for a host span name that no collector keeps (most ``aten::`` ops)."""
+        plain = not (
+            self.engine_steps.matters(name)
+            or self.timeline.matters(name)
+            or self.marks.marks_of(name)
+        )
+        self._plain[name] = plain
+        return plain
+
+    def _cpu(self, name: Any, cat: Any, start: float, end: float, ev: Any) -> None:
         if type(name) is not str:
             name = str(name)
         if cat == "cpu_op" or cat == "Operator":
-            self.host.cpu_op(name, ev.get("args"))
+            self.host.cpu_op(name, ev.args)
+        plain = self._plain.get(name)
+        if plain is None:
+            plain = self._is_plain(name)
+        if plain:  # only counted: the same as the calls below, which keep nothing of it
+            self.marks.spans += 1
+            return
         self.engine_steps.host(name, start, end, ev)
         self.timeline.host(name, start, end)
         mark = self.marks.host(name)
@@ -206,9 +243,9 @@ class EventTally:
             self.compiled_regions += 1
             self.compiled.add(start, end)
         elif mark & CONV and self.image_inputs is not True:
-            self.image_inputs = image_like(ev.get("args"))
+            self.image_inputs = image_like(ev.args)
 
-    def _memcpy(self, name: str, args: dict[str, Any], start: float, end: float) -> None:
+    def _memcpy(self, name: str, args: Any, start: float, end: float) -> None:
         kind = self._copy_of.get(name)
         if kind is None:
             kind = self._copy_of[name] = copy_kind(name)
@@ -243,8 +280,10 @@ class EventTally:
             return steady[0], steady[1], "steady_state"
         starts, ends = self.gpu_all()
         if starts.size:
-            wait = self.head_wait()
+            wait, loads = self.head_wait(), self.first_launches()
             lo = float(starts.min()) if wait is None else wait[1]
+            if loads is not None:
+                lo = max(lo, float(starts[starts >= loads[1]].min()))
             return lo, float(ends.max()), "device_span"
         if self.span[0] <= self.span[1]:
             return self.span[0], self.span[1], "whole_trace"
@@ -263,6 +302,7 @@ class EventTally:
                 self.host,
                 (self.device.names, lambda: self.device.columns(self.host)),
                 trained,
+                self.loader.arrays(),
             )
         return self._phases
 
@@ -277,6 +317,22 @@ class EventTally:
         if self._head_wait is None:
             self._head_wait = (outside_wait(*self.gpu_all(), *self.host.waits()),)
         return self._head_wait[0]
+
+    def first_launches(self) -> tuple[float, float, int] | None:
+        """``(load_us, cut_us, launches)`` of first launches loading code at the head.
+
+        Only for traces judged over their device span (no profiler steps, no steady
+        state): the device work before ``cut`` is start-up (``excerpt.first_launch_loads``).
+        """
+        if self.steps or self.phases()["steady_us"] is not None:
+            return None
+        if self._loads is None:
+            slow = (
+                np.frombuffer(self.host.slow_starts, dtype=np.float64),
+                np.frombuffer(self.host.slow_ends, dtype=np.float64),
+            )
+            self._loads = (first_launch_loads(*self.gpu_all(), *slow),)
+        return self._loads[0]
 
     def vendor(self) -> str | None:
         """The device vendor: from ``deviceProperties`` names, else from the runtime calls."""

@@ -95,3 +95,45 @@ def _head_gap(
     if cut - wait_from < MIN_WAIT_US:
         return None
     return wait_from, cut
+
+
+LOAD_US = 10_000.0
+"""First launches holding the host 10 ms or more in all: loading code, judged apart."""
+
+LOAD_BUSY_SHARE = 0.1
+"""The device ran under a tenth of the time from one loading launch to the next."""
+
+
+def first_launch_loads(
+    starts: Array, ends: Array, slow_starts: Array, slow_ends: Array
+) -> tuple[float, float, int] | None:
+    """Return ``(load_us, cut_us, launches)`` of the first launches that load code, or None.
+
+    A kernel's first launch loads its module (a CUDA module, a ROCm code object): the call
+    holds the host for milliseconds to hundreds of milliseconds while the device has
+    nothing to run. Such calls at the head of a trace are start-up, not the job's launch
+    overhead: the leading run of slow launch calls (``host.SLOW_LAUNCH_US`` or longer) with
+    the device busy under ``LOAD_BUSY_SHARE`` of the time from each to the next, when they
+    hold the host ``LOAD_US`` or more in all. ``cut_us`` is where the last one returns (the
+    window starts there); ``load_us`` their summed time.
+
+    Args:
+        starts: Device event starts (µs).
+        ends: Device event ends (µs).
+        slow_starts: Starts of the slow launch calls (µs).
+        slow_ends: Their ends (µs).
+    """
+    if not slow_starts.size or not starts.size:
+        return None
+    order = np.argsort(slow_starts, kind="stable")
+    s, e = slow_starts[order], slow_ends[order]
+    busy = busy_before(starts, ends)
+    since = np.concatenate([s[:1], e[:-1]])  # the previous load's end (the first: its start)
+    quiet = busy(e) - busy(since) <= LOAD_BUSY_SHARE * (e - since)
+    n = quiet.size if quiet.all() else int(np.argmin(quiet))
+    if n == 0:
+        return None
+    load, cut = float((e[:n] - s[:n]).sum()), float(e[n - 1])
+    if load < LOAD_US or cut >= float(ends.max()):
+        return None
+    return load, cut, n

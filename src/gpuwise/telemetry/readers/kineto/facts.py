@@ -15,38 +15,37 @@ from typing import Any
 import numpy as np
 
 from gpuwise.records.trace import (
-    COLLECTIVES,
     KERNEL_CLASSES,
-    Communication,
-    LaunchStats,
-    StreamIdle,
-    TopKernel,
     TraceFacts,
 )
-from gpuwise.telemetry.readers.kineto.collectives import parallelism
-from gpuwise.telemetry.readers.kineto.device import (
-    COMMUNICATION,
+from gpuwise.telemetry.readers.kineto.calls.collectives import parallelism
+from gpuwise.telemetry.readers.kineto.calls.device import (
     COMPUTE,
     DeviceColumns,
-    gemm_precision,
     is_compiled_kernel,
 )
+from gpuwise.telemetry.readers.kineto.calls.weights import weights
 from gpuwise.telemetry.readers.kineto.events import EventTally
-from gpuwise.telemetry.readers.kineto.intervals import US, busy_before, median, union_s
-from gpuwise.telemetry.readers.kineto.job import job_kind
-from gpuwise.telemetry.readers.kineto.phases import timeline_doc
-from gpuwise.telemetry.readers.kineto.serving import batching
-from gpuwise.telemetry.readers.kineto.steps import Pair, both, step_facts
-from gpuwise.telemetry.readers.kineto.weights import weights
+from gpuwise.telemetry.readers.kineto.figures import (
+    communication,
+    h2d_figures,
+    idle_by_stream,
+    launch_stats,
+    precision_s,
+    top_kernels,
+)
+from gpuwise.telemetry.readers.kineto.intervals import (
+    US,
+    idle_edges,
+    union_s,
+)
+from gpuwise.telemetry.readers.kineto.job.kind import job_kind
+from gpuwise.telemetry.readers.kineto.job.phases import timeline_doc
+from gpuwise.telemetry.readers.kineto.job.serving import batching
+from gpuwise.telemetry.readers.kineto.steps import Pair, step_facts
 
-KERNEL_WAIT_US = 30.0
-"""Gaps under 30 µs with the next kernel already queued are launch latency (HTA's
-``consecutive_kernel_delay`` default)."""
-
-SHORT_KERNEL_US = 10.0
-"""Kernels under 10 µs do less work than launching them costs the host (~5-10 µs)."""
-
-TOP_KERNELS = 10
+EDGE_STEP_SHARE = 0.05
+"""A step whose device idles a twentieth of it before its first work or after its last."""
 
 
 def trace_facts(t: EventTally) -> TraceFacts:
@@ -57,6 +56,9 @@ def trace_facts(t: EventTally) -> TraceFacts:
     wait = None if source == "steady_state" else t.head_wait()
     if wait is not None:
         cols = cols.subset(cols.starts >= wait[1])  # the excerpt's edge, not the job's
+    loads = t.first_launches() if source == "device_span" else None
+    if loads is not None:
+        cols = cols.subset(cols.starts >= loads[1])  # loading code: start-up
     if source == "steady_state":  # start-up and teardown are judged apart (phases)
         when = np.where(np.isnan(cols.launches), cols.starts, cols.launches)
         cols = cols.subset((when >= w0) & (when < w1))
@@ -65,10 +67,13 @@ def trace_facts(t: EventTally) -> TraceFacts:
     hi = float(cols.ends.max()) if n else 0.0
     comp = cols.of_class(COMPUTE)
     durations = cols.ends - cols.starts
-    idle = _idle_by_stream(cols)
+    idle = idle_by_stream(cols)
     totals = _name_totals(every)
     kernel_time_s = {every.names[i]: v * US for i, v in totals.items()}
     job = job_kind(t.marks, kernel_time_s)
+    timeline = t.phases()  # a backward pass counted once, not per operator span
+    job["evidence"]["backward_passes"] = timeline["backward_passes"]
+    job["evidence"]["optimizer_steps"] = timeline["optimizer_steps"]
     if job["kind"] == "inference":  # how batches form, and the weights' format
         job["batching"] = batching(t.engine_steps, sorted(t.steps.values()), every, (hi - lo) * US)
         job["weights"] = weights(kernel_time_s)
@@ -82,13 +87,13 @@ def trace_facts(t: EventTally) -> TraceFacts:
             name: float(durations[cols.classes == i].sum()) * US
             for i, name in enumerate(KERNEL_CLASSES)
         },
-        communication=_communication(cols, comp, lo, hi, _by_parallelism(t, every, lo, hi)),
+        communication=communication(cols, comp, lo, hi, _by_parallelism(t, every, lo, hi)),
         idle_by_stream=idle,
-        h2d=_h2d(cols, durations, idle),
-        launch=_launch(cols, _steady_steps(t, source)),
-        top_kernels=_top_kernels(cols, durations),
+        h2d=h2d_figures(cols, durations, idle),
+        launch=launch_stats(cols, _steady_steps(t, source)),
+        top_kernels=top_kernels(cols, durations),
         steps=step_facts(every, sorted(t.steps.values())),
-        gemm_precision_s=_precision(cols, durations),
+        gemm_precision_s=precision_s(cols, durations),
         compiled=_compiled(t, cols, durations),
         image_inputs=t.image_inputs,
         unplaced_categories=dict(t.unplaced.most_common()),
@@ -99,8 +104,8 @@ def trace_facts(t: EventTally) -> TraceFacts:
         job=job,
         vendor=t.vendor(),
         graphs=_graphs(t, cols, durations),
-        excerpt=_excerpt(t, every, hi, wait) if n else {},
-        timeline=_timeline(t),
+        excerpt=_excerpt(t, every, hi, wait, loads) if n else {},
+        timeline=_timeline(t, every),
     )
 
 
@@ -112,10 +117,26 @@ def _steady_steps(t: EventTally, source: str) -> int:
     return n - 1 if n >= 2 else n
 
 
-def _timeline(t: EventTally) -> dict[str, Any]:
+def _timeline(t: EventTally, every: DeviceColumns) -> dict[str, Any]:
     """The timeline's phases and one-time costs in seconds from the recording's start."""
     t0 = t.span[0] if t.span[0] <= t.span[1] else 0.0  # the recording's first event
-    return timeline_doc(t.phases(), t0, len(t.engine_steps.embed_at))
+    doc = timeline_doc(t.phases(), t0, len(t.engine_steps.embed_at))
+    doc["last_step_cut"] = _last_step_cut(every, sorted(t.steps.values()))
+    return doc
+
+
+def _last_step_cut(cols: DeviceColumns, spans: list[tuple[float, float]]) -> bool | None:
+    """Whether the last profiler step's device work runs past the step's end (None: < 2).
+
+    The steady columns leave the last step out either way (``_steady``, as HTA does); only
+    a step whose work outlives it was cut by the profiler's stop.
+    """
+    if len(spans) < 2:
+        return None
+    a, dur = spans[-1]
+    when = np.where(np.isnan(cols.launches), cols.starts, cols.launches)
+    mine = (when >= a) & (when < a + dur)
+    return bool(mine.any() and float(cols.ends[mine].max()) > a + dur)
 
 
 def _name_totals(cols: DeviceColumns) -> dict[int, float]:
@@ -173,7 +194,11 @@ def _graphs(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, Any
 
 
 def _excerpt(
-    t: EventTally, every: DeviceColumns, hi: float, wait: tuple[float, float] | None
+    t: EventTally,
+    every: DeviceColumns,
+    hi: float,
+    wait: tuple[float, float] | None,
+    loads: tuple[float, float, int] | None = None,
 ) -> dict[str, Any]:
     """What lies outside the device span: the host prologue/epilogue, outside waits.
 
@@ -181,11 +206,17 @@ def _excerpt(
     waited on work queued before the trace started (``excerpt``): the window
     starts after it. ``window_edge_idle_s`` is the time inside profiler steps before the
     first device event and after the last: the device had nothing at all to run, so it
-    waited for the host (preprocessing, Python), never for queued work.
+    waited for the host (preprocessing, Python), never for queued work. ``edge_steps``
+    counts the profiler steps with ``EDGE_STEP_SHARE`` of their time or more at such edges:
+    where it is under half the steps, the edges are the window's two ends, not each step's.
+    ``first_launches_s`` (``first_launches`` calls) is the host's time in the first
+    launches that loaded code at the head of a stepless trace; ``startup_s`` runs from the
+    first event to where the last of them returned: start-up, outside the window.
     """
     span0, span1 = t.span
     first = float(every.starts.min())
     edges = 0.0
+    edge_steps = 0
     w0, w1, source = t.window()
     if source == "profiler_steps":
         inside = (every.ends > w0) & (every.starts < w1)
@@ -194,12 +225,19 @@ def _excerpt(
             edges = max(0.0, head) + max(0.0, w1 - float(every.ends[inside].max()))
         else:
             edges = w1 - w0
+        spans = [(s, s + d) for s, d in sorted(t.steps.values())]
+        idle = idle_edges(every.starts, every.ends, spans)
+        edge_steps = int((idle >= EDGE_STEP_SHARE * np.array([b - a for a, b in spans])).sum())
     return {
         "trace_span_s": max(0.0, span1 - span0) * US,
         "prologue_s": max(0.0, first - span0) * US,
         "epilogue_s": max(0.0, span1 - hi) * US,
         "outside_wait_s": 0.0 if wait is None else (wait[1] - wait[0]) * US,
         "window_edge_idle_s": edges * US,
+        "edge_steps": edge_steps,
+        "first_launches": 0 if loads is None else loads[2],
+        "first_launches_s": 0.0 if loads is None else loads[0] * US,
+        "startup_s": 0.0 if loads is None else max(0.0, loads[1] - span0) * US,
     }
 
 
@@ -229,152 +267,4 @@ def _by_parallelism(t: EventTally, every: DeviceColumns, lo: float, hi: float) -
     for label in sorted(set(labels)):
         pick = rows[np.isin(ids, [i for i, x in enumerate(labels) if x == label])]
         out[label] = union_s((every.starts[pick], every.ends[pick]), lo, hi)
-    return out
-
-
-def _communication(
-    cols: DeviceColumns,
-    comp: Pair,
-    lo: float,
-    hi: float,
-    by_parallelism: dict[str, float],
-) -> Communication:
-    comm = cols.of_class(COMMUNICATION)
-    total = union_s(comm, lo, hi)
-    if total <= 0:
-        return Communication()
-    # overlap = |comm| + |compute| - |comm or compute| (inclusion-exclusion)
-    compute = union_s(comp, lo, hi)
-    overlapped = total + compute - union_s(both(comp, comm), lo, hi)
-    overlapped = min(total, max(0.0, overlapped))
-    by_kind = _exposed_by_collective(cols, comp, compute, lo, hi)
-    return Communication(total, overlapped, total - overlapped, by_kind, by_parallelism)
-
-
-def _exposed_by_collective(
-    cols: DeviceColumns, comp: Pair, compute_s: float, lo: float, hi: float
-) -> dict[str, float]:
-    """Exposed seconds of each collective kind: |kind's kernels or compute| - |compute|.
-
-    The kind is each event's own (``DeviceColumns.colls``): its name, or the profiler's
-    collective tag when the name is generic (RCCL's ``ncclDevKernel_Generic``).
-    """
-    is_comm = cols.classes == COMMUNICATION
-    out: dict[str, float] = {}
-    for i in sorted(set(cols.colls[is_comm & (cols.colls >= 0)].tolist())):  # no numpy.ma
-        kind = COLLECTIVES[i]
-        mask = is_comm & (cols.colls == i)
-        joint = union_s(both(comp, cols.pick(mask)), lo, hi)
-        out[kind] = max(0.0, joint - compute_s)
-    return out
-
-
-def _idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
-    """Each stream's gaps split by cause; one sort by (stream, start) for all streams."""
-    if not cols.starts.size:
-        return []
-    busy_all = busy_before(cols.starts, cols.ends)
-    order = np.lexsort((cols.starts, cols.streams))
-    streams = cols.streams[order]
-    s_all, e_all, l_all = cols.starts[order], cols.ends[order], cols.launches[order]
-    comp_all = cols.classes[order] == COMPUTE
-    ids, first = np.unique(streams, return_index=True)
-    bounds = [*first.tolist(), streams.size]
-    out = []
-    for j, stream in enumerate(ids.tolist()):
-        seg = slice(bounds[j], bounds[j + 1])
-        s, e, launch = s_all[seg], e_all[seg], l_all[seg]
-        prev_end, start, nxt_launch = e[:-1], s[1:], launch[1:]
-        gap = np.clip(start - prev_end, 0, None)
-        host = nxt_launch > prev_end  # NaN (no launch flow) compares False
-        short = ~host & (gap < KERNEL_WAIT_US)
-        rest = ~host & ~short
-        others = np.clip(busy_all(start) - busy_all(prev_end), 0, gap)
-        cross = np.where(rest, others, 0.0)
-        out.append(
-            StreamIdle(
-                stream=int(stream),
-                busy_s=float((e - s).sum()) * US,
-                compute_s=float((e - s)[comp_all[seg]].sum()) * US,
-                host_wait_s=float(gap[host].sum()) * US,
-                kernel_wait_s=float(gap[short].sum()) * US,
-                cross_stream_wait_s=float(cross.sum()) * US,
-                other_s=float((gap[rest] - cross[rest]).sum()) * US,
-                unlinked_s=float(gap[np.isnan(nxt_launch)].sum()) * US,
-            )
-        )
-    return sorted(out, key=lambda x: -x.busy_s)
-
-
-def _h2d(cols: DeviceColumns, durations: Any, idle: list[StreamIdle]) -> dict[str, float]:
-    """Host-to-device copy time, and the part on the stream that runs the compute."""
-    h2d_ids = [i for i, n in enumerate(cols.names) if n.startswith("Memcpy HtoD")]
-    mask = np.isin(cols.name_ids, h2d_ids)
-    with_compute = [s for s in idle if s.compute_s > 0]
-    main = max(with_compute, key=lambda s: s.compute_s).stream if with_compute else None
-    on_main = mask & (cols.streams == main) if main is not None else np.zeros_like(mask)
-    total = float(durations[mask].sum()) * US
-    on_compute = float(durations[on_main].sum()) * US
-    return {
-        "total_s": total,
-        "on_compute_stream_s": on_compute,
-        "side_stream_s": max(0.0, total - on_compute),
-        "compute_stream": -1.0 if main is None else float(main),
-    }
-
-
-def _launch(cols: DeviceColumns, steps: int) -> LaunchStats:
-    compute = cols.classes == COMPUTE
-    dur = (cols.ends - cols.starts)[compute]
-    linked = ~np.isnan(cols.launches)
-    launches, starts = cols.launches[linked], cols.starts[linked]
-    delay = starts - launches
-    depth = None
-    if launches.size:
-        sorted_launch, sorted_start = np.sort(launches), np.sort(starts)
-        queued = np.searchsorted(sorted_launch, launches, side="right") - np.searchsorted(
-            sorted_start, launches, side="right"
-        )
-        depth = median(np.clip(queued - 1, 0, None))
-    return LaunchStats(
-        kernels=int(linked.sum()),
-        per_step=len(cols.starts) / steps if steps else None,
-        median_kernel_s=median(dur) * US if dur.size else None,
-        short_kernel_fraction=float((dur < SHORT_KERNEL_US).mean()) if dur.size else None,
-        median_launch_delay_s=median(delay) * US if delay.size else None,
-        median_queue_depth=depth,
-    )
-
-
-def _top_kernels(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> list[TopKernel]:
-    if not cols.names:
-        return []
-    totals = np.bincount(cols.name_ids, weights=durations, minlength=len(cols.names))
-    counts = np.bincount(cols.name_ids, minlength=len(cols.names))
-    classes = np.zeros(len(cols.names), dtype=np.int8)
-    classes[cols.name_ids] = cols.classes
-    grand = float(totals.sum()) or 1.0
-    out = []
-    for i in np.argsort(-totals, kind="stable")[:TOP_KERNELS]:
-        if not counts[i]:
-            break  # names seen only outside the steady columns
-        out.append(
-            TopKernel(
-                name=cols.names[i],
-                kernel_class=KERNEL_CLASSES[int(classes[i])],
-                total_s=float(totals[i]) * US,
-                count=int(counts[i]),
-                share=float(totals[i]) / grand,
-            )
-        )
-    return out
-
-
-def _precision(cols: DeviceColumns, durations: np.ndarray[Any, Any]) -> dict[str, float]:
-    totals = np.bincount(cols.name_ids, weights=durations, minlength=len(cols.names))
-    out: dict[str, float] = {}
-    for i, name in enumerate(cols.names):
-        p = gemm_precision(name)
-        if p is not None:
-            out[p] = out.get(p, 0.0) + float(totals[i]) * US
     return out

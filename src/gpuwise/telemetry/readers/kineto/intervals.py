@@ -93,3 +93,34 @@ def median(x: np.ndarray[Any, Any]) -> float:
         return float(np.partition(x, k)[k])
     part = np.partition(x, [k - 1, k])
     return float(part[k - 1] + part[k]) / 2.0
+
+
+def idle_edges(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any], spans: Any) -> Any:
+    """Per span ``(lo, hi)``: idle time at its start before any device work, and at its end.
+
+    Args:
+        starts: Device event starts (µs).
+        ends: Their ends (µs).
+        spans: ``(lo, hi)`` pairs (µs), e.g. profiler steps.
+
+    Returns:
+        One figure per span (µs): the idle head plus the idle tail; a span with no device
+        work at all counts its length once.
+    """
+    lo, hi = (np.asarray(x, dtype=np.float64) for x in zip(*spans, strict=True))
+    if not starts.size:
+        return hi - lo
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(new)
+    ms, me = s[first], e[np.append(first[1:] - 1, s.size - 1)]
+    k = np.searchsorted(me, lo, side="right")  # the first segment that ends after lo
+    nxt = np.where(k < ms.size, ms[np.clip(k, 0, ms.size - 1)], np.inf)
+    head = np.clip(np.minimum(nxt, hi) - lo, 0.0, None)
+    j = np.searchsorted(ms, hi, side="left") - 1  # the last segment that starts before hi
+    prev = np.where(j >= 0, me[np.clip(j, 0, None)], -np.inf)
+    tail = np.clip(hi - np.maximum(prev, lo), 0.0, None)
+    out: np.ndarray[Any, Any] = np.where(head >= hi - lo, hi - lo, head + tail)
+    return out

@@ -34,7 +34,7 @@ DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH"
 
 def image_like(args: Any) -> bool:
     """True when a convolution's first input is 4-D with 1 or 3 channels (N, C, H, W)."""
-    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    dims = None if args is None else args.get("Input Dims")
     if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
         return False
     first = dims[0]

@@ -14,7 +14,8 @@ what the profiler recorded about it. PyTorch's ``record_param_comms`` puts these
 Older traces carry only the host annotation ``nccl:all_reduce`` (or ``gloo:...``) with its
 ``Input Dims``; then the host call stands in for the kernel (``CollectiveColumns.source``).
 A rank's node comes from a top-level ``host_name``/``hostname`` member when the exporter
-wrote one.
+wrote one, else from the file's name where torch's ``tensorboard_trace_handler`` named it
+(``{host}_{pid}.{ms}.pt.trace.json``: real traces rarely carry a host field).
 """
 
 from __future__ import annotations
@@ -31,14 +32,17 @@ from gpuwise.records import Step
 from gpuwise.records.rank_summary import CollectiveColumns, RankSummary, StepColumns
 from gpuwise.records.trace import COLLECTIVES
 from gpuwise.telemetry.readers.inputs import Piece, detect, read_piece
-from gpuwise.telemetry.readers.kineto.collectives import collective_kind
-from gpuwise.telemetry.readers.kineto.device import COMMUNICATION
+from gpuwise.telemetry.readers.kineto.calls.collectives import collective_kind
+from gpuwise.telemetry.readers.kineto.calls.device import COMMUNICATION
+from gpuwise.telemetry.readers.kineto.decode import NO_ARGS
 from gpuwise.telemetry.readers.kineto.events import EventTally
 from gpuwise.telemetry.readers.kineto.reader import SkippedEvent, TraceRead, _build, _parse
 
 HOST_KEYS = ("host_name", "hostname", "hostName", "host")
 _HOST_OP = re.compile(r"^(nccl|rccl|gloo|ucc|mpi):(\w+)$")
 _STEP_NUMBER = re.compile(r"#(\d+)")
+_HANDLER_NAME = re.compile(r"(?P<host>.+)_(?P<pid>\d+)\.(?P<ms>\d+)\.pt\.trace\.json(\.gz)?")
+"""The name ``torch.profiler.tensorboard_trace_handler`` gives a trace: host, pid, ms."""
 Row = tuple[float, float, int, int, int, str, int, int]
 """start, end, kind, size, seq, group, src, dst."""
 
@@ -58,21 +62,20 @@ class RankTally(EventTally):
         if self.node is None:
             self.node = _host_name(key, value)
 
-    def _device_event(self, ev: dict[str, Any], kind: str, start: float, end: float) -> None:
-        super()._device_event(ev, kind, start, end)
-        if kind == "kernel" and self.device.classes[-1] == COMMUNICATION:
-            args = ev.get("args")
-            args = args if type(args) is dict else {}
+    def _device_event(self, ev: Any, kind: str, start: float, end: float) -> int:
+        cls = super()._device_event(ev, kind, start, end)
+        if kind == "kernel" and cls == COMMUNICATION:
+            args = NO_ARGS if ev.args is None else ev.args
             tag = args.get("Collective name")
-            name = tag if isinstance(tag, str) and tag else str(ev.get("name", ""))
+            name = tag if isinstance(tag, str) and tag else str(ev.name)
             self.kernel_calls.append(_row(name, start, end, args))
+        return cls
 
-    def _cpu(self, name: Any, cat: Any, start: float, end: float, ev: dict[str, Any]) -> None:
+    def _cpu(self, name: Any, cat: Any, start: float, end: float, ev: Any) -> None:
         super()._cpu(name, cat, start, end, ev)
         if type(name) is not str:
             return
-        args = ev.get("args")
-        args = args if type(args) is dict else {}
+        args = NO_ARGS if ev.args is None else ev.args
         if name == "record_param_comms":
             tag = args.get("Collective name")
             if isinstance(tag, str) and tag:
@@ -81,6 +84,17 @@ class RankTally(EventTally):
         match = _HOST_OP.match(name)
         if match:
             self.host_calls.append(_row(match.group(2), start, end, args))
+
+
+def host_of_file(path: str) -> str | None:
+    """The host in a trace file named as ``tensorboard_trace_handler`` names it, or None.
+
+    Example:
+        >>> host_of_file("logs/gpu-node-07_41233.1718000000123.pt.trace.json.gz")
+        'gpu-node-07'
+    """
+    match = _HANDLER_NAME.fullmatch(os.path.basename(path))
+    return match.group("host") if match else None
 
 
 def _host_name(key: str, value: Any) -> str | None:
@@ -93,7 +107,7 @@ def _host_name(key: str, value: Any) -> str | None:
     return None
 
 
-def _row(what: str, start: float, end: float, args: dict[str, Any]) -> Row:
+def _row(what: str, start: float, end: float, args: Any) -> Row:
     kind = COLLECTIVES.index(collective_kind(what, what))
     group = args.get("Process Group Name") or args.get("Process Group Description") or "default"
     seq = args.get("Seq", args.get("seq"))
@@ -110,7 +124,7 @@ def _row(what: str, start: float, end: float, args: dict[str, Any]) -> Row:
     )
 
 
-def _size(args: dict[str, Any]) -> int:
+def _size(args: Any) -> int:
     n = args.get("In msg nelems")
     if type(n) is int:
         return n
@@ -184,7 +198,7 @@ def summarize_rank(tr: TraceRead, tally: RankTally, read_s: float = 0.0) -> Rank
     return RankSummary(
         file=tr.path,
         rank=rank,
-        node=tally.node,
+        node=tally.node or host_of_file(tr.path),
         trace=tr.to_section(),
         steps=tuple(tr.steps),
         devices=tuple(tr.devices),

@@ -36,6 +36,7 @@ from gpuwise.telemetry.readers._json_stream import (
     JsonStreamError,
     TextSource,
 )
+from gpuwise.telemetry.readers.kineto.decode import decode_events
 from gpuwise.telemetry.readers.kineto.events import EventTally
 from gpuwise.telemetry.readers.kineto.facts import trace_facts
 from gpuwise.telemetry.readers.kineto.intervals import union_s
@@ -266,14 +267,14 @@ def _collector_paused() -> Iterator[None]:
 def _walk(stream: JsonStream, tally: EventTally, corrupt: list[Corrupt] | None) -> None:
     first = stream.peek()
     if first == "[":
-        for batch in stream.batches(corrupt):
+        for batch in stream.batches(corrupt, decode_events):
             tally.add_batch(batch)
         return
     if first != "{":
         raise JsonStreamError("expected a JSON object or array (a Chrome trace)", 0)
     for key in stream.members():
         if key == "traceEvents":
-            for batch in stream.batches(corrupt):
+            for batch in stream.batches(corrupt, decode_events):
                 tally.add_batch(batch)
         else:
             tally.add_member(key, stream.value())

@@ -13,7 +13,12 @@ import numpy as np
 
 from gpuwise.records import Step
 from gpuwise.records.trace import StepFacts
-from gpuwise.telemetry.readers.kineto.device import COMMUNICATION, COMPUTE, OTHER, DeviceColumns
+from gpuwise.telemetry.readers.kineto.calls.device import (
+    COMMUNICATION,
+    COMPUTE,
+    OTHER,
+    DeviceColumns,
+)
 from gpuwise.telemetry.readers.kineto.events import EventTally
 from gpuwise.telemetry.readers.kineto.intervals import US, busy_before
 
@@ -113,11 +118,19 @@ def _fields(r: StepFacts) -> dict[str, Any]:
 def step_records(t: EventTally, w0: float, rank: int, stream: int | None = None) -> list[Step]:
     """Turn ProfilerSteps into Steps: DataLoader wait, host-to-device copy, the rest compute.
 
-    The copy phase counts only copies on the compute stream ``stream`` (and copies whose
-    stream the trace does not name): a copy on a side stream runs beside compute, not
-    before it. One pass over sorted columns and prefix sums, whatever the step count.
+    Without ProfilerSteps the timeline's iterations are the steps (between optimizer
+    steps, backward passes or the recurring kernel; ``phases``), an evaluation
+    iteration a step of phase ``eval``. The copy phase counts only copies on the compute
+    stream ``stream`` (and copies whose stream the trace does not name): a copy on a side
+    stream runs beside compute, not before it. One pass over sorted columns and prefix
+    sums, whatever the step count.
     """
     spans = sorted(t.steps.values())
+    phases = ["train"] * len(spans)
+    if not spans:
+        its = t.phases()["iterations"]
+        spans = [(a, b - a) for a, b, _ in its]
+        phases = ["eval" if label == "evaluation" else "train" for _, _, label in its]
     if not spans:
         return []
     a = np.array([s for s, _ in spans], dtype=np.float64)
@@ -152,6 +165,7 @@ def step_records(t: EventTally, w0: float, rank: int, stream: int | None = None)
                 h2d_bytes=int(cum_bytes[i1[i]] - cum_bytes[i0[i]]),
                 h2d_pageable_bytes=int(cum_pageable[i1[i]] - cum_pageable[i0[i]]),
                 h2d_count=int(i1[i] - i0[i]),
+                phase=phases[i],
             )
         )
     return out

@@ -1,0 +1,1 @@
+"""A pipeline's device side: batcher, staging slots, the model's step, graphs, simulated GPU."""

@@ -1,0 +1,1 @@
+"""Many ranks in the reports: lines of text (``text``), the lateness heat map (``heatmap``)."""
