@@ -136,16 +136,22 @@ def test_pre_that_raises_fails_its_request_and_the_batch_goes_on():
 def test_model_that_raises_fails_its_batch_and_the_pipeline_keeps_serving():
     model = FakeModel(0, 0, fail_on=5)
     with Pipeline(pre, model, post, max_batch=4, max_delay_ms=50, pre_workers=1) as pipe:
-        bad = [pipe.submit(i) for i in range(4, 8)]  # one batch holding 5
-        for f in bad:
-            with pytest.raises(RuntimeError, match="holding 5"):
-                f.result(timeout=5)
+        # the batch holding 5 fails, with whichever others it holds (a batch closes at
+        # once beside an idle model, so how 4..7 are grouped depends on the machine)
+        outcome: dict[int, float | str] = {}
+        for i, f in zip(range(4, 8), [pipe.submit(i) for i in range(4, 8)], strict=True):
+            error = f.exception(timeout=5)
+            outcome[i] = f.result() if error is None else str(error)
+        assert outcome[5] == "model failed on a batch holding 5"
+        failed_text = outcome[5]
+        assert all(v in (failed_text, 2.0 * i) for i, v in outcome.items())
         good = [pipe.submit(i) for i in range(10, 14)]
         assert [f.result(timeout=5) for f in good] == [20.0, 22.0, 24.0, 26.0]
         records = pipe.result().requests
     failed = {r.batch for r in records if r.outcome == "error"}
     served = {r.batch for r in records if r.outcome == "ok"}
     assert len(failed) == 1
+    assert sum(r.outcome == "error" for r in records) == list(outcome.values()).count(failed_text)
     assert not failed & served  # the failed batch keeps its own number
 
 
