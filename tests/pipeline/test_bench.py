@@ -84,7 +84,10 @@ def test_sweep_finds_the_analytically_best_setting():
     with _unless_late(probe, margin_s=slo_s - 2 * (A_S + B_S * 16), steps=2):
         assert best.settings.max_batch == 16
         assert [p.meets_slo for p in best.sweep] == [True, True, True, False]
-        assert best.sweep[2].throughput_per_s == pytest.approx(16 / (A_S + B_S * 16), rel=0.15)
+        # at most one full batch a step (a sleep lasts at least its time); a busy machine's
+        # clients may leave some batches short, so the floor is half of it
+        bound = 16 / (A_S + B_S * 16)
+        assert 0.5 * bound <= best.sweep[2].throughput_per_s <= 1.15 * bound
 
 
 def test_load_and_sweep_settings_are_checked():
