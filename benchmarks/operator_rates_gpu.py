@@ -50,11 +50,8 @@ from gpuwise.sizing.hardware.catalog import GpuSpec, find_gpus
 from gpuwise.sizing.job.inputs import input_spec
 from gpuwise.sizing.job.model_source import make_batch, make_loss, resolve_model
 from gpuwise.sizing.memory.estimate import estimate, make_optimizer
-from gpuwise.sizing.speed.class_rates import (
-    attention_efficiency,
-    class_rates,
-    gemm_shape_efficiency,
-)
+from gpuwise.sizing.speed.attention_rates import attention_efficiency
+from gpuwise.sizing.speed.class_rates import class_rates, gemm_shape_efficiency
 from gpuwise.sizing.speed.roofline import gpu_step_time
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

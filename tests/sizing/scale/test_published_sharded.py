@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.sizing.speed import class_rates
+from gpuwise.sizing.speed import attention_rates
 
 ROOT = Path(__file__).resolve().parents[3]
 CSV = ROOT / "src" / "gpuwise" / "sizing" / "hardware" / "published_sharded.csv"
@@ -75,6 +75,6 @@ def test_an_h100_row_at_8192_tokens_comes_within_the_budget(
     assert hopper["fits"]
     assert 1 / 1.15 <= hopper["ratio"] <= 1.15  # type: ignore[operator]
     # FlashAttention-2's A100 shares (before) put it past the budget, too fast
-    monkeypatch.setattr(class_rates, "MEASURED_ATTENTION", {})
+    monkeypatch.setattr(attention_rates, "MEASURED_ATTENTION", {})
     ampere = _size(row, tmp_path)
     assert ampere["ratio"] > 1.2  # type: ignore[operator]

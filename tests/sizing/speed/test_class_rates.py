@@ -11,6 +11,7 @@ from gpuwise.sizing.hardware.catalog import find_gpus
 from gpuwise.sizing.job.job import SizingJob
 from gpuwise.sizing.memory.estimate import estimate, estimate_job
 from gpuwise.sizing.memory.opcost import OpCost
+from gpuwise.sizing.speed import attention_rates as ar
 from gpuwise.sizing.speed import class_rates as cr
 from gpuwise.sizing.speed.roofline import DeviceRates, gpu_rates, gpu_step_time, step_time
 from gpuwise.sizing.step.peft import LoraSpec
@@ -35,12 +36,12 @@ def test_scaling_the_batch_grows_the_token_dimension() -> None:
 
 
 def test_fused_attention_takes_flashattention2s_share_rolling_off_with_length() -> None:
-    long_forward = cr.attention_efficiency("forward", 1 << 20)
+    long_forward = ar.attention_efficiency("forward", 1 << 20)
     assert long_forward == pytest.approx(0.73 / (271.2 / 312), rel=1e-3)
-    assert cr.attention_efficiency("backward", 1 << 20) == pytest.approx(
+    assert ar.attention_efficiency("backward", 1 << 20) == pytest.approx(
         0.63 / (271.2 / 312), rel=1e-3
     )
-    assert cr.attention_efficiency("forward", 128) == pytest.approx(long_forward / 2, rel=1e-3)
+    assert ar.attention_efficiency("forward", 128) == pytest.approx(long_forward / 2, rel=1e-3)
 
 
 def test_hopper_attention_is_the_h200s_own_measurement() -> None:
@@ -55,7 +56,7 @@ def test_hopper_attention_is_the_h200s_own_measurement() -> None:
     for r in rows:
         seq = int(r.task.split("x")[2])
         phase = "backward" if r.model.endswith("backward") else "forward"
-        ratios[phase, seq] = cr.attention_efficiency(phase, seq, "hopper") * gemm / r.value
+        ratios[phase, seq] = ar.attention_efficiency(phase, seq, "hopper") * gemm / r.value
     # fitted on the long rows (2048-8192 keys; the 2048-key backward left out): each within
     # 0.89-1.09 of the fit
     fitted = [(p, s) for p in ("forward", "backward") for s in (2048, 4096, 8192)]
@@ -65,8 +66,8 @@ def test_hopper_attention_is_the_h200s_own_measurement() -> None:
     # at 8192 keys the A100 shares charged 657 TFLOP/s forward; the H200 ran 454
     h200 = cr.class_rates(find_gpus(["H200"])[0], "bf16")
     assert h200 is not None
-    fa2 = h200.gemm.value * cr.attention_efficiency("forward", 8192) / 1e12
-    hopper = h200.gemm.value * cr.attention_efficiency("forward", 8192, "hopper") / 1e12
+    fa2 = h200.gemm.value * ar.attention_efficiency("forward", 8192) / 1e12
+    hopper = h200.gemm.value * ar.attention_efficiency("forward", 8192, "hopper") / 1e12
     assert fa2 == pytest.approx(777 * 0.73 / (271.2 / 312) * 8192 / 8320, rel=1e-3)
     assert hopper == pytest.approx(777 * 0.53 * 8192 / 8320, rel=1e-3)  # 405 of 454 measured
     # the H100 SXM takes them too (same GH100 chip), and names the source
@@ -125,7 +126,7 @@ def test_each_operator_is_timed_in_its_class() -> None:
     t = step_time([big, small, attention, dequant], rates, "bf16", compiled=True)
     assert t.by_class["gemm"] == pytest.approx(0.01 + 0.04)  # full rate, then a quarter
     assert t.by_class["attention"] == pytest.approx(
-        1 / (100 * cr.attention_efficiency("forward", 128))
+        1 / (100 * ar.attention_efficiency("forward", 128))
     )
     assert t.by_class["dequant"] == pytest.approx(3e-3)  # compile does not fuse it away
     assert sum(t.by_class.values()) == pytest.approx(t.kernels_s)

@@ -51,10 +51,9 @@ from gpuwise.sizing.hardware.calibration import generation
 from gpuwise.sizing.hardware.catalog import GpuSpec
 from gpuwise.sizing.memory.opcost import OpCost
 from gpuwise.sizing.memory.result import MemoryEstimate
+from gpuwise.sizing.speed.attention_rates import attention_efficiency, attention_source
 from gpuwise.sizing.speed.class_rates import (
     alignment_efficiency,
-    attention_efficiency,
-    attention_source,
     class_rates,
     gemm_shape_efficiency,
     op_class,
@@ -124,7 +123,7 @@ class DeviceRates:
     ``class_rates.alignment_efficiency`` applies."""
     generation: str = "unknown"
     """The card's generation (``calibration.generation``): fused attention takes the
-    shares measured on it where there are some (``class_rates.attention_efficiency``)."""
+    shares measured on it where there are some (``attention_rates.attention_efficiency``)."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     """Where each rate comes from (``gemm``, ``conv``, ``vector``, ``bandwidth``)."""
 
