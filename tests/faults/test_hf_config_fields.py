@@ -1,13 +1,16 @@
 """``gpuwise estimate --hf-config`` with mistyped, out-of-range or inconsistent fields.
 
 Promise: each such field is refused with a message that names it, its value and what is
-expected (never "unexpected ...; report it"), before any model is built: a huge depth
-(``1e6`` layers) takes no memory and raises no MemoryError.
+expected (never "unexpected ...; report it"), before torch or transformers is imported and
+before any model is built: a huge depth (``1e6`` layers) takes no memory and raises no
+MemoryError.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +55,21 @@ def test_a_config_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
     done = run(["estimate", "--hf-config", str(config)], tmp_path)
     assert done.returncode != 0
     assert "not an object of config fields" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("command", ["estimate", "advise", "tune"])
+def test_a_bad_field_is_refused_before_torch_is_imported(tmp_path: Path, command: str) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**LLAMA, "hidden_size": -1}))
+    probe = (
+        "import sys; from gpuwise.cli.main import main\n"
+        f"code = main([{command!r}, '--hf-config', {str(config)!r}])\n"
+        "print(code, 'torch' in sys.modules, 'transformers' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "hidden_size is -1; give a whole number" in done.stderr, done.stderr
+    code, torch_loaded, transformers_loaded = done.stdout.split()
+    assert code != "0"
+    assert (torch_loaded, transformers_loaded) == ("False", "False"), done.stdout

@@ -18,7 +18,8 @@ import torch
 
 from gpuwise.cli.main import main
 from gpuwise.errors import UsageError
-from gpuwise.sizing.step.losses import chunked_cross_entropy, loss_name, parse_loss
+from gpuwise.sizing.step.choices import loss_name, parse_loss
+from gpuwise.sizing.step.losses import chunked_cross_entropy
 
 pytestmark = pytest.mark.kernels
 

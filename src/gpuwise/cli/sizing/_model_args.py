@@ -36,7 +36,7 @@ _lora.__name__ = "LoRA spec"
 def _loss(text: str) -> str:
     """A ``--loss`` value, checked and with its chunk count spelled out (``chunked:8``)."""
     from gpuwise.errors import UsageError
-    from gpuwise.sizing.step.losses import parse_loss
+    from gpuwise.sizing.step.choices import parse_loss
 
     try:
         route, chunks = parse_loss(text)
@@ -219,10 +219,13 @@ def add_channels_last(parser: argparse.ArgumentParser) -> None:
 def model_of(args: argparse.Namespace) -> str:
     """The model the flags name: the positional argument or ``--hf-config``.
 
+    A config file's size fields are checked here, before torch is imported.
+
     Raises:
-        UsageError: Neither, or both.
+        UsageError: Neither, or both; or a config file that cannot be read or is mistyped.
     """
     from gpuwise.errors import UsageError
+    from gpuwise.sizing.job.hf_fields import read_fields
 
     config = getattr(args, "hf_config", None)
     if config and args.model:
@@ -232,6 +235,8 @@ def model_of(args: argparse.Namespace) -> str:
             "name a model (e.g. resnet50, package.module:factory) or pass --hf-config "
             "path/config.json"
         )
+    if config:
+        read_fields(config)
     return str(config or args.model)
 
 
@@ -239,10 +244,11 @@ def job_from_args(
     args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
 ) -> SizingJob:
     """The sizing job the shared model flags describe."""
+    model = model_of(args)  # before torch is imported: a mistyped config fails at once
     from gpuwise.sizing.job.job import SizingJob
 
     return SizingJob(
-        model_of(args),
+        model,
         args.input,
         seq_len=args.seq,
         batch_size=batch or args.batch,
@@ -271,9 +277,10 @@ def estimate_from_args(
     args: argparse.Namespace, batch: int | None = None, device: str = "cuda"
 ) -> MemoryEstimate:
     """Trace the job the shared model flags describe."""
+    job = job_from_args(args, batch, device)
     from gpuwise.sizing.memory.estimate import estimate_job
 
-    return estimate_job(job_from_args(args, batch, device))
+    return estimate_job(job)
 
 
 def _counts(text: str) -> tuple[int, ...]:

@@ -306,17 +306,18 @@ def _alternatives(job: SizingJob) -> dict[str, MemoryEstimate]:
 def run(args: argparse.Namespace) -> int:
     """Estimate the model, rank the devices, print the table (or the JSON object)."""
     from gpuwise.cli.sizing._model_args import job_from_args, plans_from_args
+
+    if (args.dataset_size is None) != (args.epochs is None):
+        return usage_error(args, "pass --dataset-size and --epochs together, or neither")
+    if args.budget is not None and args.dataset_size is None:
+        return usage_error(args, "--budget needs --dataset-size and --epochs (a whole run's cost)")
+    job = job_from_args(args)  # a mistyped config fails before torch is imported
     from gpuwise.sizing.advice.advisor import advice_to_dict, advise
     from gpuwise.sizing.advice.rows import AdviceRow, Assumptions
     from gpuwise.sizing.hardware.catalog import find_gpus
     from gpuwise.sizing.memory.estimate import estimate_job
 
     gpus = find_gpus(args.gpu) if args.gpu else None
-    if (args.dataset_size is None) != (args.epochs is None):
-        return usage_error(args, "pass --dataset-size and --epochs together, or neither")
-    if args.budget is not None and args.dataset_size is None:
-        return usage_error(args, "--budget needs --dataset-size and --epochs (a whole run's cost)")
-    job = job_from_args(args)
     plans = plans_from_args(args)
     est = estimate_job(job)
     assumptions = Assumptions(utilization=args.utilization)

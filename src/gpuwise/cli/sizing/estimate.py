@@ -150,7 +150,7 @@ def _trainable(est: MemoryEstimate) -> str:
 
 def _setup(est: MemoryEstimate) -> list[str]:
     """How the job trains: precision route, LoRA, frozen parameters, checkpointing."""
-    from gpuwise.sizing.step.losses import loss_name
+    from gpuwise.sizing.step.choices import loss_name
     from gpuwise.sizing.step.quantize import QUANT_NAMES
     from gpuwise.sizing.step.routes import ROUTE_NAMES
 

@@ -127,11 +127,13 @@ def _status() -> Iterator[Callable[[str], None]]:
 def run(args: argparse.Namespace) -> int:
     """Tune, check bf16, print the result (or the JSON object)."""
     from gpuwise.cli.sizing._model_args import job_from_args, model_of
+
+    model = model_of(args)  # a mistyped config fails before torch is imported
     from gpuwise.sizing.advice.tune_model import TuneRequest, resolve_device, tune_model
 
     device = resolve_device(args.device)
     request = TuneRequest(
-        model_of(args),
+        model,
         start_batch=args.batch,
         max_batch=args.max_batch,
         memory_limit_bytes=args.memory_limit,

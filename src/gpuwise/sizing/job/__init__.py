@@ -3,6 +3,7 @@
 Imports ``sizing.step`` (the pieces ``job.prepare_model`` applies). In reading order:
 
 - ``models``: built-in models, written here so that no torchvision is needed.
+- ``hf_fields``: a ``config.json`` read and its size fields checked, without torch.
 - ``hf_config``: a model from a Hugging Face ``config.json`` on disk, no weights.
 - ``model_source``: what the user named (a built-in, ``package.module:factory``, a
   ``config.json``) turned into a model and its default input; its example batch and loss.

@@ -23,22 +23,8 @@ from typing import Any
 from torch import nn
 
 from gpuwise.errors import UsageError
+from gpuwise.sizing.job.hf_fields import LAYER_KEYS, read_fields, unreadable
 from gpuwise.sizing.job.models import InputSpec
-
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
-"""Config keys that hold the number of decoder layers."""
-
-SIZE_FIELDS: dict[str, int] = {
-    **dict.fromkeys(LAYER_KEYS, 4096),
-    **dict.fromkeys(("hidden_size", "n_embd", "d_model"), 1 << 20),
-    **dict.fromkeys(("intermediate_size", "n_inner", "ffn_dim"), 1 << 22),
-    **dict.fromkeys(("num_attention_heads", "n_head", "num_key_value_heads"), 1 << 14),
-    "head_dim": 1 << 14,
-    **dict.fromkeys(("vocab_size", "max_position_embeddings", "n_positions"), 1 << 25),
-}
-"""The config's size fields and the largest value taken for each: well above every
-published model (Llama 3.1 405B: 126 layers, width 16,384, vocabulary 128,256), far below
-what would exhaust memory while the model is built and traced."""
 
 SIZE_KEYS = (
     "vocab_size",
@@ -72,21 +58,11 @@ def read_config(path: str | Path) -> Any:
         import transformers  # noqa: F401 (a clear error before anything is read)
     except ImportError as err:
         raise UsageError("--hf-config needs transformers: pip install 'gpuwise[hf]'") from err
-    file = Path(path)
-    file = file / "config.json" if file.is_dir() else file
+    file, written = read_fields(path)
     try:
-        if not file.is_file():  # a FIFO would block the read
-            raise OSError(f"{file} is not a regular file")
-        # utf-8-sig: a byte-order mark, as some Windows editors write one, is not content
-        written = json.loads(file.read_text(encoding="utf-8-sig"))
-        check_fields(path, written)
         config = _auto_config(path, file, written)
     except (OSError, json.JSONDecodeError, ValueError, KeyError, RecursionError) as err:
-        raise UsageError(
-            f"--hf-config {path}: cannot read a Hugging Face config ({type(err).__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''}); pass the config.json of a model "
-            "(as downloaded with the model, or written from its published values)"
-        ) from err
+        raise unreadable(path, err) from err
     config.gpuwise_written_keys = tuple(written) if isinstance(written, dict) else ()
     return config
 
@@ -171,50 +147,6 @@ def defaults_note(config: Any) -> str | None:
         f"config.json leaves {values} to {type(config).__name__}'s defaults: a model's own "
         "config.json names them; check the file is the whole config"
     )
-
-
-def check_fields(path: str | Path, doc: Any) -> None:
-    """Refuse a config whose sizes are mistyped, out of range or inconsistent.
-
-    Raises:
-        UsageError: The document is not an object; a size field (``SIZE_FIELDS``) is not
-            a whole number from 1 to its bound (``"4096"``, ``4096.5``, ``-4096``,
-            ``1e6``); or the heads do not divide the width.
-    """
-    if not isinstance(doc, dict):
-        raise UsageError(f"--hf-config {path}: the file holds a JSON {type(doc).__name__}, "
-                         "not an object of config fields; pass a model's config.json")  # fmt: skip
-    for key, most in SIZE_FIELDS.items():
-        if key not in doc or doc[key] is None:
-            continue
-        value = doc[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            raise UsageError(
-                f"--hf-config {path}: {key} is {json.dumps(value)}; give a whole number "
-                f"from 1 to {most:,} (as in the model's published config.json)"
-            )
-    _check_heads(path, doc)
-
-
-def _check_heads(path: str | Path, doc: dict[str, Any]) -> None:
-    """The attention heads divide the width (unless ``head_dim`` is given), KV heads the heads."""
-    width, heads = doc.get("hidden_size"), doc.get("num_attention_heads")
-    if (
-        isinstance(width, int)
-        and isinstance(heads, int)
-        and not doc.get("head_dim")
-        and (width % heads)
-    ):
-        raise UsageError(
-            f"--hf-config {path}: num_attention_heads {heads} does not divide hidden_size "
-            f"{width}; give heads that divide the width, or head_dim"
-        )
-    kv = doc.get("num_key_value_heads")
-    if isinstance(heads, int) and isinstance(kv, int) and heads % kv:
-        raise UsageError(
-            f"--hf-config {path}: num_key_value_heads {kv} does not divide num_attention_heads "
-            f"{heads}; give a divisor (grouped-query attention shares each KV head)"
-        )
 
 
 def layer_count(config: Any) -> int | None:

@@ -22,10 +22,17 @@ from gpuwise.sizing.job import model_source
 from gpuwise.sizing.step import routes
 from gpuwise.sizing.step.attention import ATTENTIONS
 from gpuwise.sizing.step.checkpointing import enable_checkpointing
-from gpuwise.sizing.step.choices import CHECKPOINT_MODES, OPTIMIZERS, PRECISIONS, check_choice
+from gpuwise.sizing.step.choices import (
+    CHECKPOINT_MODES,
+    OPTIMIZERS,
+    PRECISIONS,
+    check_choice,
+    loss_name,
+    parse_loss,
+)
 from gpuwise.sizing.step.heads import untie_head
 from gpuwise.sizing.step.in_backward import InBackward
-from gpuwise.sizing.step.losses import chunk_output_head, loss_name, parse_loss
+from gpuwise.sizing.step.losses import chunk_output_head
 from gpuwise.sizing.step.optimizers import make_optimizer
 from gpuwise.sizing.step.peft import LoraSpec, add_lora, freeze_parameters
 from gpuwise.sizing.step.quantize import QUANT_NAMES, QUANTIZATIONS, quantize_frozen
@@ -79,7 +86,7 @@ class SizingJob:
         loss: A token model's cross-entropy: ``"full"`` (fp32 logits, Hugging Face's),
             ``"fused"`` (chunked, no fp32 copy: Liger), ``"chunked[:N]"`` (torchtune's
             chunked output and loss, eager) or ``"chunked-compiled[:N]"`` (the same with
-            its cross-entropy compiled); ``losses.parse_loss``.
+            its cross-entropy compiled); ``choices.parse_loss``.
         loss_fn: ``loss_fn(output, inputs)``; None: cross-entropy for token and class
             models, ``output.sum()`` otherwise.
     """

@@ -152,7 +152,7 @@ def make_loss(
 ) -> Callable[[Any, tuple[Any, ...]], torch.Tensor]:
     """The loss a training step uses: cross-entropy for built-ins, else ``output.sum()``.
 
-    ``kind`` is how a token model's cross-entropy runs (``losses.parse_loss``): ``full``
+    ``kind`` is how a token model's cross-entropy runs (``choices.parse_loss``): ``full``
     (fp32 logits), ``fused`` (chunked, no fp32 copy kept) or ``chunked[-compiled][:N]``
     (torchtune's: the model returns logits chunks, which the loop drops once the loss is
     computed; the returned function's ``drops_output`` says so).

@@ -36,48 +36,7 @@ import torch
 from torch import nn
 
 from gpuwise.errors import UsageError
-
-LOSSES = ("full", "fused", "chunked", "chunked-compiled")
-CHUNKS = 8
-"""Chunks of the sequence the fused and chunked losses work through (torchtune's default)."""
-LOSS_NAMES = {
-    "full": "cross-entropy over the whole fp32 logits (Hugging Face)",
-    "fused": "fused chunked cross-entropy, no fp32 copy kept (Liger, cut cross-entropy)",
-    "chunked": "torchtune CEWithChunkedOutputLoss, {n} output chunks, eager",
-    "chunked-compiled": "torchtune CEWithChunkedOutputLoss, {n} output chunks, "
-    "compute_cross_entropy compiled",
-}
-
-
-def parse_loss(text: str) -> tuple[str, int]:
-    """``(route, chunks)`` of a ``--loss`` value: ``full``, ``fused``, ``chunked[:N]``.
-
-    Example:
-        >>> parse_loss("chunked")
-        ('chunked', 8)
-        >>> parse_loss("chunked-compiled:4")
-        ('chunked-compiled', 4)
-
-    Raises:
-        UsageError: An unknown route or a chunk count that is not a positive integer.
-    """
-    route, _, count = text.partition(":")
-    if route not in LOSSES or (count and not route.startswith("chunked")):
-        raise UsageError(
-            f"loss {text!r} is not one of full, fused, chunked[:N], chunked-compiled[:N] "
-            "(N: output chunks, default 8)"
-        )
-    if not count:
-        return route, CHUNKS
-    if not count.isdigit() or int(count) < 1:
-        raise UsageError(f"loss {text!r}: the chunk count {count!r} must be a positive integer")
-    return route, int(count)
-
-
-def loss_name(text: str) -> str:
-    """What a ``--loss`` value computes, in words (the estimate's ``loss_route``)."""
-    route, chunks = parse_loss(text)
-    return LOSS_NAMES[route].format(n=chunks)
+from gpuwise.sizing.step.choices import CHUNKS
 
 
 class _FusedCrossEntropy(torch.autograd.Function):
