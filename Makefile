@@ -62,18 +62,17 @@ test: $(STAMP)
 	$(PARTS) summary
 
 # The tests that compare with this CPU's kernels, threads or allocator (marked `kernels`)
-# again: on 1 and 3 threads, and on AVX2 kernels (as on a CPU without AVX-512). Then the
-# timing and share tests beside 4 busy processes (tools/under_load.py): a test that cannot
-# hold under load is marked `quiet("why")` and skips with that reason there.
+# again: on 1 thread with AVX2 kernels (as on a small CPU without AVX-512), and on 3 threads
+# (more than the cores). Then the tests that measure time or the CPU share (marked
+# `timing`) beside 4 busy processes (tools/under_load.py): a test that cannot hold under
+# load is marked `quiet("why")` and skips with that reason there.
 VARIANTS := -m kernels $(XDIST)
-LOAD_TESTS := tests/efficiency tests/sizing/speed tests/sizing/hardware tests/profiling
 test-variants: $(STAMP)
-	$(PARTS) run "1 thread (kernels)" -- env OMP_NUM_THREADS=1 $(BIN)/pytest -q $(VARIANTS)
+	$(PARTS) run "1 thread, AVX2 kernels (kernels)" -- env OMP_NUM_THREADS=1 \
+		ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/pytest -q $(VARIANTS)
 	$(PARTS) run "3 threads (kernels)" -- env OMP_NUM_THREADS=3 $(BIN)/pytest -q $(VARIANTS)
-	$(PARTS) run "AVX2 kernels (kernels)" -- env ONEDNN_MAX_CPU_ISA=AVX2 \
-		ATEN_CPU_CAPABILITY=avx2 $(BIN)/pytest -q $(VARIANTS)
-	$(PARTS) run "beside 4 busy processes" -- $(BIN)/python tools/under_load.py --hogs 4 -- \
-		$(BIN)/pytest -q $(XDIST) $(LOAD_TESTS)
+	$(PARTS) run "beside 4 busy processes (timing)" -- $(BIN)/python tools/under_load.py \
+		--hogs 4 -- $(BIN)/pytest -q -m timing $(XDIST)
 
 bench: $(STAMP)  # quick pass over every budget; run a script without --quick for README figures
 	for b in benchmarks/[a-z]*.py; do $(BIN)/python $$b --quick || exit 1; done

@@ -13,6 +13,8 @@ from gpuwise.errors import UsageError
 from gpuwise.records import Run, Step
 from gpuwise.sizing.memory.estimate import estimate
 
+pytestmark = pytest.mark.timing
+
 N = 1024
 """The side of the CPU peak's own matrix multiply (``sizing.hardware.cpu_rates.matmul_flops_s``)."""
 

@@ -101,6 +101,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_serve_bench_with_pre_processes_leaves_no_worker(
     tmp_path: Path, signum: signal.Signals, monkeypatch: pytest.MonkeyPatch

@@ -12,6 +12,8 @@ from gpuwise.pipeline.bench.load import LoadSpec, run_load
 from tests.pipeline.conftest import FakeModel, post, pre
 from tests.scenarios.harness import LoadProbe
 
+pytestmark = pytest.mark.timing
+
 A_S, B_S = 0.010, 0.002
 """Fake model step: 10 ms + 2 ms per row."""
 

@@ -8,6 +8,8 @@ import torch
 
 from gpuwise.session import profile, watch
 
+pytestmark = pytest.mark.timing
+
 
 def slow_batches(n: int, wait_s: float, slept: list[float] | None = None) -> Iterator[torch.Tensor]:
     for i in range(n):

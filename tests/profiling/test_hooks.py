@@ -18,6 +18,8 @@ from gpuwise.profiling.patches import _to_target, batch_size_of
 from gpuwise.session import profile
 from tests.scenarios.harness import LoadProbe
 
+pytestmark = pytest.mark.timing
+
 SLEEP_S = 0.004
 BATCH = 2
 COMPUTE_S = 0.016

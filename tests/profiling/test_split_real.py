@@ -18,7 +18,7 @@ from gpuwise.profiling.runner import ProfileConfig, profile_command
 from gpuwise.session import profile
 from tests.scenarios.harness import LoadProbe
 
-pytestmark = pytest.mark.kernels
+pytestmark = [pytest.mark.kernels, pytest.mark.timing]
 
 SLEEP_S = 0.01
 

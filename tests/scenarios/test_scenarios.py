@@ -51,6 +51,7 @@ def profiled() -> Profiled:
     return Profiled()
 
 
+@pytest.mark.timing
 def test_slow_getitem_is_input_bound(profiled: Profiled) -> None:
     s = SLOW_GETITEM
     run = profiled(s.argv())
@@ -176,6 +177,7 @@ SPAWN_WORKERS = Scenario(
 )
 
 
+@pytest.mark.timing
 def test_spawned_workers_under_main_guard(profiled: Profiled) -> None:
     need_cpu(0.25, "a loop beside two spawned workers that each import torch")
     s = SPAWN_WORKERS

@@ -13,6 +13,8 @@ from tools.under_load import hogs
 from gpuwise.sizing.hardware import cpu_rates
 from gpuwise.sizing.hardware.cpu_rates import HostSpec, cached_host, format_age, measure_quiet
 
+pytestmark = pytest.mark.timing
+
 
 def _spec(gflops: float) -> HostSpec:
     return HostSpec("cpu", 2, 1 << 30, {"fp32": gflops * 1e9}, 44e9, 1.9e-6, False)
