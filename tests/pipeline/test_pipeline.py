@@ -18,6 +18,7 @@ from gpuwise.pipeline import (
 )
 from gpuwise.records.serving import SERVING_STAGES
 from tests.pipeline.conftest import FakeModel, post, pre
+from tests.scenarios.harness import LoadProbe
 
 
 def _gpuwise_threads() -> list[str]:
@@ -43,7 +44,10 @@ def test_stage_times_add_up_to_the_latency_the_client_sees():
     def on_done(i: int, t0: float) -> None:
         seen[i] = (t0, time.perf_counter())
 
-    with Pipeline(pre, FakeModel(0.004, 0.001), post, max_batch=4, max_delay_ms=3) as pipe:
+    with (
+        LoadProbe() as probe,
+        Pipeline(pre, FakeModel(0.004, 0.001), post, max_batch=4, max_delay_ms=3) as pipe,
+    ):
         for i in range(40):
             t0 = time.perf_counter()
             fut = pipe.submit(i)
@@ -52,15 +56,18 @@ def test_stage_times_add_up_to_the_latency_the_client_sees():
         assert pipe.drain(30)
         records = {r.index: r for r in pipe.result().requests}
     assert len(records) == 40
+    late_s = probe.load().overshoot_s  # how late this machine's threads woke meanwhile
     within = 0
     for i, (t0, t1) in seen.items():
         r = records[i]
         client_s = t1 - t0
         assert r.total_s == pytest.approx(sum(r.stage_s(s) for s in SERVING_STAGES))
         assert r.compute_s >= 0.004 + 0.001 * 1 - 1e-4  # at least one row's model time
-        # the client's clock starts just before submit(): a preemption of this thread
-        # between the two (other jobs share these cores) may add a few ms to one request
-        assert abs(r.total_s - client_s) <= max(0.01 * client_s, 0.003), (i, r, client_s)
+        # the client's clock starts just before submit() and stops in the done callback: a
+        # preemption of a thread in between (other jobs share these cores) adds to one
+        # request, by up to the lateness measured beside it
+        slack_s = max(0.01 * client_s, 0.003 + 2 * late_s)
+        assert abs(r.total_s - client_s) <= slack_s, (i, r, client_s, late_s)
         within += abs(r.total_s - client_s) <= 0.01 * client_s
     assert within >= 0.9 * len(seen)
 
