@@ -19,7 +19,7 @@ from gpuwise.records import Run
 from tests.distributed import ddp_job
 from tests.machine import need_cpu
 
-pytestmark = [pytest.mark.dist, pytest.mark.kernels]
+pytestmark = pytest.mark.dist
 
 JOB = Path(ddp_job.__file__)
 REPO = JOB.parents[2]
@@ -58,6 +58,7 @@ def finished(done: subprocess.CompletedProcess[str], out: Path, world: int = 2) 
     return ranks_done and "SIGABRT" in done.stderr
 
 
+@pytest.mark.kernels  # the reduction's kernels and threads
 def test_parameters_are_bitwise_equal_across_ranks_and_match_one_rank(tmp_path: Path) -> None:
     done = torchrun(str(JOB), "equiv", str(tmp_path))
     assert finished(done, tmp_path), done.stderr[-2000:]
@@ -126,6 +127,7 @@ UNSEEN_SHARE = 0.12
 """Of the step time the all-reduce adds, the part outside the exposed wait (see the test)."""
 
 
+@pytest.mark.kernels  # the reduction's kernels and threads
 def test_exposed_comm_equals_the_step_time_the_all_reduce_adds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
