@@ -51,7 +51,6 @@ def profiled() -> Profiled:
     return Profiled()
 
 
-@pytest.mark.timing
 def test_slow_getitem_is_input_bound(profiled: Profiled) -> None:
     s = SLOW_GETITEM
     run = profiled(s.argv())
