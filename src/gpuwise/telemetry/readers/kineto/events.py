@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.telemetry.readers.kineto.calls.copies import Copies
 from gpuwise.telemetry.readers.kineto.calls.device import (
     DEVICE_CATEGORIES,
     HOST_CATEGORIES,
@@ -27,7 +28,7 @@ from gpuwise.telemetry.readers.kineto.decode import (
     event_of,
 )
 from gpuwise.telemetry.readers.kineto.excerpt import first_launch_loads, outside_wait
-from gpuwise.telemetry.readers.kineto.intervals import US, Intervals, busy_before
+from gpuwise.telemetry.readers.kineto.intervals import Intervals, busy_before
 from gpuwise.telemetry.readers.kineto.job.engine_steps import EngineSteps
 from gpuwise.telemetry.readers.kineto.job.kind import (
     BACKWARD,
@@ -43,7 +44,6 @@ from gpuwise.telemetry.readers.kineto.job.phases import read_timeline
 from gpuwise.telemetry.readers.kineto.job.timeline import Timeline
 from gpuwise.telemetry.readers.kineto.members import (
     EVENT_KINDS,
-    copy_kind,
     device_dict,
     distributed_info,
     image_like,
@@ -67,8 +67,7 @@ class EventTally:
         self.span = [float("inf"), float("-inf")]
         self.loader, self.compiled = Intervals(), Intervals()
         self.steps: dict[str, tuple[float, float]] = {}
-        self.h2d: list[tuple[float, float, int, bool, int]] = []
-        self.copies: dict[tuple[str, str], list[float]] = {}
+        self.copies = Copies()
         self.sync_by_name: Counter[str] = Counter()
         self.sync_at: list[tuple[float, str]] = []  # (start, name) of each cuda_sync event
         self.categories: set[str] = set()
@@ -77,7 +76,6 @@ class EventTally:
         self.rank: int | None = None
         self._kind_of: dict[Any, str | None] = {}
         self._plain: dict[str, bool] = {}  # host span names no collector keeps
-        self._copy_of: dict[str, tuple[str, str]] = {}
         self.device = DeviceEvents()
         self.host = HostCalls()
         self.marks = JobMarks()
@@ -196,7 +194,7 @@ class EventTally:
         if type(name) is not str:
             name = str(name)
         if kind == "memcpy":
-            self._memcpy(name, args, start, end)
+            self.copies.add(name, args, start, end)
         return self.device.add(name, kind, start, end, args)
 
     def _unplaced(self, ev: Any, cat: Any, start: float, end: float) -> None:
@@ -244,25 +242,6 @@ class EventTally:
             self.compiled.add(start, end)
         elif mark & CONV and self.image_inputs is not True:
             self.image_inputs = image_like(ev.args)
-
-    def _memcpy(self, name: str, args: Any, start: float, end: float) -> None:
-        kind = self._copy_of.get(name)
-        if kind is None:
-            kind = self._copy_of[name] = copy_kind(name)
-        nbytes = args.get("bytes")
-        nbytes = nbytes if isinstance(nbytes, int) and nbytes >= 0 else 0
-        stats = self.copies.setdefault(kind, [0, 0, 0.0, float("inf"), 0.0])
-        stats[0] += 1
-        stats[1] += nbytes
-        stats[2] += (end - start) * US
-        bw = args.get("memory bandwidth (GB/s)")
-        if isinstance(bw, (int, float)):
-            stats[3] = min(stats[3], float(bw))
-            stats[4] = max(stats[4], float(bw))
-        if kind[0] == "h2d":
-            stream = args.get("stream")
-            stream = stream if type(stream) is int else -1
-            self.h2d.append((start, end, nbytes, kind[1] == "pageable", stream))
 
     def window(self) -> tuple[float, float, str]:
         """Return ``(start_us, end_us, source)`` of the analysis window.
@@ -362,19 +341,6 @@ class EventTally:
         """Return the summed kernel time (microseconds) of kernels clipped to the window."""
         starts, ends = self.device.of_kind("kernel")
         return float(np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None).sum())
-
-    def copy_stats(self) -> dict[str, dict[str, dict[str, float | int | None]]]:
-        """Return memcpy count/bytes/time/bandwidth by direction and memory kind."""
-        out: dict[str, dict[str, dict[str, float | int | None]]] = {}
-        for (direction, memory), (n, nbytes, time_s, bw_lo, bw_hi) in sorted(self.copies.items()):
-            out.setdefault(direction, {})[memory] = {
-                "count": int(n),
-                "bytes": int(nbytes),
-                "time_s": time_s,
-                "min_bandwidth_gb_s": bw_lo if bw_hi > 0 else None,
-                "max_bandwidth_gb_s": bw_hi if bw_hi > 0 else None,
-            }
-        return out
 
     def sync_stats(self, lo: float, hi: float) -> dict[str, Any]:
         """Return ``cuda_sync`` event counts and the host calls that blocked in the window.

@@ -315,7 +315,7 @@ def _build(path: str, t: EventTally, skipped: list[SkippedEvent], truncated: boo
         memcpy_s=union_s(t.device.of_kind("memcpy"), w0, w1),
         memset_s=union_s(t.device.of_kind("memset"), w0, w1),
         gpu_active_span_s=_seconds(t.gpu_span_us()),
-        copies=t.copy_stats(),
+        copies=t.copies.stats(),
         sync=t.sync_stats(w0, w1),
         devices=t.device_dicts(),
         rank=t.rank,

@@ -138,7 +138,7 @@ def step_records(t: EventTally, w0: float, rank: int, stream: int | None = None)
     b = a + dur
     loader = busy_before(*t.loader.arrays())
     wait = (loader(b) - loader(a)) * US
-    h2d = np.array(t.h2d, dtype=np.float64).reshape(-1, 5)
+    h2d = np.array(t.copies.h2d, dtype=np.float64).reshape(-1, 5)
     if stream is not None:
         h2d = h2d[(h2d[:, 4] == stream) | (h2d[:, 4] < 0)]
     copies = busy_before(h2d[:, 0], h2d[:, 1])
