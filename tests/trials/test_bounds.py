@@ -15,6 +15,9 @@ def test_workers_hide_the_wait_at_best_down_to_wait_over_workers():
     assert "max(compute, wait / 2)" in basis
     # a short wait hides entirely behind compute: the finding's bound
     assert loader_bound(0.2, 2)[0] == pytest.approx(1.25)
+    # the evidence's wait is rounded: the finding's own bound, from the wait measured,
+    # caps the promise (a wait of 0.6531 alone would promise 2.883)
+    assert loader_bound(0.6531, 8, finding_bound=2.882)[0] == 2.882
 
 
 def test_the_saving_is_measured_on_the_jobs_parameter_sizes():

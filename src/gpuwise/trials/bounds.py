@@ -32,15 +32,21 @@ ROUNDS = 7
 """Timed update pairs; the fastest of each side is kept (another process only slows one)."""
 
 
-def loader_bound(wait_fraction: float, workers: int) -> tuple[float, str]:
-    """The bound of ``workers`` loader workers on a step waiting ``wait_fraction`` for data."""
+def loader_bound(
+    wait_fraction: float, workers: int, finding_bound: float | None = None
+) -> tuple[float, str]:
+    """The bound of ``workers`` loader workers on a step waiting ``wait_fraction`` for data.
+
+    Never above ``finding_bound``, the finding's own (rounded) bound for removing the wait.
+    """
     f = min(max(wait_fraction, 0.0), 0.99)
     bound = 1 / max(1 - f, f / max(1, workers))
     basis = (
         f"the {f:.0%} data wait made by {workers} worker(s) in parallel: at best the step "
         f"is max(compute, wait / {workers})"
     )
-    return round(min(bound, amdahl(f)), 3), basis
+    cap = amdahl(f) if finding_bound is None else min(amdahl(f), finding_bound)
+    return round(min(bound, cap), 3), basis
 
 
 def optimizers_bound(
