@@ -151,9 +151,9 @@ def _loader_trial(
         overrides["pin_memory"] = True
     action = f"load batches in {workers} worker process{'es' if workers > 1 else ''}"
     wait = float(finding.evidence.get("data_wait_fraction") or 0)
-    bound, basis = (
-        bounds.loader_bound(wait, workers, finding.max_speedup) if wait else (finding.max_speedup, "")
-    )
+    bound, basis = finding.max_speedup, ""
+    if wait:
+        bound, basis = bounds.loader_bound(wait, workers, finding.max_speedup)
     return Trial(
         "loader_workers", action, finding.kind, bound, {"loader": overrides},
         finding_bound=finding.max_speedup, bound_basis=basis,
