@@ -45,8 +45,12 @@ def loader_bound(
         f"the {f:.0%} data wait made by {workers} worker(s) in parallel: at best the step "
         f"is max(compute, wait / {workers})"
     )
-    cap = amdahl(f) if finding_bound is None else min(amdahl(f), finding_bound)
-    return round(min(bound, cap), 3), basis
+    return _capped(min(bound, amdahl(f)), finding_bound), basis
+
+
+def _capped(bound: float, finding_bound: float | None) -> float:
+    """``bound`` to 3 decimals, never above the finding's own bound (rounded or not)."""
+    return round(bound, 3) if finding_bound is None else min(round(bound, 3), finding_bound)
 
 
 def optimizers_bound(
@@ -72,7 +76,7 @@ def optimizers_bound(
         f"the optimizers' {f:.0%} of the step x the {saving:.0%} of their updates that "
         f"{names} saved on the job's parameter sizes, measured here"
     )
-    return round(min(amdahl(f * saving), finding_bound), 3), basis
+    return _capped(amdahl(f * saving), finding_bound), basis
 
 
 def update_saving(record: Mapping[str, Any], flag: str) -> float | None:
@@ -140,4 +144,4 @@ def optimizer_bound(
         f"the optimizer's {f:.0%} of the step x the {saving:.0%} of its update that "
         f"{flag}=True saved on the job's parameter sizes, measured here"
     )
-    return round(min(amdahl(f * saving), finding_bound), 3), basis
+    return _capped(amdahl(f * saving), finding_bound), basis
