@@ -54,6 +54,10 @@ lint: $(STAMP)
 # tests are independent, and each holds beside busy processes, so two run at a time.
 PARTS := $(BIN)/python tools/parts.py
 XDIST := -n 2 --dist worksteal
+# The suite starts hundreds of Python processes: with PYTHONDONTWRITEBYTECODE set in the
+# environment each of them compiled gpuwise's modules (and pytest each test module) again.
+# Bytecode goes to the tree's __pycache__ folders (ignored by git; `make clean` removes them).
+test test-variants: export PYTHONDONTWRITEBYTECODE =
 test: $(STAMP)
 	$(PARTS) start
 	$(PARTS) run lint -- $(MAKE) --no-print-directory lint
@@ -66,13 +70,16 @@ test: $(STAMP)
 # (more than the cores). Then the tests that measure time or the CPU share (marked
 # `timing`) beside 4 busy processes (tools/under_load.py): a test that cannot hold under
 # load is marked `quiet("why")` and skips with that reason there.
-VARIANTS := -m kernels $(XDIST)
+# Only the files that use a marker are collected for its pass (collecting all of them took
+# about 10 s a pass).
+marked = $(shell grep -rlE 'mark\.$(1)\b' tests | sort)
+VARIANTS = -m kernels $(XDIST) $(call marked,kernels)
 test-variants: $(STAMP)
 	$(PARTS) run "1 thread, AVX2 kernels (kernels)" -- env OMP_NUM_THREADS=1 \
 		ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(BIN)/pytest -q $(VARIANTS)
 	$(PARTS) run "3 threads (kernels)" -- env OMP_NUM_THREADS=3 $(BIN)/pytest -q $(VARIANTS)
 	$(PARTS) run "beside 4 busy processes (timing)" -- $(BIN)/python tools/under_load.py \
-		--hogs 4 -- $(BIN)/pytest -q -m timing $(XDIST)
+		--hogs 4 -- $(BIN)/pytest -q -m timing $(XDIST) $(call marked,timing)
 
 bench: $(STAMP)  # quick pass over every budget; run a script without --quick for README figures
 	for b in benchmarks/[a-z]*.py; do $(BIN)/python $$b --quick || exit 1; done
@@ -82,6 +89,7 @@ gpu-check: $(STAMP)  # every GPU-only check, one JSON of figures; says so and ex
 
 clean:
 	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	find src tests benchmarks examples tools -name __pycache__ -type d -prune -exec rm -rf {} +
 
 .PHONY: faults
 faults: $(STAMP)  # the fault-injection suite: signals, closed stdout, full disk, hostile inputs
