@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gpuwise.telemetry.readers import _json_stream
 from gpuwise.telemetry.readers.kineto import read_trace
-from gpuwise.telemetry.readers.kineto.intervals import union_s
+from gpuwise.telemetry.readers.kineto.intervals import member, union_s
 from tests.trace_events import event, kernel, write_trace
 
 
@@ -156,3 +156,13 @@ def test_a_device_behind_the_host_shows_in_its_own_step_time(tmp_path: Path) -> 
 
     per_step = dict(trace_lines(tr.to_section(), tr.facts))["per step"]
     assert "the device takes 1.2 ms for each step's work, the host 1.0 ms" in per_step
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(-(2**40), 2**40), max_size=40),
+    st.lists(st.integers(-(2**40), 2**40), max_size=40),
+)
+def test_member_is_numpys_isin(values: list[int], of: list[int]) -> None:
+    x = np.array(values, dtype=np.int64)
+    assert member(x, of).tolist() == np.isin(x, np.array(of, dtype=np.int64)).tolist()

@@ -37,6 +37,7 @@ from gpuwise.telemetry.readers.kineto.figures import (
 from gpuwise.telemetry.readers.kineto.intervals import (
     US,
     idle_edges,
+    member,
     union_s,
 )
 from gpuwise.telemetry.readers.kineto.job.kind import job_kind
@@ -153,7 +154,7 @@ def _compiled(t: EventTally, cols: DeviceColumns, durations: Any) -> dict[str, A
     A device event counts as compiled when its launch falls inside a compiled region's
     host span, or when it is an Inductor/Triton kernel; the share is of all device time.
     """
-    triton = np.isin(
+    triton = member(
         cols.name_ids, [i for i, name in enumerate(cols.names) if is_compiled_kernel(name)]
     )
     inside = _inside(t.compiled.arrays(), cols.launches)
@@ -265,6 +266,6 @@ def _by_parallelism(t: EventTally, every: DeviceColumns, lo: float, hi: float) -
     labels = [parallelism(g) for g in dev.group_names]
     out: dict[str, float] = {}
     for label in sorted(set(labels)):
-        pick = rows[np.isin(ids, [i for i, x in enumerate(labels) if x == label])]
+        pick = rows[member(ids, [i for i, x in enumerate(labels) if x == label])]
         out[label] = union_s((every.starts[pick], every.ends[pick]), lo, hi)
     return out

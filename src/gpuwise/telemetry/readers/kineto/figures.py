@@ -26,7 +26,7 @@ from gpuwise.telemetry.readers.kineto.calls.device import (
     DeviceColumns,
     gemm_precision,
 )
-from gpuwise.telemetry.readers.kineto.intervals import US, busy_before, median, union_s
+from gpuwise.telemetry.readers.kineto.intervals import US, busy_before, median, member, union_s
 from gpuwise.telemetry.readers.kineto.steps import Pair, both
 
 KERNEL_WAIT_US = 30.0
@@ -117,7 +117,7 @@ def idle_by_stream(cols: DeviceColumns) -> list[StreamIdle]:
 def h2d_figures(cols: DeviceColumns, durations: Any, idle: list[StreamIdle]) -> dict[str, float]:
     """Host-to-device copy time, and the part on the stream that runs the compute."""
     h2d_ids = [i for i, n in enumerate(cols.names) if n.startswith("Memcpy HtoD")]
-    mask = np.isin(cols.name_ids, h2d_ids)
+    mask = member(cols.name_ids, h2d_ids)
     with_compute = [s for s in idle if s.compute_s > 0]
     main = max(with_compute, key=lambda s: s.compute_s).stream if with_compute else None
     on_main = mask & (cols.streams == main) if main is not None else np.zeros_like(mask)

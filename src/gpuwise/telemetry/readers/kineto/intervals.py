@@ -95,6 +95,16 @@ def median(x: np.ndarray[Any, Any]) -> float:
     return float(part[k - 1] + part[k]) / 2.0
 
 
+def member(x: np.ndarray[Any, Any], of: Any) -> np.ndarray[Any, Any]:
+    """Mask of the elements of ``x`` found in ``of`` (``np.isin`` would import ``numpy.ma``)."""
+    table = np.sort(np.asarray(of, dtype=x.dtype))
+    if not table.size:
+        return np.zeros(x.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(table, x), table.size - 1)
+    found: np.ndarray[Any, Any] = table[at] == x
+    return found
+
+
 def idle_edges(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any], spans: Any) -> Any:
     """Per span ``(lo, hi)``: idle time at its start before any device work, and at its end.
 

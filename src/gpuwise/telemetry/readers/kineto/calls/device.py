@@ -25,6 +25,7 @@ from gpuwise.telemetry.readers.kineto.calls.collectives import (
     is_communication,
 )
 from gpuwise.telemetry.readers.kineto.calls.host import HostCalls
+from gpuwise.telemetry.readers.kineto.intervals import member
 
 __all__ = ["DeviceColumns", "DeviceEvents", "collective_kind", "kernel_class"]
 
@@ -218,7 +219,7 @@ class DeviceEvents:
     def of_kind(self, *kinds: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Return the (starts, ends) of the events of the given kinds (all columns)."""
         codes = np.frombuffer(self.kinds, dtype=np.int8)
-        mask = np.isin(codes, [KIND_CODES[k] for k in kinds])
+        mask = member(codes, [KIND_CODES[k] for k in kinds])
         return (
             np.frombuffer(self.starts, dtype=np.float64)[mask],
             np.frombuffer(self.ends, dtype=np.float64)[mask],

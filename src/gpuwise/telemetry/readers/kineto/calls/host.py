@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.telemetry.readers.kineto.decode import NO_ARGS
+from gpuwise.telemetry.readers.kineto.intervals import member
 
 LAUNCH, GRAPH, SYNC, ALLOC, COPY, OTHER, CAPTURE, CREATE = range(8)
 BLOCKING_KINDS = {SYNC: "sync", ALLOC: "alloc", COPY: "copy"}
@@ -164,7 +165,7 @@ class HostCalls:
     def from_graph(self, correlations: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Return a mask of the correlation ids launched by a graph launch."""
         graph = np.frombuffer(self.graph_corr, dtype=np.int64)
-        return np.isin(correlations, graph) & (correlations >= 0)
+        return member(correlations, graph) & (correlations >= 0)
 
     def captured(self, ran: np.ndarray[Any, Any]) -> int:
         """Launches whose correlation no device event carries: captured into a graph.
@@ -175,7 +176,7 @@ class HostCalls:
         if not self.capture_calls:
             return 0
         launched = np.frombuffer(self.launch_corr, dtype=np.int64)
-        return int((~np.isin(launched, ran)).sum())
+        return int((~member(launched, ran)).sum())
 
     def vendor(self) -> str | None:
         """``"amd"`` when the calls are HIP's, ``"nvidia"`` for CUDA's, None without calls."""
