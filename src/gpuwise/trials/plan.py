@@ -135,9 +135,8 @@ def _loader_trial(
     cores = int(setup.get("cpu_count") or 1)
     ranks = max(1, int(setup.get("processes") or 1))
     cuda = job_device(setup) == "cuda"
-    workers = loader_workers(
-        cores // ranks, float(finding.evidence.get("data_wait_fraction") or 0), cuda
-    )
+    wait = float(finding.evidence.get("data_wait_fraction") or 0)
+    workers = loader_workers(cores // ranks, wait, cuda)
     if int(loader.get("num_workers") or 0) >= workers:
         reason = f"already {loader.get('num_workers')} workers for {cores} cores"
         skipped.append({"fix": "loader_workers", "reason": reason})
@@ -150,7 +149,6 @@ def _loader_trial(
     if cuda:
         overrides["pin_memory"] = True
     action = f"load batches in {workers} worker process{'es' if workers > 1 else ''}"
-    wait = float(finding.evidence.get("data_wait_fraction") or 0)
     bound, basis = finding.max_speedup, ""
     if wait:
         bound, basis = bounds.loader_bound(wait, workers, finding.max_speedup)
