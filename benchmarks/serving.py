@@ -23,8 +23,10 @@ ratios against the pipeline are printed.
 
 The machine's load sits beside every figure: the cores other processes took
 (``others_cores``) and the share of the CPU each system's threads asked for that they
-obtained (``core_share``, from their run-queue times). Where a system got under 0.8 of
-it, that core count's row says ``judged: false`` and why: its ratios measure the load.
+obtained (``core_share``, from their run-queue times; a system with more threads than
+cores queues behind itself too). Where other processes took over 0.2 of the N cores
+given to the systems (``others_share``: their cores beyond the machine's other cores),
+that core count's row says ``judged: false`` and why: its ratios measure the load.
 
 Batcher overhead: no-op stages (a 3-element tensor, identity model and post), 20,000
 requests through ``Pipeline.map`` against the same calls made directly in batches of the
@@ -68,8 +70,9 @@ from gpuwise.pipeline.device.simulated import DeviceCost, on_simulated_gpu
 GOAL_VS_LOOP, GOAL_VS_STATIC, GOAL_OVERHEAD_US = 2.0, 1.3, 50.0
 GOAL_VS_STATIC_GPU = 1.0
 """Where a (simulated) GPU runs the model the bar is 1.0x static batching, at a p99 no higher."""
-MIN_CORE_SHARE = 0.8
-"""Below this share of the CPU its threads asked for, a system's figures are the machine's."""
+MAX_INTRUSION = 0.2
+"""Where other processes took more than this share of the N cores given to the systems
+(beyond the machine's cores left out of those N), a core count's figures are the load's."""
 
 
 def _measure(make: Callable[[], Any], app: ServingApp, clients: int, seconds: float) -> dict:
@@ -126,7 +129,9 @@ def candidates(
     threads = sorted({1, cores})  # torch's intra-op threads: one, or every core given
     # the Pipeline's own grid, on any core count: one pre worker, half, all but one, all
     workers = sorted({1, max(1, cores // 2), max(1, cores - 1), cores})
-    delays = ((1.0, 5.0) if simulated else (5.0,)) if quick else (1.0, 2.0, 10.0)
+    # on few cores a batch's host work (its wakes, copy, records) is CPU taken from pre:
+    # there batches fill over a longer delay (Note [one wake per batch])
+    delays = ((2.0, 10.0) if simulated else (5.0,)) if quick else (1.0, 2.0, 10.0, 20.0)
     systems: dict[str, list[tuple[str, Any, int]]] = {
         "per-request loop": [
             (f"{t} intra-op threads", lambda t=t: OneThreadServer(app, 1, t), c)
@@ -378,15 +383,15 @@ def _report(
             "vs_static": static["pipeline_ratio"] >= vs_static,
             "p99_vs_static": pipeline["p99_ms"] <= static["p99_ms"],
         }
-        share = min(s["core_share"] for s in systems.values())
-        judged = share >= MIN_CORE_SHARE
+        intrusion = _intrusion(systems.values(), n)
+        judged = intrusion <= MAX_INTRUSION
         why = "" if judged else (
-            f"a system's threads obtained {share:.2f} of the CPU they asked for (other jobs "
-            f"took the rest; under {MIN_CORE_SHARE}): the ratios say how the load fell, "
-            "not how the systems compare"
+            f"other processes took {intrusion:.2f} of the {n} core(s) the systems were given "
+            f"(over {MAX_INTRUSION}): the ratios say how the load fell, not how the systems "
+            "compare"
         )  # fmt: skip
         per_n.append({"cores": n, "systems": systems, "goals": goals, "judged": judged,
-                      "not_judged_because": why})  # fmt: skip
+                      "others_share": intrusion, "not_judged_because": why})  # fmt: skip
     return {
         "schema": "gpuwise.bench.serving/2",
         "slo_p99_ms": 1e3 * slo_s,
@@ -404,6 +409,18 @@ def _report(
             "judged": all(r["judged"] for r in per_n),
         },
     }
+
+
+def _intrusion(systems: Any, n: int) -> float:
+    """The most of the ``n`` given cores other processes took while any system ran.
+
+    ``core_share`` (ran / (ran + waited) of a system's threads) cannot say this: where a
+    system runs more threads than it has cores they queue behind each other, and its
+    share falls on a quiet machine. Other processes' cores (``others_cores``, machine-wide)
+    first fill the cores the systems were not given.
+    """
+    spare = len(usable()) - n
+    return max(max(0.0, s["others_cores"] - spare) / n for s in systems)
 
 
 def _device(calibration: dict | None) -> str:

@@ -10,10 +10,11 @@ import queue
 import threading
 import time
 
+import pytest
 import torch
 
 from gpuwise.pipeline import Pipeline
-from gpuwise.pipeline.device.batcher import Batcher
+from gpuwise.pipeline.device.batcher import Batcher, ReadyQueue
 from gpuwise.pipeline.request import Request
 from gpuwise.records.serving import ServingSettings
 
@@ -29,12 +30,12 @@ def _ready(index: int) -> Request:
     return req
 
 
-def _batcher(source: queue.Queue, close_on_idle: bool = True) -> Batcher:
+def _batcher(source: ReadyQueue, close_on_idle: bool = True) -> Batcher:
     return Batcher(source, 8, LONG_DELAY_MS / 1e3, threading.Event(), 0.05, close_on_idle)
 
 
 def test_beside_an_idle_device_a_batch_closes_at_once_with_what_is_there():
-    source: queue.Queue = queue.Queue()
+    source = ReadyQueue(64, 8)
     for i in range(3):
         source.put(_ready(i))
     batch, why = _batcher(source).next_batch()  # the device starts idle
@@ -43,7 +44,7 @@ def test_beside_an_idle_device_a_batch_closes_at_once_with_what_is_there():
 
 
 def test_a_batch_beside_a_busy_device_waits_until_the_device_goes_idle():
-    source: queue.Queue = queue.Queue()
+    source = ReadyQueue(64, 8)
     batcher = _batcher(source)
     batcher.idle.clear()  # the device runs a batch
     source.put(_ready(0))
@@ -62,7 +63,7 @@ def test_a_batch_beside_a_busy_device_waits_until_the_device_goes_idle():
 
 
 def test_without_close_on_idle_the_wake_does_not_close_the_batch():
-    source: queue.Queue = queue.Queue()
+    source = ReadyQueue(64, 2)
     batcher = Batcher(source, 2, LONG_DELAY_MS / 1e3, threading.Event(), 0.05, False)
     source.put(_ready(0))
     batcher.wake()
@@ -159,3 +160,50 @@ def test_settings_say_whether_batches_close_on_idle_and_old_runs_read_as_not():
     assert ServingSettings.from_dict(settings.to_dict()) == settings
     old = {k: v for k, v in settings.to_dict().items() if k != "close_on_idle"}
     assert ServingSettings.from_dict(old).close_on_idle is False
+
+
+class CountingCondition(threading.Condition):
+    """A condition that counts its notifies (each one wakes a waiting batch thread)."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__(lock)
+        self.notified = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.notified += 1
+        super().notify(n)
+
+
+def test_a_batch_wakes_the_batch_thread_for_its_first_request_and_when_full():
+    source = ReadyQueue(64, 8)
+    source.ready = CountingCondition(source.lock)
+    woken = []
+    for i in range(8):
+        source.put(_ready(i))
+        woken.append(source.ready.notified)
+    # Note [one wake per batch]: the first starts the delay, the eighth fills the batch
+    assert woken == [1, 1, 1, 1, 1, 1, 1, 2]
+    batch, why = Batcher(source, 8, LONG_DELAY_MS / 1e3, threading.Event(), 0.05).next_batch()
+    assert (why, [r.index for r in batch]) == ("full", list(range(8)))
+
+
+def test_a_batch_left_by_a_full_queue_makes_room_for_the_next():
+    source = ReadyQueue(3, 2)
+    for i in range(3):
+        source.put(_ready(i))
+    with pytest.raises(queue.Full):
+        source.put(_ready(3), timeout=0.0)
+    batch, _ = Batcher(source, 2, LONG_DELAY_MS / 1e3, threading.Event(), 0.05).next_batch()
+    assert [r.index for r in batch] == [0, 1]
+    source.put(_ready(3), timeout=0.0)  # room again
+    assert [source.get_nowait().index for _ in range(2)] == [2, 3]
+
+
+def test_post_workers_share_each_batch_and_every_request_gets_its_own_result():
+    model = FakeModel(0.0, 0.0)
+    with Pipeline(pre, model, post, max_batch=8, max_delay_ms=5.0, post_workers=3) as pipe:
+        assert list(pipe.map(range(50))) == [2.0 * i for i in range(50)]
+        timings, batches = pipe.records()
+    assert sorted(t.index for t in timings) == list(range(50))
+    assert sum(b.size for b in batches) == 50
+    assert all(t.outcome == "ok" and t.post_s >= 0 for t in timings)

@@ -3,14 +3,17 @@
 Note [pipeline threads]
     ``submit`` puts a request on the bounded pre queue (full: ``Overloaded`` at once).
     ``pre_workers`` threads run ``filter`` and ``pre`` and put the sample on the bounded
-    batch queue. One batch thread forms batches (``Batcher``), stages each into a free
-    one of two reused host slots and issues its copy to the device; one model thread
-    runs ``transform`` and the model under ``torch.inference_mode()`` on each copied
-    batch and copies the outputs back once per batch (Note [two staging slots] in
-    ``device/staging.py``). So while batch k runs, batch k+1 is formed and copied, the pre
-    threads prepare the ones after it and the post threads finish the last; a batch
+    batch queue, which wakes the batch thread for a batch's first request and when the
+    batch is full, not for each (Note [one wake per batch] in ``device/batcher.py``).
+    One batch thread forms batches (``Batcher``), stages each into a free one of two
+    reused host slots and issues its copy to the device; one model thread runs
+    ``transform`` and the model under ``torch.inference_mode()`` on each copied batch
+    and copies the outputs back once per batch (Note [two staging slots] in
+    ``device/staging.py``). So while batch k runs, batch k+1 is formed and copied, the
+    pre threads prepare the ones after it and the post threads finish the last; a batch
     closes at once when the model thread has nothing to run (``close_on_idle``).
-    ``post_workers`` threads run ``post`` on each request's row and resolve its future
+    ``post_workers`` threads take each batch in runs of its requests, a run a worker, run
+    ``post`` on each request's row and resolve its future
     (the pre and post loops: ``cpu_stages.CpuStages``; the model's: ``DeviceStage``).
     Every wait is a queue ``get``/``put`` with a timeout of ``poll_s`` that then checks
     the stop event; ``close()`` waits for in-flight requests, sets the event and joins
@@ -38,7 +41,7 @@ import torch
 
 from gpuwise.pipeline.checks import check_settings, torch_device
 from gpuwise.pipeline.deadlines import DeadlineTimer, deadline_t
-from gpuwise.pipeline.device.batcher import Batcher
+from gpuwise.pipeline.device.batcher import Batcher, ReadyQueue
 from gpuwise.pipeline.device.graphs import GraphedModel, graph_note
 from gpuwise.pipeline.device.stage import DeviceStage
 from gpuwise.pipeline.device.staging import Stager, Transform
@@ -115,8 +118,8 @@ class Engine:
         self.poll_s = poll_s
         depth = max_queue or 4 * max_batch
         self._pre_q: queue.Queue[Request] = queue.Queue(maxsize=depth)
-        self._batch_q: queue.Queue[Request | None] = queue.Queue(maxsize=depth)
-        self._post_q: queue.Queue[Request] = queue.Queue()
+        self._batch_q = ReadyQueue(depth, max_batch)
+        self._post_q: queue.Queue[list[Request]] = queue.Queue()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._closing = self._closed = False
@@ -138,6 +141,7 @@ class Engine:
             self._finish,
             self._post_q,
             self._ledger,
+            self.plan.post_workers,
         )
         self._procs: ProcessPre | None = None
         cpu = self._cpu

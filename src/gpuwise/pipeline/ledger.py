@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from concurrent.futures import InvalidStateError
 from typing import Any
 
-from gpuwise.pipeline.request import Request
+from gpuwise.pipeline.request import Ended, Request, timing_of
 from gpuwise.records.serving import BatchRecord, RequestTiming
 
 KEEP_RECORDS = 100_000
@@ -43,7 +43,7 @@ class Ledger:
         self.idle = threading.Condition(self.lock)
         self.live: dict[int, Request] = {}
         self.counts: Counter[str] = Counter()
-        self.timings: deque[RequestTiming] = deque(maxlen=keep)
+        self.ended: deque[Ended] = deque(maxlen=keep)
         self.batches: deque[BatchRecord] = deque(maxlen=keep)
         self.submitted = 0
         self.ending = 0  # ended, future being resolved (its callbacks may submit more)
@@ -82,13 +82,14 @@ class Ledger:
                 req.future.set_result(result)
         except InvalidStateError:  # cancelled by the caller meanwhile
             outcome = "cancelled"
-        timing = req.timing(outcome, end_t, self.origin_t)
+        ended = req.ended(outcome, end_t)
         req.payload = req.sample = req.output = None  # free what the request held
         with self.idle:
-            self.timings.append(timing)
+            self.ended.append(ended)
             self.counts[outcome] += 1
             self.ending -= 1
-            self.idle.notify_all()
+            if not self.live and not self.ending:  # what wait_idle waits for
+                self.idle.notify_all()
         return True
 
     def end_all(self, make_error: Any) -> int:
@@ -121,7 +122,8 @@ class Ledger:
     def snapshot(self) -> tuple[list[RequestTiming], list[BatchRecord]]:
         """Copies of the kept timings and batch records."""
         with self.lock:
-            return list(self.timings), list(self.batches)
+            ended, batches = list(self.ended), list(self.batches)
+        return [timing_of(e, self.origin_t) for e in ended], batches
 
     def totals(self) -> dict[str, int]:
         """Requests ended so far by outcome, since the start (not only the kept ones)."""

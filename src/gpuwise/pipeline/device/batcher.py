@@ -9,26 +9,81 @@ device is idle a waiting request gains nothing by waiting for company (the devic
 be running it), so the batch closes at once (``closed_by="idle"``) unless the pipeline
 asked to wait (``close_on_idle=False``: bigger batches at low load, where the model's
 cost per batch is high, e.g. on the CPU device).
+
+Note [one wake per batch]
+    The preprocessed requests wait in a ``ReadyQueue``, not a ``queue.Queue``: a pre
+    worker's ``put`` wakes the batch thread only when the batch thread needs to know,
+    that is for a batch's first request (its delay starts) and for the request that fills
+    it; the device going idle wakes it too (``Batcher.wake``). Between those the batch
+    thread sleeps until the batch's close time. With a queue it was woken for every
+    request, and on few cores each of those wakes took the core (and the GIL) from a pre
+    worker: on one core the pipeline made about 11 context switches a request against
+    static batching's 0.1, and spent about 0.6 ms more CPU a request, which is what it
+    lost to static batching (``benchmarks/serving.py --simulated-gpu --cores 1``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 import time
+from collections import deque
 
 from gpuwise.pipeline.request import Request
 
-Wake = None
-"""What the device stage puts on the batcher's queue when the device goes idle."""
+
+class ReadyQueue:
+    """Preprocessed requests waiting for a batch, oldest first (Note [one wake per batch]).
+
+    Args:
+        maxsize: Requests it holds before ``put`` waits for room.
+        batch_size: The batch size whose filling wakes the batcher.
+    """
+
+    def __init__(self, maxsize: int, batch_size: int) -> None:
+        self.maxsize, self.batch_size = maxsize, batch_size
+        self.items: deque[Request] = deque()
+        self.lock = threading.Lock()
+        self.ready = threading.Condition(self.lock)
+        """The batch thread waits here: a first request, a full batch, or the device idle."""
+        self.room = threading.Condition(self.lock)
+        """Pre workers wait here while it is full."""
+
+    def put(self, req: Request, timeout: float | None = None) -> None:
+        """Add a request; wait up to ``timeout`` for room.
+
+        Raises:
+            queue.Full: Still full after ``timeout``.
+        """
+        with self.lock:
+            if not self.room.wait_for(lambda: len(self.items) < self.maxsize, timeout):
+                raise queue.Full
+            self.items.append(req)
+            if len(self.items) in (1, self.batch_size):
+                self.ready.notify()
+
+    def get_nowait(self) -> Request:
+        """The oldest request (at close: what is left).
+
+        Raises:
+            queue.Empty: None is waiting.
+        """
+        with self.lock:
+            if not self.items:
+                raise queue.Empty
+            self.room.notify()
+            return self.items.popleft()
+
+    def qsize(self) -> int:
+        """Requests waiting."""
+        return len(self.items)
 
 
 class Batcher:
     """Forms batches from the queue of preprocessed requests.
 
     Args:
-        source: Preprocessed requests, oldest first (and ``Wake`` marks).
+        source: Preprocessed requests, oldest first.
         max_batch: Largest batch.
         max_delay_s: Longest wait of a batch's oldest request.
         stop: Set when the pipeline stops; every wait ends within ``poll_s`` of it.
@@ -39,7 +94,7 @@ class Batcher:
 
     def __init__(
         self,
-        source: queue.Queue[Request | None],
+        source: ReadyQueue,
         max_batch: int,
         max_delay_s: float,
         stop: threading.Event,
@@ -57,10 +112,15 @@ class Batcher:
         self.idle.set()
 
     def wake(self) -> None:
-        """The device went idle: mark it, and wake a batch waiting for company."""
+        """The device went idle: mark it, and wake a batch waiting for company.
+
+        Without ``close_on_idle`` the mark is all: an idle device closes no batch, so
+        waking the batch thread would only take a core from a pre worker.
+        """
         self.idle.set()
-        with contextlib.suppress(queue.Full):  # full: the batcher is not blocked on it
-            self.source.put_nowait(Wake)
+        if self.close_on_idle:
+            with self.source.lock:
+                self.source.ready.notify()
 
     def next_batch(self) -> tuple[list[Request], str] | None:
         """Wait for the next batch.
@@ -70,38 +130,22 @@ class Batcher:
             ``"idle"``), or ``None`` when no request came within ``poll_s`` (the caller
             checks ``stop`` and asks again).
         """
-        first = self._get(self.poll_s)
-        if first is None:
-            return None
-        batch = [first]
-        close_t = (first.pre_end_t or time.perf_counter()) + self.max_delay_s
-        while len(batch) < self.max_batch:
-            more = self._get(None)
-            if more is not None:
-                batch.append(more)
-                continue
-            if self.close_on_idle and self.idle.is_set():
-                return batch, "idle"
-            remaining_s = close_t - time.perf_counter()
-            if remaining_s <= 0 or self.stop.is_set():
-                return batch, "delay"
-            more = self._get(min(remaining_s, self.poll_s))
-            if more is not None:
-                batch.append(more)
-        return batch, "full"
-
-    def _get(self, timeout_s: float | None) -> Request | None:
-        """The next request (``None``: none now, or within ``timeout_s``; wakes skipped)."""
-        deadline_t = None if timeout_s is None else time.perf_counter() + timeout_s
-        while True:
-            try:
-                if deadline_t is None:
-                    item = self.source.get_nowait()
-                else:
-                    item = self.source.get(timeout=max(0.0, deadline_t - time.perf_counter()))
-            except queue.Empty:
+        src = self.source
+        with src.lock:
+            items = src.items
+            if not items and not src.ready.wait_for(lambda: items, self.poll_s):
                 return None
-            if item is not Wake:
-                return item
-            if deadline_t is None or self.idle.is_set():
-                return None  # a wake: look at the device again
+            close_t = (items[0].pre_end_t or time.perf_counter()) + self.max_delay_s
+            why = "full"
+            while len(items) < self.max_batch:
+                if self.close_on_idle and self.idle.is_set():
+                    why = "idle"
+                    break
+                remaining_s = close_t - time.perf_counter()
+                if remaining_s <= 0 or self.stop.is_set():
+                    why = "delay"
+                    break
+                src.ready.wait(min(remaining_s, self.poll_s))
+            batch = [items.popleft() for _ in range(min(self.max_batch, len(items)))]
+            src.room.notify(len(batch))
+        return batch, why

@@ -51,8 +51,11 @@ class DeviceStage:
         model: Batch -> outputs.
         settings: The pipeline's settings (``max_batch``, ``buckets``).
         finish: Ends a request that will not reach post (outcome, end time, error).
-        post_q: Where served requests go, each with its output row.
+        post_q: Where served requests go, each with its output row, a batch in
+            ``post_workers`` runs of consecutive requests (one wake of a post worker a
+            run, not a request: Note [one wake per batch] in ``batcher.py``).
         ledger: Keeps the batch records (the most recent) and knows the live requests.
+        post_workers: The post threads a batch is split between.
     """
 
     def __init__(
@@ -62,11 +65,13 @@ class DeviceStage:
         model: Callable[[Any], Any],
         settings: ServingSettings,
         finish: Finish,
-        post_q: queue.Queue[Request],
+        post_q: queue.Queue[list[Request]],
         ledger: Ledger,
+        post_workers: int = 1,
     ) -> None:
         self.batcher, self.stager, self.model, self.settings = batcher, stager, model, settings
         self.finish, self.post_q, self.ledger = finish, post_q, ledger
+        self.post_workers = max(1, post_workers)
         self._count = 0
         self._ready: queue.Queue[_Ready] = queue.Queue()
         self.journal: deque[tuple[str, int, int]] = deque(maxlen=JOURNAL)
@@ -154,7 +159,9 @@ class DeviceStage:
             r.batch_t, r.h2d_s, r.compute_s = reached_t, staged.h2d_s, staged.compute_s
             r.d2h_end_t, r.sample = end_t, None  # the staging slot is reused
             r.output = output_row(staged.outputs, i)
-            self.post_q.put(r)
+        run = -(-len(reqs) // self.post_workers)  # ceil: at most one run a post worker
+        for start in range(0, len(reqs), run):
+            self.post_q.put(reqs[start : start + run])
 
     def _fail(self, reqs: list[Request], err: BaseException) -> None:
         end_t = time.perf_counter()

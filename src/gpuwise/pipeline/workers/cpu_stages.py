@@ -11,16 +11,19 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from gpuwise.pipeline.checks import deadline_error, stage_error
+from gpuwise.pipeline.device.batcher import ReadyQueue
 from gpuwise.pipeline.device.staging import as_tensor
 from gpuwise.pipeline.errors import PipelineClosed
 from gpuwise.pipeline.ledger import Ledger
 from gpuwise.pipeline.request import Request
 from gpuwise.pipeline.workers.procs import ProcessPre
+
+T = TypeVar("T")
 
 
 class CpuStages:
@@ -30,7 +33,8 @@ class CpuStages:
         pre: One input -> one sample.
         post: One row of the outputs -> the request's result.
         filter: Input -> keep? (None: keep every input.)
-        queues: The pre, batch and post queues, in that order.
+        queues: The pre queue, the batcher's (``ReadyQueue``) and the post queue (runs
+            of a batch's requests), in that order.
         stop: Set when the pipeline stops; every loop checks it each ``poll_s``.
         ledger: Where each request ends, once.
         poll_s: Longest single blocking wait before a loop checks ``stop``.
@@ -41,7 +45,7 @@ class CpuStages:
         pre: Callable[[Any], Any],
         post: Callable[[Any], Any],
         filter: Callable[[Any], bool] | None,
-        queues: tuple[queue.Queue[Request], queue.Queue[Request | None], queue.Queue[Request]],
+        queues: tuple[queue.Queue[Request], ReadyQueue, queue.Queue[list[Request]]],
         stop: threading.Event,
         ledger: Ledger,
         poll_s: float,
@@ -53,7 +57,7 @@ class CpuStages:
         self.procs: ProcessPre | None = None
         """Set by the pipeline when ``pre`` runs in worker processes."""
 
-    def get(self, q: queue.Queue[Request]) -> Request | None:
+    def get(self, q: queue.Queue[T]) -> T | None:
         """The next request on ``q``, or None after ``poll_s`` without one."""
         try:
             return q.get(timeout=self.poll_s)
@@ -126,17 +130,21 @@ class CpuStages:
     def post_loop(self) -> None:
         """A post worker thread: run ``post`` on each output row and end its request."""
         while not self._stop.is_set():
-            req = self.get(self._post_q)
-            if req is None or not self._ledger.is_live(req):
-                continue
-            req.post_start_t = time.perf_counter()
-            try:
-                result = self.post(req.output)
-            except BaseException as err:
-                self._finish(req, "error", time.perf_counter(), stage_error("post", err))
-                continue
-            req.output = None
-            self._finish(req, "ok", time.perf_counter(), result=result)
+            run = self.get(self._post_q)
+            for req in run or ():
+                if self._ledger.is_live(req):
+                    self.post_one(req)
+
+    def post_one(self, req: Request) -> None:
+        """Run ``post`` on one request's output row and end the request."""
+        req.post_start_t = time.perf_counter()
+        try:
+            result = self.post(req.output)
+        except BaseException as err:
+            self._finish(req, "error", time.perf_counter(), stage_error("post", err))
+            return
+        req.output = None
+        self._finish(req, "ok", time.perf_counter(), result=result)
 
     def expire(self, req: Request, now: float) -> None:
         """The deadline timer's end of a request (a no-op when it already ended)."""
@@ -144,13 +152,21 @@ class CpuStages:
 
     def fail_queued(self) -> None:
         """End every request still on a queue with ``PipelineClosed`` (at close)."""
-        for q in (self._pre_q, self._batch_q, self._post_q):
-            while True:
-                try:
-                    req = q.get_nowait()
-                except queue.Empty:
-                    break
-                if req is None:  # the device stage's wake mark (``batcher.Wake``)
-                    continue
-                closed = PipelineClosed("the pipeline closed before this request ran")
-                self._finish(req, "error", time.perf_counter(), closed)
+        left: list[Request] = []
+        for q in (self._pre_q, self._batch_q):
+            left += _emptied(q)
+        for run in _emptied(self._post_q):
+            left += run
+        for req in left:
+            closed = PipelineClosed("the pipeline closed before this request ran")
+            self._finish(req, "error", time.perf_counter(), closed)
+
+
+def _emptied(q: Any) -> list[Any]:
+    """Every item left on ``q`` (a ``queue.Queue`` or a ``ReadyQueue``), taken off it."""
+    items = []
+    while True:
+        try:
+            items.append(q.get_nowait())
+        except queue.Empty:
+            return items
