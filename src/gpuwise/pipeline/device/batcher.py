@@ -74,10 +74,6 @@ class ReadyQueue:
             self.room.notify()
             return self.items.popleft()
 
-    def qsize(self) -> int:
-        """Requests waiting."""
-        return len(self.items)
-
 
 class Batcher:
     """Forms batches from the queue of preprocessed requests.
