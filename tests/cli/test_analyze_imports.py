@@ -11,6 +11,7 @@ absent after a real run in a fresh interpreter.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,40 @@ def test_analyze_json_leaves_unused_modules_unimported(tmp_path: Path, device: b
     if device:
         assert "gpuwise.telemetry.readers.kineto.job.serving" in loaded
     assert [m for m in NOT_NEEDED if m in loaded] == []
+
+
+THREADS = """
+import os, sys
+from gpuwise.cli.main import main
+if sys.argv[1] != "-":
+    assert main(["analyze", sys.argv[1], "--json"]) == 0
+else:
+    import numpy
+print(len(os.listdir("/proc/self/task")), os.environ.get("OPENBLAS_NUM_THREADS"), file=sys.stderr)
+"""
+
+
+def _threads_after(what: str, **env: str) -> tuple[int, str | None]:
+    child_env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"} | env
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS, what],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env=child_env,
+    )
+    count, value = out.stderr.strip().splitlines()[-1].split()
+    return int(count), None if value == "None" else value
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_analyze_starts_no_blas_threads_and_leaves_the_environment(tmp_path: Path) -> None:
+    path = write_trace(
+        tmp_path, [kernel("ampere_sgemm_128x64_nn", 30 * i, 20, 7) for i in range(9)]
+    )
+    plain, _ = _threads_after("-")
+    if plain == 1:
+        pytest.skip("numpy starts no BLAS thread here (one usable core): nothing to compare")
+    assert _threads_after(str(path)) == (1, None)  # the variable was set for the import only
+    assert _threads_after(str(path), OPENBLAS_NUM_THREADS="2") == (2, "2")  # the user's kept
