@@ -118,6 +118,9 @@ def test_collectives_by_what_they_do_across_libraries(name: str, kind: str) -> N
 
     assert is_communication(name, {})
     assert collective_kind(name) == kind
+    # the name is searched lower-cased: its case changes nothing
+    assert is_communication(name.upper(), {})
+    assert is_communication(name.swapcase(), {})
 
 
 @pytest.mark.parametrize(
@@ -133,6 +136,7 @@ def test_compute_kernels_are_not_communication(name: str) -> None:
     from gpuwise.telemetry.readers.kineto.calls.collectives import is_communication
 
     assert not is_communication(name, {})
+    assert not is_communication(name.upper(), {})
 
 
 def test_the_profilers_collective_tag_wins_over_the_kernel_name() -> None:

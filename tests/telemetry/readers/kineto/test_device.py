@@ -40,10 +40,13 @@ def test_kernel_class(name, kind, args, expected):
         ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwc", "tf32"),
         ("ampere_bf16_s16816gemm_bf16_128x128", "half"),
         ("void at::native::vectorized_elementwise_kernel<4>", None),
+        ("void cutlass::Kernel2<cutlass_80_tensorop_BF16_s16816GEMM_relu_128x64>", "half"),
+        ("Cijk_Alik_Bljk_SB_MT64x64x16_MatMul", "unknown"),
     ],
 )
 def test_gemm_precision(name, expected):
     assert gemm_precision(name) == expected
+    assert gemm_precision(name.upper()) == expected  # the name is searched lower-cased
 
 
 def test_compiled_kernels_are_triton_ones():

@@ -25,17 +25,14 @@ from typing import Any
 _LIBRARY = re.compile(
     r"nccl|rccl|multimem_|one_?shot_?all_?reduce|two_?shot_?all_?reduce|cross_device_reduce|"
     r"custom_?all_?reduce|allreduce_fusion|quick_?reduce|nvshmem|deep_ep|mscclpp|msccl|gloo|"
-    r"symm_mem",
-    re.IGNORECASE,
+    r"symm_mem"
 )
-_OPERATION = re.compile(
-    r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall", re.IGNORECASE
-)
+"""Searched in the lower-cased name (so are ``_OPERATION`` and ``_EP_EXCHANGE``)."""
+_OPERATION = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall")
 _EP_EXCHANGE = re.compile(
     r"(?:^|[^a-z0-9])(?:(?:ep|a2a|all2all|expert|intranode|internode(?:_ll)?|low_latency)"
     r"(?:::\w+)?(?:::|_|)|moe::(?:\w+::)?)(?:dispatch|combine|(?:cached_)?notify)"
-    r"|(?:^|[^a-z0-9])cached_notify",
-    re.IGNORECASE,
+    r"|(?:^|[^a-z0-9])cached_notify"
 )
 """Expert-parallel token exchange under any namespace: DeepEP's ``deep_ep::intranode::
 dispatch``, ``uccl::ep::combine``, ``mori::moe::EpDispatchIntraNodeKernel``,
@@ -73,11 +70,23 @@ _KINDS = (
 _TAG_KEYS = ("Collective name", "collective_name")
 
 
+_EP_WORDS = ("dispatch", "combine", "notify")
+"""Every ``_EP_EXCHANGE`` match holds one of these: a name without them skips that search."""
+
+
 def is_communication(name: str, args: Any) -> bool:
-    """True when a device kernel moves data between ranks (see module docstring)."""
+    """True when a device kernel moves data between ranks (see module docstring).
+
+    The patterns are searched in the lower-cased name (case-blind searches cost several
+    times more on template names of a thousand characters), and the expert-exchange one
+    only where its verb occurs: about 10 µs a name where it was 80.
+    """
     if any(k in args for k in _TAG_KEYS):
         return True
-    return bool(_LIBRARY.search(name) or _OPERATION.search(name) or _EP_EXCHANGE.search(name))
+    low = name.lower()
+    if _LIBRARY.search(low) or _OPERATION.search(low):
+        return True
+    return any(w in low for w in _EP_WORDS) and _EP_EXCHANGE.search(low) is not None
 
 
 def collective_kind(name: str, tag: str | None = None) -> str:
