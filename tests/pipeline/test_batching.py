@@ -31,7 +31,7 @@ def _ready(index: int) -> Request:
 
 
 def _batcher(source: ReadyQueue, close_on_idle: bool = True) -> Batcher:
-    return Batcher(source, 8, LONG_DELAY_MS / 1e3, threading.Event(), 0.05, close_on_idle)
+    return Batcher(source, LONG_DELAY_MS / 1e3, threading.Event(), 0.05, close_on_idle)
 
 
 def test_beside_an_idle_device_a_batch_closes_at_once_with_what_is_there():
@@ -64,7 +64,7 @@ def test_a_batch_beside_a_busy_device_waits_until_the_device_goes_idle():
 
 def test_without_close_on_idle_the_wake_does_not_close_the_batch():
     source = ReadyQueue(64, 2)
-    batcher = Batcher(source, 2, LONG_DELAY_MS / 1e3, threading.Event(), 0.05, False)
+    batcher = Batcher(source, LONG_DELAY_MS / 1e3, threading.Event(), 0.05, False)
     source.put(_ready(0))
     batcher.wake()
     source.put(_ready(1))
@@ -183,7 +183,7 @@ def test_a_batch_wakes_the_batch_thread_for_its_first_request_and_when_full():
         woken.append(source.ready.notified)
     # Note [one wake per batch]: the first starts the delay, the eighth fills the batch
     assert woken == [1, 1, 1, 1, 1, 1, 1, 2]
-    batch, why = Batcher(source, 8, LONG_DELAY_MS / 1e3, threading.Event(), 0.05).next_batch()
+    batch, why = Batcher(source, LONG_DELAY_MS / 1e3, threading.Event(), 0.05).next_batch()
     assert (why, [r.index for r in batch]) == ("full", list(range(8)))
 
 
@@ -193,7 +193,7 @@ def test_a_batch_left_by_a_full_queue_makes_room_for_the_next():
         source.put(_ready(i))
     with pytest.raises(queue.Full):
         source.put(_ready(3), timeout=0.0)
-    batch, _ = Batcher(source, 2, LONG_DELAY_MS / 1e3, threading.Event(), 0.05).next_batch()
+    batch, _ = Batcher(source, LONG_DELAY_MS / 1e3, threading.Event(), 0.05).next_batch()
     assert [r.index for r in batch] == [0, 1]
     source.put(_ready(3), timeout=0.0)  # room again
     assert [source.get_nowait().index for _ in range(2)] == [2, 3]

@@ -132,9 +132,7 @@ class Engine:
         self._cpu = CpuStages(pre, post, filter, queues, self._stop, self._ledger, poll_s)
         rows = max(self.settings.buckets or (max_batch,))
         self._device = DeviceStage(
-            Batcher(
-                self._batch_q, max_batch, max_delay_ms / 1e3, self._stop, poll_s, close_on_idle
-            ),
+            Batcher(self._batch_q, max_delay_ms / 1e3, self._stop, poll_s, close_on_idle),
             Stager(self.device, max(rows, max_batch), transform),
             model,
             self.settings,

@@ -84,7 +84,7 @@ class Ledger:
             outcome = "cancelled"
         ended = req.ended(outcome, end_t)
         req.payload = req.sample = req.output = None  # free what the request held
-        with self.idle:
+        with self.lock:  # the lock of ``idle``, taken without the Condition's own wrapper
             self.ended.append(ended)
             self.counts[outcome] += 1
             self.ending -= 1

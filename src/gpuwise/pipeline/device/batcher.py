@@ -56,7 +56,8 @@ class ReadyQueue:
             queue.Full: Still full after ``timeout``.
         """
         with self.lock:
-            if not self.room.wait_for(lambda: len(self.items) < self.maxsize, timeout):
+            full = len(self.items) >= self.maxsize
+            if full and not self.room.wait_for(lambda: len(self.items) < self.maxsize, timeout):
                 raise queue.Full
             self.items.append(req)
             if len(self.items) in (1, self.batch_size):
@@ -79,8 +80,7 @@ class Batcher:
     """Forms batches from the queue of preprocessed requests.
 
     Args:
-        source: Preprocessed requests, oldest first.
-        max_batch: Largest batch.
+        source: Preprocessed requests, oldest first; its ``batch_size`` is the largest batch.
         max_delay_s: Longest wait of a batch's oldest request.
         stop: Set when the pipeline stops; every wait ends within ``poll_s`` of it.
         poll_s: Longest single blocking wait.
@@ -91,14 +91,13 @@ class Batcher:
     def __init__(
         self,
         source: ReadyQueue,
-        max_batch: int,
         max_delay_s: float,
         stop: threading.Event,
         poll_s: float = 0.05,
         close_on_idle: bool = True,
     ) -> None:
         self.source = source
-        self.max_batch = max_batch
+        self.max_batch = source.batch_size
         self.max_delay_s = max_delay_s
         self.stop = stop
         self.poll_s = poll_s
