@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -11,6 +14,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+_CACHE = tempfile.mkdtemp(prefix="gpuwise-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+"""The measured host figures and CPU peaks the tests' runs keep go here (each test process
+its own, removed at its exit), never into the user's own cache; the processes a test starts
+inherit it."""
+atexit.register(shutil.rmtree, _CACHE, True)
 REALDATA = Path(__file__).resolve().parent / "realdata"
 """Real recordings made by other people on real GPUs; provenance and facts in its README."""
 
