@@ -116,7 +116,12 @@ def measure(mode: str, path: Path, src: Path) -> dict[str, Any]:
 PROCESSES = {
     "gpuwise-process": ["-m", "gpuwise", "analyze", "{path}", "--json"],
     "baseline-process": ["-m", "gpuwise", "analyze", "{path}", "--json"],
-    "json.load-process": ["-c", "import json, sys; json.load(open(sys.argv[1]))", "{path}"],
+    "json.load-process": [
+        "-c",
+        "import gzip, json, sys; p = sys.argv[1]; "
+        "json.load(gzip.open(p, 'rt') if p.endswith('.gz') else open(p))",
+        "{path}",
+    ],
     "orjson-process": [
         "-c",
         "import orjson, sys; orjson.loads(open(sys.argv[1], 'rb').read())",
