@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gpuwise.diagnose.inference.serving import diagnose_serving, main_kind, serving_run
@@ -63,6 +65,37 @@ def test_pre_bound_with_the_pipeline_bound_as_max_speedup():
     )
     assert "pre_workers=2" in findings[0].fixes[0].how
     assert main_kind(result) == "pre_bound"
+
+
+@pytest.mark.parametrize(
+    ("load", "advice"),
+    [
+        ({}, "Add pre workers where cores are idle"),  # a run that did not measure its cores
+        ({"cores_used": 1.2, "cores": 4}, "Add pre workers where cores are idle"),
+        ({"cores_used": 0.98, "cores": 1}, "Give the server more cores (it used 1.0 of its 1)"),
+        ({"cores_used": 1.7, "cores": 2}, "Give the server more cores (it used 1.7 of its 2)"),
+    ],
+)
+def test_more_pre_workers_only_where_the_run_left_cores_idle(load: dict, advice: str) -> None:
+    # the same pre-bound run (as above); what the first fix says depends on the cores it used
+    base = _result(pre_s=0.010, post_s=0.0005, sizes=[16] * 5 + [15], a_s=0.004, b_s=0.001)
+    result = ServingResult(base.settings, 1.0, base.requests, base.batches, load)
+    first = diagnose_serving(result)[0]
+    assert first.kind == "pre_bound"
+    assert first.fixes[0].action.startswith(advice)
+    assert "pre_workers=2" in first.fixes[0].how
+
+
+def test_a_measured_run_records_the_cores_it_used() -> None:
+    from gpuwise.pipeline.bench.measure import CoreUse
+
+    use = CoreUse()
+    end = time.perf_counter() + 0.2
+    while time.perf_counter() < end:  # one busy thread: about one core, never more
+        pass
+    got = use.read()
+    assert got["cores"] >= 1
+    assert 0.0 < got["cores_used"] <= 1.2  # under load it gets less than the whole core
 
 
 def test_post_bound():

@@ -152,7 +152,7 @@ def pre_bound(stats: _Stats) -> Finding | None:
         f"{stats.utilization('pre'):.0%} while the device waits"
     )
     fixes = (
-        Fix("Add pre workers where cores are idle", f"Pipeline(..., pre_workers={n + 1})"),
+        _more_pre_workers(stats, n),
         Fix(
             "Do less per sample on the CPU: decode at reduced size, resize/normalise on the device",
             "pre = lambda b: gpuwise.data.jpeg.decode_resize(b, 224); Pipeline(..., transform=...)",
@@ -163,6 +163,26 @@ def pre_bound(stats: _Stats) -> Finding | None:
         ),
     )
     return _stage_finding(stats, "pre", summary, fixes)
+
+
+IDLE_CORE = 0.5
+"""Half a core unused is room for one more pre worker."""
+
+
+def _more_pre_workers(stats: _Stats, n: int) -> Fix:
+    """More pre workers where the run left cores idle; more cores where it used them all.
+
+    The run's ``load`` says how many cores the process used and could use (serve-bench
+    measures both); a run without them (an older file) gets the workers fix.
+    """
+    used, cores = stats.result.load.get("cores_used"), stats.result.load.get("cores")
+    if used is None or not cores or cores - used >= IDLE_CORE:
+        return Fix("Add pre workers where cores are idle", f"Pipeline(..., pre_workers={n + 1})")
+    return Fix(  # another worker on the same cores would only take turns with the others
+        f"Give the server more cores (it used {used:.1f} of its {cores})",
+        f"raise the container's CPU limit or the affinity mask (taskset), then "
+        f"Pipeline(..., pre_workers={n + 1})",
+    )
 
 
 def post_bound(stats: _Stats) -> Finding | None:
