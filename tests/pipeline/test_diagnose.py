@@ -87,13 +87,14 @@ def test_more_pre_workers_only_where_the_run_left_cores_idle(load: dict, advice:
 
 
 def test_a_measured_run_records_the_cores_it_used() -> None:
-    from gpuwise.pipeline.bench.measure import CoreUse
+    from gpuwise.pipeline.bench.measure import core_use
+    from gpuwise.telemetry.load import LoadWindow
 
-    use = CoreUse()
+    window = LoadWindow()
     end = time.perf_counter() + 0.2
     while time.perf_counter() < end:  # one busy thread: about one core, never more
         pass
-    got = use.read()
+    got = core_use(window)
     assert got["cores"] >= 1
     assert 0.0 < got["cores_used"] <= 1.2  # under load it gets less than the whole core
 

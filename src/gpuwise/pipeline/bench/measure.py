@@ -7,8 +7,6 @@ requests submitted in the measured window (and the batches that closed in it).
 from __future__ import annotations
 
 import dataclasses
-import resource
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +15,7 @@ from gpuwise.pipeline.bench.load import LoadInterrupted, LoadResult, LoadSpec, r
 from gpuwise.pipeline.core import Pipeline
 from gpuwise.pipeline.workers.threads import usable_cores
 from gpuwise.records.serving import ServingResult
+from gpuwise.telemetry.load import LoadWindow
 
 
 def measure(
@@ -42,10 +41,10 @@ def measure(
     """
     clients = load.concurrency or 2 * pipe.settings.max_batch
     load_doc = {**load.to_dict(), "concurrency": clients if load.mode == "closed" else None}
-    cpu = CoreUse()
+    window = LoadWindow()
     try:
         seen = run_load(pipe.submit, make_input, load, concurrency=clients)
-        load_doc.update(cpu.read())
+        load_doc.update(core_use(window))
     except LoadInterrupted as stop:  # keep what the window measured until the signal
         pipe.drain(timeout_s=STOPPED_DRAIN_S)
         why = "stopped during the warm-up (these are warm-up requests)" if stop.in_warmup else ""
@@ -61,26 +60,18 @@ def measure(
     return _window_result(pipe, seen, load_doc), seen
 
 
-class CoreUse:
-    """The cores this process used from its creation to ``read()``, beside those it may use.
+def core_use(window: LoadWindow) -> dict[str, float | int]:
+    """The cores this process used over ``window``, those it may run on, and the others' share.
 
     ``cores_used`` counts every thread of the process (CPU time over wall time); pre worker
     processes are not in it, so it is a floor where ``pre_processes`` is set.
     """
-
-    def __init__(self) -> None:
-        self.wall_t, self.cpu_s = time.perf_counter(), _process_cpu_s()
-
-    def read(self) -> dict[str, float | int]:
-        """``{"cores_used": ..., "cores": ...}`` over the time since creation."""
-        wall_s = time.perf_counter() - self.wall_t
-        used = (_process_cpu_s() - self.cpu_s) / wall_s if wall_s > 0 else 0.0
-        return {"cores_used": round(used, 3), "cores": usable_cores()}
-
-
-def _process_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    load = window.finish()
+    return {
+        "cores_used": load["gpuwise_cores"],
+        "cores": usable_cores(),
+        "others_cores": load["others_cores"],
+    }
 
 
 STOPPED_DRAIN_S = 1.0
