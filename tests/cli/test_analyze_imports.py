@@ -95,8 +95,7 @@ def test_analyze_starts_no_blas_threads_and_leaves_the_environment(tmp_path: Pat
     )
     plain, _ = _threads_after("-")
     if plain == 1:
-        pytest.skip(
-            "numpy starts no BLAS thread here (one usable core, or OMP_NUM_THREADS=1): nothing to compare"
-        )
+        why = "one usable core, or OMP_NUM_THREADS=1"
+        pytest.skip(f"numpy starts no BLAS thread here ({why}): nothing to compare")
     assert _threads_after(str(path)) == (1, None)  # the variable was set for the import only
     assert _threads_after(str(path), OPENBLAS_NUM_THREADS="2") == (2, "2")  # the user's kept
